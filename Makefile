@@ -1,0 +1,45 @@
+# Two commands for a newcomer: `make test` and `make demo`. Each sets itself up
+# from a fresh clone: a virtual environment in .venv, the pinned Python
+# dependencies, and a release build of the extension.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.deps-installed
+
+.PHONY: all test demo bench build develop lint rust-test py-test clean
+
+all: test
+
+$(STAMP): requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+# Release build of the extension, installed into .venv (editable: the Python
+# sources are used in place, the native module is rebuilt here).
+build: $(STAMP)
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
+		$(PY) -m maturin develop --release --quiet
+
+lint: $(STAMP)
+	cargo fmt --check
+	cargo clippy --all-targets -- -D warnings
+	cargo clippy --all-targets --features python -- -D warnings
+	$(VENV)/bin/ruff check python tests
+	$(VENV)/bin/ruff format --check python tests
+
+rust-test:
+	cargo test --quiet
+
+py-test: build
+	$(PY) -m pytest -q
+
+test: build lint rust-test py-test
+
+demo: build
+	$(PY) -m blockmap demo
+
+clean:
+	rm -rf $(VENV) target
