@@ -1,0 +1,435 @@
+//! Reference-counted bytes with an owner.
+//!
+//! All array and label data in blockmap lives in a [`Buffer`]: a pointer, a
+//! length, a flag saying whether the memory may be written, and a shared
+//! owner that keeps the memory alive. Three kinds of owner exist:
+//!
+//! - memory Rust allocated ([`AlignedBytes`], aligned to [`ALIGNMENT`] bytes);
+//! - a file mapping (`memmap2`);
+//! - a foreign owner: anything that pins memory it manages, such as a held
+//!   Python buffer export in the binding.
+//!
+//! Cloning or slicing a buffer never copies: it adds a reference to the
+//! owner, which is dropped exactly when the last clone or slice goes.
+//!
+//! Memory seen through a buffer is treated as shared: Rust only reads it.
+//! Writes happen outside Rust, through views handed to foreign code (numpy
+//! arrays in the binding) and only when the buffer is writable, the same
+//! contract numpy arrays sharing memory have with each other.
+
+use std::alloc::Layout;
+use std::fmt;
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+
+/// Alignment of the memory blockmap allocates, in bytes: enough for every
+/// element type and for SIMD loads, and the alignment of payloads in the
+/// files blockmap writes.
+pub const ALIGNMENT: usize = 64;
+
+/// Owned, zero-initialised bytes aligned to [`ALIGNMENT`].
+///
+/// This is how blockmap allocates array memory: fill it through
+/// [`AlignedBytes::as_mut_slice`], then freeze it into a [`Buffer`].
+pub struct AlignedBytes {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    fn layout(len: usize) -> Result<Layout> {
+        // never allocate zero bytes: the allocator does not allow it, and a
+        // non-null, aligned pointer is wanted for empty arrays too
+        Layout::from_size_align(len.max(1), ALIGNMENT)
+            .map_err(|_| Error::invalid(format!("cannot allocate {len} bytes: size too large")))
+    }
+
+    /// Allocate `len` zeroed bytes, or fail with an error (never abort)
+    /// when the memory cannot be had.
+    pub fn zeroed(len: usize) -> Result<Self> {
+        let layout = Self::layout(len)?;
+        // SAFETY: the layout has a non-zero size (`len.max(1)`).
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(ptr)
+            .ok_or_else(|| Error::invalid(format!("cannot allocate {len} bytes: out of memory")))?;
+        Ok(AlignedBytes { ptr, len })
+    }
+
+    /// Allocate aligned memory holding a copy of `data`.
+    pub fn copy_from(data: &[u8]) -> Result<Self> {
+        let mut bytes = Self::zeroed(data.len())?;
+        bytes.as_mut_slice().copy_from_slice(data);
+        Ok(bytes)
+    }
+
+    /// The bytes, for reading.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` points to `len` initialised (zeroed at allocation)
+        // bytes that this value owns and that live as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The bytes, for writing.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as in `as_slice`, and `&mut self` makes this the only
+        // access to the memory while the slice lives.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Drop for AlignedBytes {
+    fn drop(&mut self) {
+        let layout = Self::layout(self.len).expect("the layout was valid at allocation");
+        // SAFETY: `ptr` was allocated in `zeroed` with this same layout and
+        // is freed only here, once.
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
+    }
+}
+
+// SAFETY: AlignedBytes uniquely owns its heap memory, like a Box<[u8]>.
+unsafe impl Send for AlignedBytes {}
+// SAFETY: shared references only give `&[u8]`, like a Box<[u8]>.
+unsafe impl Sync for AlignedBytes {}
+
+impl fmt::Debug for AlignedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AlignedBytes")
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// What keeps a buffer's memory alive. The fields are never read: they are
+/// held so that dropping the last buffer drops them.
+#[allow(dead_code)]
+enum Storage {
+    Rust(AlignedBytes),
+    Mapped(Mapping),
+    Foreign(Box<dyn Send + Sync>),
+}
+
+/// A file mapping owned by a buffer.
+#[allow(dead_code)]
+enum Mapping {
+    ReadOnly(memmap2::Mmap),
+    CopyOnWrite(memmap2::MmapMut),
+}
+
+/// The kind of owner behind a [`Buffer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OwnerKind {
+    /// memory blockmap allocated
+    Rust,
+    /// a file mapping
+    Mapped,
+    /// memory owned by someone else (e.g. a Python object)
+    Foreign,
+}
+
+/// Reference-counted bytes with an owner; see the [module docs](self).
+#[derive(Clone)]
+pub struct Buffer {
+    storage: Arc<Storage>,
+    ptr: NonNull<u8>,
+    len: usize,
+    writable: bool,
+}
+
+// SAFETY: the owner is Send + Sync (every `Storage` variant is), and the
+// buffer itself only reads the memory it points to; concurrent writes come
+// from foreign code under the shared-memory contract of the module docs.
+unsafe impl Send for Buffer {}
+// SAFETY: as for Send; `&Buffer` gives nothing but reads.
+unsafe impl Sync for Buffer {}
+
+impl Buffer {
+    /// An empty buffer.
+    pub fn empty() -> Self {
+        Self::from(AlignedBytes::zeroed(0).expect("one byte can be allocated"))
+    }
+
+    /// Allocate aligned memory holding a copy of `data`.
+    pub fn copy_from(data: &[u8]) -> Result<Self> {
+        Ok(Self::from(AlignedBytes::copy_from(data)?))
+    }
+
+    /// View a read-only file mapping.
+    pub fn from_mmap(map: memmap2::Mmap) -> Self {
+        let ptr = NonNull::new(map.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        let len = map.len();
+        Buffer {
+            storage: Arc::new(Storage::Mapped(Mapping::ReadOnly(map))),
+            ptr,
+            len,
+            writable: false,
+        }
+    }
+
+    /// View a private (copy-on-write) file mapping: writes through views
+    /// change this process's pages, never the file.
+    pub fn from_mmap_copy_on_write(mut map: memmap2::MmapMut) -> Self {
+        let ptr = NonNull::new(map.as_mut_ptr()).unwrap_or(NonNull::dangling());
+        let len = map.len();
+        Buffer {
+            storage: Arc::new(Storage::Mapped(Mapping::CopyOnWrite(map))),
+            ptr,
+            len,
+            writable: true,
+        }
+    }
+
+    /// Read-only view of memory owned by `owner` (e.g. a `Vec<u8>`); the
+    /// owner is moved behind the reference count first, so the bytes it
+    /// gives are at a stable address.
+    pub fn from_owner<T: AsRef<[u8]> + Send + Sync + 'static>(owner: T) -> Self {
+        let owner: Box<T> = Box::new(owner);
+        let bytes = (*owner).as_ref();
+        let ptr = NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        let len = bytes.len();
+        Buffer {
+            storage: Arc::new(Storage::Foreign(owner)),
+            ptr,
+            len,
+            writable: false,
+        }
+    }
+
+    /// View memory kept alive by a foreign `owner`.
+    ///
+    /// # Safety
+    ///
+    /// - `ptr` must be valid for reads of `len` bytes for as long as `owner`
+    ///   is alive, and the memory must not be freed or moved before `owner`
+    ///   is dropped (a held Python buffer export guarantees both);
+    /// - if `writable` is true, foreign code may write to the memory through
+    ///   views of this buffer, so the owner must allow that.
+    pub unsafe fn from_foreign(
+        ptr: NonNull<u8>,
+        len: usize,
+        writable: bool,
+        owner: Box<dyn Send + Sync>,
+    ) -> Self {
+        Buffer {
+            storage: Arc::new(Storage::Foreign(owner)),
+            ptr,
+            len,
+            writable,
+        }
+    }
+
+    /// A view of `len` bytes starting at `offset`, sharing the owner.
+    pub fn slice(&self, offset: usize, len: usize) -> Result<Self> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => {}
+            _ => {
+                return Err(Error::invalid(format!(
+                    "slice [{offset}, {offset}+{len}) is outside a buffer of {} bytes",
+                    self.len
+                )))
+            }
+        }
+        // SAFETY: offset + len <= self.len, so the new pointer stays inside
+        // (or one past the end of) the same allocation.
+        let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(offset)) };
+        Ok(Buffer {
+            storage: Arc::clone(&self.storage),
+            ptr,
+            len,
+            writable: self.writable,
+        })
+    }
+
+    /// The same memory, never writable through views of this buffer.
+    pub fn into_read_only(mut self) -> Self {
+        self.writable = false;
+        self
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: every constructor guarantees `ptr` is valid for `len`
+        // bytes while `storage` lives, and `self` holds a reference to it.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// Start of the memory.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.ptr.as_ptr()
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether there are no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether views of this buffer may write to the memory.
+    pub fn is_writable(&self) -> bool {
+        self.writable
+    }
+
+    /// Whether the start of the memory is a multiple of `align` (a power of two).
+    pub fn is_aligned_to(&self, align: usize) -> bool {
+        (self.ptr.as_ptr() as usize).is_multiple_of(align)
+    }
+
+    /// Which kind of owner keeps this memory alive.
+    pub fn owner_kind(&self) -> OwnerKind {
+        match *self.storage {
+            Storage::Rust(_) => OwnerKind::Rust,
+            Storage::Mapped(_) => OwnerKind::Mapped,
+            Storage::Foreign(_) => OwnerKind::Foreign,
+        }
+    }
+
+    /// Number of buffers (clones and slices) sharing this owner.
+    pub fn owner_count(&self) -> usize {
+        Arc::strong_count(&self.storage)
+    }
+}
+
+impl From<AlignedBytes> for Buffer {
+    fn from(bytes: AlignedBytes) -> Self {
+        let ptr = bytes.ptr;
+        let len = bytes.len;
+        Buffer {
+            storage: Arc::new(Storage::Rust(bytes)),
+            ptr,
+            len,
+            writable: true,
+        }
+    }
+}
+
+impl fmt::Debug for Buffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Buffer")
+            .field("len", &self.len)
+            .field("writable", &self.writable)
+            .field("owner", &self.owner_kind())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    struct CountDrops {
+        data: Vec<u8>,
+        drops: Arc<AtomicUsize>,
+    }
+
+    impl Drop for CountDrops {
+        fn drop(&mut self) {
+            self.drops.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn foreign(drops: &Arc<AtomicUsize>) -> Buffer {
+        let owner = Box::new(CountDrops {
+            data: (0..100u8).collect(),
+            drops: Arc::clone(drops),
+        });
+        let ptr = NonNull::new(owner.data.as_ptr().cast_mut()).unwrap();
+        let len = owner.data.len();
+        // SAFETY: the Vec's heap memory does not move when the Box moves and
+        // lives until the owner is dropped.
+        unsafe { Buffer::from_foreign(ptr, len, false, owner) }
+    }
+
+    #[test]
+    fn foreign_owner_dropped_with_last_clone() {
+        let drops = Arc::new(AtomicUsize::new(0));
+        let buffer = foreign(&drops);
+        let clone = buffer.clone();
+        let slice = buffer.slice(10, 20).unwrap();
+        assert_eq!(buffer.owner_count(), 3);
+        drop(buffer);
+        drop(clone);
+        assert_eq!(drops.load(Ordering::SeqCst), 0);
+        assert_eq!(slice.as_slice(), &(10..30u8).collect::<Vec<_>>()[..]);
+        drop(slice);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn clone_and_slice_do_not_copy() {
+        let buffer = Buffer::copy_from(&[1, 2, 3, 4, 5, 6, 7, 8]).unwrap();
+        let clone = buffer.clone();
+        assert_eq!(clone.as_ptr(), buffer.as_ptr());
+        let slice = buffer.slice(3, 4).unwrap();
+        assert_eq!(slice.as_ptr(), buffer.as_ptr().wrapping_add(3));
+        assert_eq!(slice.as_slice(), &[4, 5, 6, 7]);
+        assert_eq!(buffer.owner_kind(), OwnerKind::Rust);
+        assert_eq!(buffer.owner_count(), 3);
+    }
+
+    #[test]
+    fn slice_out_of_bounds() {
+        let buffer = Buffer::copy_from(&[0; 16]).unwrap();
+        assert!(buffer.slice(8, 9).is_err());
+        assert!(buffer.slice(usize::MAX, 2).is_err());
+        assert!(buffer.slice(16, 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn rust_memory_is_aligned_and_writable() {
+        for len in [0, 1, 63, 64, 1000] {
+            let buffer = Buffer::from(AlignedBytes::zeroed(len).unwrap());
+            assert!(buffer.is_aligned_to(ALIGNMENT));
+            assert!(buffer.is_writable());
+            assert_eq!(buffer.len(), len);
+            assert!(buffer.as_slice().iter().all(|&b| b == 0));
+        }
+        assert!(!Buffer::empty().into_read_only().is_writable());
+    }
+
+    #[test]
+    fn impossible_allocation_is_an_error() {
+        assert!(AlignedBytes::zeroed(usize::MAX - 10).is_err());
+        assert!(AlignedBytes::zeroed(isize::MAX as usize).is_err());
+    }
+
+    #[test]
+    fn from_owner_is_read_only_and_stable() {
+        let buffer = Buffer::from_owner(vec![7u8; 32]);
+        assert!(!buffer.is_writable());
+        assert_eq!(buffer.owner_kind(), OwnerKind::Foreign);
+        assert_eq!(buffer.as_slice(), &[7u8; 32]);
+        // an owner with inline data is boxed before its address is taken
+        let inline = Buffer::from_owner([3u8; 16]);
+        assert_eq!(inline.as_slice(), &[3u8; 16]);
+    }
+
+    #[test]
+    fn mapped_buffers() {
+        let mut anon = memmap2::MmapMut::map_anon(4096).unwrap();
+        anon[0] = 42;
+        let read_only = Buffer::from_mmap(anon.make_read_only().unwrap());
+        assert_eq!(read_only.owner_kind(), OwnerKind::Mapped);
+        assert!(!read_only.is_writable());
+        assert_eq!(read_only.as_slice()[0], 42);
+
+        let cow = Buffer::from_mmap_copy_on_write(memmap2::MmapMut::map_anon(128).unwrap());
+        assert!(cow.is_writable());
+        assert_eq!(cow.len(), 128);
+    }
+}

@@ -1,0 +1,359 @@
+//! Labels: named int32 columns with one unique row per entry.
+
+use std::fmt;
+use std::hash::BuildHasher;
+use std::sync::{Arc, OnceLock};
+
+use hashbrown::HashTable;
+
+use crate::array::Array;
+use crate::buffer::Buffer;
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Whether `name` can name a label dimension: an ASCII identifier
+/// (letters, digits and `_`, not starting with a digit), as in metatensor.
+pub fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    match chars.next() {
+        Some(first) if first.is_ascii_alphabetic() || first == '_' => {}
+        _ => return false,
+    }
+    chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Named int32 columns (dimensions), one row per entry, rows unique.
+///
+/// Labels are immutable; cloning them is O(1) and shares the values. The
+/// values are a `count x size` int32 [`Array`] in native byte order.
+#[derive(Clone)]
+pub struct Labels(Arc<Inner>);
+
+struct Inner {
+    names: Vec<String>,
+    values: Array,
+    /// row position lookup, built on first use (or by the uniqueness check)
+    index: OnceLock<Index>,
+}
+
+struct Index {
+    table: HashTable<usize>,
+    hasher: hashbrown::DefaultHashBuilder,
+}
+
+impl Index {
+    /// Build the index over `count` rows of `size` values. Of equal rows the
+    /// first is indexed; the first pair of equal rows found is returned too.
+    fn build(values: &[i32], size: usize, count: usize) -> (Index, Option<(usize, usize)>) {
+        let hasher = hashbrown::DefaultHashBuilder::default();
+        let mut table = HashTable::with_capacity(count);
+        let mut duplicate = None;
+        let row = |i: usize| &values[i * size..(i + 1) * size];
+        for i in 0..count {
+            let hash = hasher.hash_one(row(i));
+            match table.entry(hash, |&j| row(j) == row(i), |&j| hasher.hash_one(row(j))) {
+                hashbrown::hash_table::Entry::Occupied(entry) => {
+                    duplicate = duplicate.or(Some((*entry.get(), i)));
+                }
+                hashbrown::hash_table::Entry::Vacant(entry) => {
+                    entry.insert(i);
+                }
+            }
+        }
+        (Index { table, hasher }, duplicate)
+    }
+}
+
+impl Labels {
+    /// Labels with `names` and row-major `values` (`count x names.len()`),
+    /// checking that names are valid and rows unique.
+    pub fn new<S: Into<String>>(names: Vec<S>, values: &[i32]) -> Result<Self> {
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        let count = match names.len() {
+            0 if values.is_empty() => 0,
+            0 => {
+                return Err(Error::invalid(
+                    "labels without dimensions cannot have values",
+                ))
+            }
+            size if !values.len().is_multiple_of(size) => {
+                return Err(Error::invalid(format!(
+                    "{} label values do not fill rows of {size} dimensions",
+                    values.len()
+                )))
+            }
+            size => values.len() / size,
+        };
+        let array = Array::from_slice(vec![count, names.len()], values)?;
+        Labels::from_array(names, array, false)
+    }
+
+    /// Labels viewing an int32 `count x names.len()` array (no copy).
+    /// With `assume_unique`, the check that rows are unique is skipped
+    /// (the caller vouches for it); position lookups then find the first
+    /// of equal rows.
+    pub fn from_array(names: Vec<String>, values: Array, assume_unique: bool) -> Result<Self> {
+        check_names(&names)?;
+        if values.dtype() != DType::I4 {
+            return Err(Error::invalid(format!(
+                "label values must be int32, got {}",
+                values.dtype()
+            )));
+        }
+        if values.shape().len() != 2 || values.shape()[1] != names.len() {
+            return Err(Error::invalid(format!(
+                "label values must have shape (count, {}) for dimensions {names:?}, got {:?}",
+                names.len(),
+                values.shape()
+            )));
+        }
+        let labels = Labels(Arc::new(Inner {
+            names,
+            values,
+            index: OnceLock::new(),
+        }));
+        if !assume_unique {
+            let (index, duplicate) = Index::build(labels.raw(), labels.size(), labels.count());
+            if let Some((first, second)) = duplicate {
+                return Err(Error::invalid(format!(
+                    "labels {:?} have the entry {:?} twice (rows {first} and {second})",
+                    labels.names(),
+                    labels.row(first)
+                )));
+            }
+            // the cell is new and owned here, so this cannot fail
+            let _ = labels.0.index.set(index);
+        }
+        Ok(labels)
+    }
+
+    /// Labels from an int32 buffer holding `count x names.len()` values.
+    pub fn from_buffer(
+        names: Vec<String>,
+        count: usize,
+        buffer: Buffer,
+        assume_unique: bool,
+    ) -> Result<Self> {
+        let array = Array::new(DType::I4, vec![count, names.len()], buffer)?;
+        Labels::from_array(names, array, assume_unique)
+    }
+
+    /// One entry with one dimension `_` of value 0, for maps or blocks
+    /// without real keys or samples.
+    pub fn single() -> Self {
+        Labels::new(vec!["_"], &[0]).expect("valid labels")
+    }
+
+    /// No entries, with these dimension names.
+    pub fn empty<S: Into<String>>(names: Vec<S>) -> Result<Self> {
+        let names: Vec<String> = names.into_iter().map(Into::into).collect();
+        Labels::from_array(
+            names.clone(),
+            Array::zeros(DType::I4, vec![0, names.len()])?,
+            true,
+        )
+    }
+
+    /// One dimension `name` with entries `0..end`.
+    pub fn range(name: &str, end: i32) -> Result<Self> {
+        if end < 0 {
+            return Err(Error::invalid(format!("range end must be >= 0, got {end}")));
+        }
+        let values: Vec<i32> = (0..end).collect();
+        let array = Array::from_slice(vec![values.len(), 1], &values)?;
+        Labels::from_array(vec![name.to_string()], array, true)
+    }
+
+    /// Names of the dimensions.
+    pub fn names(&self) -> &[String] {
+        &self.0.names
+    }
+
+    /// Number of dimensions.
+    pub fn size(&self) -> usize {
+        self.0.names.len()
+    }
+
+    /// Number of entries.
+    pub fn count(&self) -> usize {
+        self.0.values.shape()[0]
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.count() == 0
+    }
+
+    /// The `count x size` int32 values.
+    pub fn values(&self) -> &Array {
+        &self.0.values
+    }
+
+    /// The values as a flat row-major slice.
+    pub fn raw(&self) -> &[i32] {
+        self.0
+            .values
+            .as_slice::<i32>()
+            .expect("labels values are int32 (checked at construction)")
+    }
+
+    /// Entry `i`; panics when `i >= count()` like slice indexing.
+    pub fn row(&self, i: usize) -> &[i32] {
+        let size = self.size();
+        &self.raw()[i * size..(i + 1) * size]
+    }
+
+    /// Position of dimension `name`.
+    pub fn dimension(&self, name: &str) -> Option<usize> {
+        self.0.names.iter().position(|n| n == name)
+    }
+
+    /// The values of dimension `name`, as a new vector.
+    pub fn column(&self, name: &str) -> Result<Vec<i32>> {
+        let d = self.dimension(name).ok_or_else(|| {
+            Error::invalid(format!(
+                "labels {:?} have no dimension '{name}'",
+                self.names()
+            ))
+        })?;
+        Ok((0..self.count()).map(|i| self.row(i)[d]).collect())
+    }
+
+    fn index(&self) -> &Index {
+        self.0
+            .index
+            .get_or_init(|| Index::build(self.raw(), self.size(), self.count()).0)
+    }
+
+    /// Position of `entry`, or `None`; an error when `entry` does not have
+    /// one value per dimension.
+    pub fn position(&self, entry: &[i32]) -> Result<Option<usize>> {
+        if entry.len() != self.size() {
+            return Err(Error::invalid(format!(
+                "entry {entry:?} has {} values, labels {:?} have {} dimensions",
+                entry.len(),
+                self.names(),
+                self.size()
+            )));
+        }
+        let index = self.index();
+        let hash = index.hasher.hash_one(entry);
+        Ok(index.table.find(hash, |&j| self.row(j) == entry).copied())
+    }
+
+    /// Whether the two labels are the same object (not just equal).
+    pub fn ptr_eq(&self, other: &Labels) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+fn check_names(names: &[String]) -> Result<()> {
+    for (i, name) in names.iter().enumerate() {
+        if !is_valid_name(name) {
+            return Err(Error::invalid(format!(
+                "'{name}' is not a valid label name: use letters, digits and '_', \
+                 not starting with a digit"
+            )));
+        }
+        if names[..i].contains(name) {
+            return Err(Error::invalid(format!(
+                "the label name '{name}' is used twice in {names:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl PartialEq for Labels {
+    fn eq(&self, other: &Self) -> bool {
+        self.ptr_eq(other) || (self.names() == other.names() && self.values() == other.values())
+    }
+}
+
+impl Eq for Labels {}
+
+impl fmt::Debug for Labels {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Labels({:?}, {} entries)", self.names(), self.count())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_identifiers() {
+        assert!(is_valid_name("a"));
+        assert!(is_valid_name("_x1"));
+        assert!(is_valid_name("o3_lambda"));
+        for bad in ["", "1a", "a b", "a-b", "é", "a.b"] {
+            assert!(!is_valid_name(bad), "{bad:?}");
+            assert!(Labels::new(vec![bad], &[0]).is_err());
+        }
+    }
+
+    #[test]
+    fn names_must_be_unique() {
+        let err = Labels::new(vec!["a", "a"], &[0, 1]).unwrap_err();
+        assert!(err.to_string().contains("used twice"));
+    }
+
+    #[test]
+    fn rows_must_be_unique() {
+        let err = Labels::new(vec!["a", "b"], &[0, 1, 2, 3, 0, 1]).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("[0, 1]") && message.contains("rows 0 and 2"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn assume_unique_skips_the_check() {
+        let array = Array::from_slice(vec![3, 1], &[5, 5, 7]).unwrap();
+        let labels = Labels::from_array(vec!["a".into()], array, true).unwrap();
+        assert_eq!(labels.position(&[5]).unwrap(), Some(0));
+        assert_eq!(labels.position(&[7]).unwrap(), Some(2));
+    }
+
+    #[test]
+    fn values_must_fill_rows() {
+        assert!(Labels::new(vec!["a", "b"], &[0, 1, 2]).is_err());
+        assert!(Labels::new(Vec::<String>::new(), &[1]).is_err());
+        let array = Array::from_slice(vec![2, 2], &[0, 1, 2, 3]).unwrap();
+        assert!(Labels::from_array(vec!["a".into()], array, false).is_err());
+        let floats = Array::from_slice(vec![1, 1], &[0.0f32]).unwrap();
+        assert!(Labels::from_array(vec!["a".into()], floats, false).is_err());
+    }
+
+    #[test]
+    fn lookups() {
+        let labels = Labels::new(vec!["system", "atom"], &[0, 0, 0, 1, 1, 0]).unwrap();
+        assert_eq!(labels.count(), 3);
+        assert_eq!(labels.size(), 2);
+        assert_eq!(labels.position(&[0, 1]).unwrap(), Some(1));
+        assert_eq!(labels.position(&[1, 1]).unwrap(), None);
+        assert!(labels.position(&[0]).is_err());
+        assert_eq!(labels.row(2), &[1, 0]);
+        assert_eq!(labels.column("atom").unwrap(), vec![0, 1, 0]);
+        assert!(labels.column("nope").is_err());
+    }
+
+    #[test]
+    fn constructors_and_equality() {
+        let single = Labels::single();
+        assert_eq!(single.names(), &["_"]);
+        assert_eq!(single.raw(), &[0]);
+        let empty = Labels::empty(vec!["a", "b"]).unwrap();
+        assert_eq!((empty.count(), empty.size()), (0, 2));
+        let range = Labels::range("n", 4).unwrap();
+        assert_eq!(range.raw(), &[0, 1, 2, 3]);
+        assert!(Labels::range("n", -1).is_err());
+        assert_eq!(range, Labels::new(vec!["n"], &[0, 1, 2, 3]).unwrap());
+        assert_ne!(range, Labels::new(vec!["m"], &[0, 1, 2, 3]).unwrap());
+        assert_ne!(range, Labels::new(vec!["n"], &[0, 1, 3, 2]).unwrap());
+        let zero_dims = Labels::new(Vec::<String>::new(), &[]).unwrap();
+        assert_eq!(zero_dims.count(), 0);
+    }
+}

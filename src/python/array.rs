@@ -1,0 +1,285 @@
+//! Ownership glue between blockmap buffers and numpy arrays.
+//!
+//! Going to Python, an [`Array`] becomes a numpy array viewing the buffer's
+//! memory; its base object is a frozen [`BufferOwner`] holding a clone of the
+//! buffer, so the memory lives as long as any view. Coming from Python, an
+//! array-like becomes an [`Array`] whose buffer holds the array's buffer
+//! export, which pins the memory and keeps the Python object alive.
+//!
+//! Every `unsafe` block of the binding is in this file.
+
+use std::ffi::c_void;
+use std::os::raw::c_int;
+use std::ptr::NonNull;
+
+use numpy::npyffi::{self, npy_intp, PY_ARRAY_API};
+use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use pyo3::buffer::PyUntypedBuffer;
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::PyDict;
+
+use super::errors::{invalid, wrong_type};
+use crate::array::{byte_len, Array};
+use crate::buffer::Buffer;
+use crate::dtype::{ByteOrder, DType};
+
+/// Keeps a buffer's memory alive for the numpy arrays viewing it, and
+/// exports it through the buffer protocol as flat bytes (format `B`),
+/// writable exactly when the buffer is.
+#[pyclass(frozen, module = "blockmap", name = "_BufferOwner")]
+#[derive(Debug)]
+pub struct BufferOwner {
+    buffer: Buffer,
+}
+
+#[pymethods]
+impl BufferOwner {
+    /// Export the memory as flat, C-contiguous bytes.
+    ///
+    /// # Safety
+    ///
+    /// `view` must point to a `Py_buffer` to fill, as Python guarantees when
+    /// it calls `bf_getbuffer`.
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let buffer = &slf.get().buffer;
+        let readonly = c_int::from(!buffer.is_writable());
+        let len = ffi::Py_ssize_t::try_from(buffer.len())
+            .map_err(|_| invalid(slf.py(), "buffer too large to export"))?;
+        // SAFETY: `view` is valid (caller contract); the pointer and length
+        // describe memory kept alive by `buffer`, which `slf` owns, and
+        // PyBuffer_FillInfo stores a new reference to `slf` in `view.obj`,
+        // so the memory outlives the export. It refuses writable requests
+        // when `readonly` is set.
+        let status = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                buffer.as_ptr().cast_mut().cast::<c_void>(),
+                len,
+                readonly,
+                flags,
+            )
+        };
+        if status < 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "_BufferOwner({} bytes, {}, {:?} owner)",
+            self.buffer.len(),
+            if self.buffer.is_writable() {
+                "writable"
+            } else {
+                "read-only"
+            },
+            self.buffer.owner_kind()
+        )
+    }
+}
+
+/// A numpy array of `dtype` and `shape` viewing `buffer` (C order, no copy).
+///
+/// The caller guarantees that `buffer` holds exactly the bytes of such an
+/// array and is aligned for `dtype`, as [`Array`] does.
+fn view<'py>(
+    py: Python<'py>,
+    dtype: DType,
+    shape: &[usize],
+    buffer: Buffer,
+) -> PyResult<Bound<'py, PyAny>> {
+    let expected = byte_len(dtype, shape)?;
+    if expected != buffer.len() || !buffer.is_aligned_to(dtype.alignment()) {
+        return Err(invalid(
+            py,
+            "internal error: buffer does not match its array",
+        ));
+    }
+    let mut dims = shape
+        .iter()
+        .map(|&d| npy_intp::try_from(d))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| invalid(py, format!("shape {shape:?} is too large for numpy")))?;
+    let ndim = c_int::try_from(dims.len()).map_err(|_| {
+        invalid(
+            py,
+            format!("{} dimensions are too many for numpy", dims.len()),
+        )
+    })?;
+    let mut flags = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED;
+    if buffer.is_writable() {
+        flags |= npyffi::NPY_ARRAY_WRITEABLE;
+    }
+    let data = buffer.as_ptr().cast_mut().cast::<c_void>();
+    let descr = PyArrayDescr::new(py, dtype.native_descr())?;
+    let owner = Bound::new(py, BufferOwner { buffer })?;
+
+    // SAFETY: the type object is numpy's ndarray; `into_dtype_ptr` gives a
+    // new reference, which PyArray_NewFromDescr steals; `dims` holds `ndim`
+    // dimensions; null strides mean C order; `data` points to `expected`
+    // bytes aligned for `dtype` (checked above) that stay alive as long as
+    // `owner`, which becomes the array's base below before any Python code
+    // can see the array.
+    let array = unsafe {
+        PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            npyffi::get_type_object(py, npyffi::NpyTypes::PyArray_Type),
+            descr.into_dtype_ptr(),
+            ndim,
+            dims.as_mut_ptr(),
+            std::ptr::null_mut(),
+            data,
+            flags,
+            std::ptr::null_mut(),
+        )
+    };
+    if array.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `array` is a new, owned, non-null reference to an ndarray.
+    let array = unsafe { Bound::from_owned_ptr(py, array) };
+    // SAFETY: `array` is an ndarray without a base; PyArray_SetBaseObject
+    // steals the reference `into_ptr` gives, also when it fails.
+    let status = unsafe {
+        PY_ARRAY_API.PyArray_SetBaseObject(
+            py,
+            array.as_ptr().cast::<npyffi::PyArrayObject>(),
+            owner.into_ptr(),
+        )
+    };
+    if status < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(array)
+}
+
+/// A numpy array viewing `array`'s memory, writable when the memory is.
+pub fn to_numpy<'py>(py: Python<'py>, array: &Array) -> PyResult<Bound<'py, PyAny>> {
+    view(py, array.dtype(), array.shape(), array.buffer().clone())
+}
+
+/// A read-only numpy array viewing `array`'s memory.
+pub fn to_numpy_read_only<'py>(py: Python<'py>, array: &Array) -> PyResult<Bound<'py, PyAny>> {
+    view(
+        py,
+        array.dtype(),
+        array.shape(),
+        array.buffer().clone().into_read_only(),
+    )
+}
+
+/// A read-only 1-D numpy array of `len` int32 values starting at element
+/// `start` of `array` (which must be int32).
+pub fn int32_row<'py>(
+    py: Python<'py>,
+    array: &Array,
+    start: usize,
+    len: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let size = DType::I4.size();
+    let buffer = array
+        .buffer()
+        .slice(start * size, len * size)?
+        .into_read_only();
+    view(py, DType::I4, &[len], buffer)
+}
+
+static AS_ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static NEW_ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// `numpy.asarray(obj)`.
+pub fn as_ndarray<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let asarray = AS_ARRAY.import(py, "numpy", "asarray")?;
+    asarray.call1((obj,))
+}
+
+/// `numpy.array(obj, dtype=descr, order="C", copy=True)`: a new C-ordered,
+/// aligned, native array.
+fn copy_to_native<'py>(obj: &Bound<'py, PyAny>, descr: &str) -> PyResult<Bound<'py, PyAny>> {
+    let py = obj.py();
+    let array = NEW_ARRAY.import(py, "numpy", "array")?;
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("dtype", descr)?;
+    kwargs.set_item("order", "C")?;
+    kwargs.set_item("copy", true)?;
+    array.call((obj,), Some(&kwargs))
+}
+
+/// The element type and byte order of a numpy array, or a type error.
+fn numpy_dtype(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(DType, ByteOrder)> {
+    let descr: String = array.getattr("dtype")?.getattr("str")?.extract()?;
+    DType::parse_descr(&descr).map_err(|e| {
+        let name = array
+            .getattr("dtype")
+            .and_then(|d| d.str())
+            .map(|s| s.to_string())
+            .unwrap_or(descr);
+        wrong_type(array.py(), format!("{what}: unsupported dtype {name}: {e}"))
+    })
+}
+
+/// How an array-like was brought in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Import {
+    /// its memory is viewed
+    Viewed,
+    /// it was copied once into a new C-ordered, aligned, native array
+    Copied,
+}
+
+/// Bring an array-like into blockmap.
+///
+/// A C-contiguous, aligned, native-byte-order numpy array is kept without a
+/// copy: the result holds a buffer export of it, writable when the array is.
+/// Anything else is converted with `numpy.asarray` and, when it is not such
+/// an array, copied once into one.
+pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Import)> {
+    let py = obj.py();
+    let mut array = as_ndarray(obj)?;
+    let (dtype, order) = numpy_dtype(&array, what)?;
+    let flags = array.getattr("flags")?;
+    let behaved = flags.getattr("c_contiguous")?.extract::<bool>()?
+        && flags.getattr("aligned")?.extract::<bool>()?
+        && order == ByteOrder::NATIVE;
+    let import = if behaved {
+        Import::Viewed
+    } else {
+        array = copy_to_native(&array, &dtype.native_descr())?;
+        Import::Copied
+    };
+
+    let export = PyUntypedBuffer::get(&array)?;
+    let shape = export.shape().to_vec();
+    let len = byte_len(dtype, &shape)?;
+    if !export.is_c_contiguous()
+        || export.len_bytes() != len
+        || export.item_size() != dtype.size()
+        || !(export.buf_ptr() as usize).is_multiple_of(dtype.alignment())
+    {
+        return Err(invalid(
+            py,
+            format!("{what}: the array's buffer export does not match its dtype and shape"),
+        ));
+    }
+    let writable = !export.readonly();
+    let buffer = match NonNull::new(export.buf_ptr().cast::<u8>()) {
+        // SAFETY: a buffer export keeps its memory valid and in place, and
+        // the exporting object alive, until it is released, which happens
+        // when `export` (moved into the buffer as its owner) is dropped;
+        // the memory holds `len` bytes (checked above); it may be written
+        // through views exactly when the export is not read-only.
+        Some(ptr) => unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) },
+        None if len == 0 => Buffer::empty(),
+        None => return Err(invalid(py, format!("{what}: the array has no memory"))),
+    };
+    Ok((Array::new(dtype, shape, buffer)?, import))
+}

@@ -1,0 +1,272 @@
+//! `blockmap.TensorBlock`.
+
+use numpy::PyArrayDescr;
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+
+use super::array::{from_python, to_numpy};
+use super::errors::{invalid, wrong_type};
+use super::labels::{type_name, PyLabels};
+use crate::block::TensorBlock;
+use crate::labels::Labels;
+
+/// Where a Python block object comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// built by the user (or a copy): may get gradients
+    Standalone,
+    /// a block of a TensorMap
+    MapBlock,
+    /// a gradient of another block
+    Gradient,
+}
+
+/// A labeled N-d array with axes ``[samples, *components, properties]``.
+///
+/// ``TensorBlock(values, samples, components, properties)``. ``values`` is
+/// kept without a copy when it is a C-contiguous, aligned, native-byte-order
+/// numpy array: the block holds a buffer export of it, and in-place edits
+/// through either side are seen by both. Any other input (non-contiguous,
+/// misaligned, big-endian, a list) is copied once into such an array.
+#[pyclass(name = "TensorBlock", module = "blockmap")]
+#[derive(Debug)]
+pub struct PyTensorBlock {
+    pub block: TensorBlock,
+    pub origin: Origin,
+}
+
+impl PyTensorBlock {
+    pub fn new_view(block: TensorBlock, origin: Origin) -> Self {
+        PyTensorBlock { block, origin }
+    }
+}
+
+/// The Labels in `obj`, or a type error naming `what`.
+pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
+    obj.cast::<PyLabels>()
+        .map(|l| l.get().labels.clone())
+        .map_err(|_| {
+            wrong_type(
+                obj.py(),
+                format!("{what} must be blockmap.Labels, got {}", type_name(obj)),
+            )
+        })
+}
+
+#[pymethods]
+impl PyTensorBlock {
+    #[new]
+    fn new(
+        values: &Bound<'_, PyAny>,
+        samples: &Bound<'_, PyAny>,
+        components: &Bound<'_, PyAny>,
+        properties: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let py = values.py();
+        let samples = extract_labels(samples, "samples")?;
+        let properties = extract_labels(properties, "properties")?;
+        if components.is_instance_of::<PyLabels>() {
+            return Err(wrong_type(
+                py,
+                "components must be a list of Labels, got a single Labels",
+            ));
+        }
+        let components = components
+            .try_iter()
+            .map_err(|_| {
+                wrong_type(
+                    py,
+                    format!(
+                        "components must be a list of Labels, got {}",
+                        type_name(components)
+                    ),
+                )
+            })?
+            .enumerate()
+            .map(|(i, c)| extract_labels(&c?, &format!("component {i}")))
+            .collect::<PyResult<Vec<_>>>()?;
+        let (values, _) = from_python(values, "values")?;
+        Ok(PyTensorBlock {
+            block: TensorBlock::new(values, samples, components, properties)?,
+            origin: Origin::Standalone,
+        })
+    }
+
+    /// The values: a numpy array viewing the block's memory (no copy),
+    /// writable when that memory is.
+    #[getter]
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy(py, self.block.values())
+    }
+
+    /// Labels of the first axis.
+    #[getter]
+    fn samples(&self) -> PyLabels {
+        self.block.samples().clone().into()
+    }
+
+    /// Labels of the middle axes, one dimension each.
+    #[getter]
+    fn components(&self) -> Vec<PyLabels> {
+        self.block
+            .components()
+            .iter()
+            .cloned()
+            .map(Into::into)
+            .collect()
+    }
+
+    /// Labels of the last axis.
+    #[getter]
+    fn properties(&self) -> PyLabels {
+        self.block.properties().clone().into()
+    }
+
+    /// Shape of the values.
+    #[getter]
+    fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        PyTuple::new(py, self.block.values().shape())
+    }
+
+    /// numpy dtype of the values.
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
+        PyArrayDescr::new(py, self.block.dtype().native_descr())
+    }
+
+    /// Bytes of array data in this block, its labels and its gradients.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.block.nbytes()
+    }
+
+    /// Add the gradient with respect to ``parameter``.
+    ///
+    /// The gradient's first sample dimension is ``sample`` (an index into
+    /// this block's samples), its components are extra leading components
+    /// followed by this block's, its properties and dtype are this block's.
+    /// The gradient block stays usable and shares its memory with this one.
+    fn add_gradient(
+        &mut self,
+        py: Python<'_>,
+        parameter: &str,
+        gradient: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let gradient = gradient.cast::<PyTensorBlock>().map_err(|_| {
+            wrong_type(
+                py,
+                format!(
+                    "a gradient must be a TensorBlock, got {}",
+                    type_name(gradient)
+                ),
+            )
+        })?;
+        match self.origin {
+            Origin::Standalone => {}
+            Origin::MapBlock => {
+                return Err(invalid(
+                    py,
+                    "cannot add a gradient to a block of a TensorMap: all blocks of a map \
+                     have the same gradients; add gradients before building the map",
+                ))
+            }
+            Origin::Gradient => {
+                return Err(invalid(
+                    py,
+                    "cannot add a gradient to a block obtained with gradient(): add it to \
+                     the gradient block before adding that to its parent",
+                ))
+            }
+        }
+        let gradient = gradient.try_borrow()?.block.clone();
+        Ok(self.block.add_gradient(parameter, gradient)?)
+    }
+
+    /// The gradient with respect to ``parameter``.
+    fn gradient(&self, parameter: &str) -> PyResult<Self> {
+        let gradient = self.block.gradient(parameter)?.clone();
+        Ok(PyTensorBlock::new_view(gradient, Origin::Gradient))
+    }
+
+    /// Parameters of the gradients, sorted.
+    fn gradients_list(&self) -> Vec<String> {
+        self.block.gradients().keys().cloned().collect()
+    }
+
+    /// ``(parameter, gradient block)`` pairs, sorted by parameter.
+    fn gradients(&self) -> Vec<(String, Self)> {
+        self.block
+            .gradients()
+            .iter()
+            .map(|(p, g)| {
+                (
+                    p.clone(),
+                    PyTensorBlock::new_view(g.clone(), Origin::Gradient),
+                )
+            })
+            .collect()
+    }
+
+    /// Whether there is a gradient with respect to ``parameter``.
+    fn has_gradient(&self, parameter: &str) -> bool {
+        self.block.gradients().contains_key(parameter)
+    }
+
+    /// A deep copy: values and gradients in new memory.
+    fn copy(&self) -> PyResult<Self> {
+        Ok(PyTensorBlock {
+            block: self.block.deep_copy()?,
+            origin: Origin::Standalone,
+        })
+    }
+
+    fn __copy__(&self) -> PyResult<Self> {
+        Ok(PyTensorBlock {
+            block: self.block.clone(),
+            origin: Origin::Standalone,
+        })
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(match other.cast::<PyTensorBlock>() {
+            Ok(other) => self.block == other.try_borrow()?.block,
+            Err(_) => false,
+        })
+    }
+
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(!self.__eq__(other)?)
+    }
+
+    fn __repr__(&self) -> String {
+        block_repr(&self.block)
+    }
+}
+
+/// `TensorBlock(shape=(...), dtype=..., samples=[...], ...)`.
+pub fn block_repr(block: &TensorBlock) -> String {
+    let shape: Vec<String> = block
+        .values()
+        .shape()
+        .iter()
+        .map(usize::to_string)
+        .collect();
+    let shape = if shape.len() == 1 {
+        format!("({},)", shape[0])
+    } else {
+        format!("({})", shape.join(", "))
+    };
+    let mut repr = format!(
+        "TensorBlock(shape={shape}, dtype={}, samples={:?}, components={:?}, properties={:?}",
+        block.dtype(),
+        block.samples().names(),
+        block.component_names(),
+        block.properties().names(),
+    );
+    if !block.gradients().is_empty() {
+        let gradients: Vec<&String> = block.gradients().keys().collect();
+        repr.push_str(&format!(", gradients={gradients:?}"));
+    }
+    repr.push(')');
+    repr.replace('"', "'")
+}

@@ -1,0 +1,389 @@
+//! `blockmap.Labels` and `blockmap.LabelsEntry`.
+
+use numpy::PyReadonlyArray2;
+use pyo3::exceptions::PyIndexError;
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PySlice, PyString};
+
+use super::array::{as_ndarray, int32_row, to_numpy_read_only};
+use super::errors::{invalid, wrong_type};
+use crate::array::Array;
+use crate::dtype::DType;
+use crate::labels::Labels;
+
+/// Named int32 columns, one unique row per entry.
+///
+/// ``Labels(names, values, assume_unique=False)``: ``names`` is a string or a
+/// list of strings (valid identifiers, unique); ``values`` a 2-D integer
+/// array of shape ``(count, len(names))``. The values are copied once into
+/// int32 memory owned by the Labels, which never changes afterwards:
+/// ``.values`` is a read-only view of it. With ``assume_unique=True`` the
+/// check that rows are unique is skipped.
+#[pyclass(name = "Labels", module = "blockmap", frozen, eq)]
+#[derive(Clone, Debug, PartialEq)]
+pub struct PyLabels {
+    pub labels: Labels,
+}
+
+impl From<Labels> for PyLabels {
+    fn from(labels: Labels) -> Self {
+        PyLabels { labels }
+    }
+}
+
+/// `names` given as one string or a sequence of strings.
+fn extract_names(names: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+    if let Ok(name) = names.cast::<PyString>() {
+        return Ok(vec![name.to_string()]);
+    }
+    if names.is_instance_of::<pyo3::types::PyBytes>() {
+        return Err(wrong_type(names.py(), "label names must be str, not bytes"));
+    }
+    let mut result = Vec::new();
+    for name in names.try_iter().map_err(|_| {
+        wrong_type(
+            names.py(),
+            format!(
+                "label names must be a str or a sequence of str, got {}",
+                type_name(names)
+            ),
+        )
+    })? {
+        let name = name?;
+        let name = name.cast::<PyString>().map_err(|_| {
+            wrong_type(
+                names.py(),
+                format!("label names must be str, got {}", type_name(&name)),
+            )
+        })?;
+        result.push(name.to_string());
+    }
+    Ok(result)
+}
+
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// An int32 `count x n_dims` array copied from an integer array-like.
+fn extract_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResult<Array> {
+    let py = values.py();
+    let array = as_ndarray(values)?;
+    let shape: Vec<usize> = array.getattr("shape")?.extract()?;
+    let size: usize = array.getattr("size")?.extract()?;
+    if size == 0 && shape.len() <= 2 {
+        // an empty list or array of any dtype: no entries
+        let count = if shape.len() == 2 && n_dims == 0 {
+            shape[0]
+        } else {
+            0
+        };
+        if count > 1 {
+            return Err(invalid(
+                py,
+                "labels without dimensions can have at most one entry",
+            ));
+        }
+        return Ok(Array::zeros(DType::I4, vec![count, n_dims])?);
+    }
+    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
+    if kind != "i" && kind != "u" {
+        return Err(wrong_type(
+            py,
+            format!(
+                "label values must be integers, got dtype {}",
+                array.getattr("dtype")?.str()?
+            ),
+        ));
+    }
+    if shape.len() != 2 || shape[1] != n_dims {
+        return Err(invalid(
+            py,
+            format!("label values must have shape (count, {n_dims}), got {shape:?}"),
+        ));
+    }
+    let (min, max): (i128, i128) = (
+        array.call_method0("min")?.extract()?,
+        array.call_method0("max")?.extract()?,
+    );
+    if min < i128::from(i32::MIN) || max > i128::from(i32::MAX) {
+        return Err(invalid(
+            py,
+            format!("label values must fit in int32, got values in [{min}, {max}]"),
+        ));
+    }
+    let int32 = array.call_method1("astype", ("=i4",))?;
+    let int32: PyReadonlyArray2<'_, i32> = int32.extract()?;
+    // `as_array` handles any strides; the iteration is in row-major order
+    let data: Vec<i32> = int32.as_array().iter().copied().collect();
+    Ok(Array::from_slice(shape, &data)?)
+}
+
+/// An entry given as a LabelsEntry or a sequence of integers; `None` when
+/// an integer does not fit in int32 (such an entry cannot be present).
+fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<Option<Vec<i32>>> {
+    if let Ok(entry) = entry.cast::<PyLabelsEntry>() {
+        let entry = entry.get();
+        return Ok(Some(entry.values().to_vec()));
+    }
+    let values: Vec<i64> = entry.extract().map_err(|_| {
+        wrong_type(
+            entry.py(),
+            format!(
+                "a labels entry must be a LabelsEntry or a sequence of integers, got {}",
+                type_name(entry)
+            ),
+        )
+    })?;
+    Ok(values.into_iter().map(|v| i32::try_from(v).ok()).collect())
+}
+
+pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
+    let resolved = if index < 0 {
+        index.checked_add_unsigned(len)
+    } else {
+        Some(index)
+    };
+    match resolved {
+        Some(i) if i >= 0 && (i as usize) < len => Ok(i as usize),
+        _ => Err(PyIndexError::new_err(format!(
+            "index {index} is out of range for {len} entries"
+        ))),
+    }
+}
+
+#[pymethods]
+impl PyLabels {
+    #[new]
+    #[pyo3(signature = (names, values, assume_unique = false))]
+    fn new(
+        names: &Bound<'_, PyAny>,
+        values: &Bound<'_, PyAny>,
+        assume_unique: bool,
+    ) -> PyResult<Self> {
+        let names = extract_names(names)?;
+        let values = extract_values(values, names.len())?;
+        Ok(Labels::from_array(names, values, assume_unique)?.into())
+    }
+
+    /// One entry with one dimension ``_`` of value 0.
+    #[staticmethod]
+    fn single() -> Self {
+        Labels::single().into()
+    }
+
+    /// Labels without entries, with these dimension names.
+    #[staticmethod]
+    fn empty(names: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(Labels::empty(extract_names(names)?)?.into())
+    }
+
+    /// One dimension ``name`` with entries ``0 .. end-1``.
+    #[staticmethod]
+    fn range(py: Python<'_>, name: &str, end: i64) -> PyResult<Self> {
+        let end = i32::try_from(end).map_err(|_| invalid(py, "range end must fit in int32"))?;
+        Ok(Labels::range(name, end)?.into())
+    }
+
+    /// Names of the dimensions.
+    #[getter]
+    fn names(&self) -> Vec<String> {
+        self.labels.names().to_vec()
+    }
+
+    /// The ``(count, len(names))`` int32 values, as a read-only view.
+    #[getter]
+    fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_numpy_read_only(py, self.labels.values())
+    }
+
+    /// The values of one dimension, as a read-only view.
+    fn column<'py>(&self, py: Python<'py>, dimension: &str) -> PyResult<Bound<'py, PyAny>> {
+        let d = self.labels.dimension(dimension).ok_or_else(|| {
+            invalid(
+                py,
+                format!(
+                    "labels {:?} have no dimension '{dimension}'",
+                    self.labels.names()
+                ),
+            )
+        })?;
+        let values = self.values(py)?;
+        values.get_item((PySlice::full(py), d))
+    }
+
+    /// Position of ``entry`` (a LabelsEntry or a sequence of integers), or
+    /// ``None`` when it is not present.
+    fn position(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        let Some(values) = extract_entry(entry)? else {
+            return Ok(None);
+        };
+        Ok(self.labels.position(&values)?)
+    }
+
+    fn __contains__(&self, entry: &Bound<'_, PyAny>) -> bool {
+        match extract_entry(entry) {
+            Ok(Some(values)) => matches!(self.labels.position(&values), Ok(Some(_))),
+            _ => false,
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.labels.count()
+    }
+
+    /// ``labels[i]`` is entry ``i`` (a LabelsEntry); ``labels["name"]`` is
+    /// the column of that dimension.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        index: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if let Ok(name) = index.cast::<PyString>() {
+            return self.column(py, name.to_str()?);
+        }
+        let index: isize = index.extract().map_err(|_| {
+            wrong_type(
+                py,
+                format!("labels are indexed by int or str, not {}", type_name(index)),
+            )
+        })?;
+        let i = check_index(index, self.labels.count())?;
+        Ok(Bound::new(py, PyLabelsEntry::new(self.labels.clone(), i))?.into_any())
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let entries = (0..self.labels.count())
+            .map(|i| PyLabelsEntry::new(self.labels.clone(), i))
+            .collect::<Vec<_>>();
+        Ok(PyList::new(py, entries)?.try_iter()?.into_any())
+    }
+
+    fn __repr__(&self) -> String {
+        let count = self.labels.count();
+        let rows: Vec<String> = if count <= 4 {
+            (0..count).map(|i| row_string(self.labels.row(i))).collect()
+        } else {
+            let mut rows: Vec<String> = (0..3).map(|i| row_string(self.labels.row(i))).collect();
+            rows.push("...".into());
+            rows.push(row_string(self.labels.row(count - 1)));
+            rows
+        };
+        format!(
+            "Labels({:?}, {count} {}: {})",
+            self.labels.names(),
+            if count == 1 { "entry" } else { "entries" },
+            rows.join(", ")
+        )
+        .replace('"', "'")
+    }
+}
+
+fn row_string(row: &[i32]) -> String {
+    let values: Vec<String> = row.iter().map(i32::to_string).collect();
+    format!("({})", values.join(", "))
+}
+
+/// One entry of a :class:`Labels`.
+#[pyclass(name = "LabelsEntry", module = "blockmap", frozen)]
+#[derive(Debug)]
+pub struct PyLabelsEntry {
+    labels: Labels,
+    index: usize,
+}
+
+impl PyLabelsEntry {
+    /// Entry `index` of `labels`; `index < labels.count()`.
+    pub fn new(labels: Labels, index: usize) -> Self {
+        debug_assert!(index < labels.count());
+        PyLabelsEntry { labels, index }
+    }
+
+    pub fn values(&self) -> &[i32] {
+        self.labels.row(self.index)
+    }
+
+    pub fn names(&self) -> &[String] {
+        self.labels.names()
+    }
+}
+
+#[pymethods]
+impl PyLabelsEntry {
+    /// Names of the dimensions.
+    #[getter(names)]
+    fn py_names(&self) -> Vec<String> {
+        self.names().to_vec()
+    }
+
+    /// The values, as a read-only int32 view of the Labels' memory.
+    #[getter(values)]
+    fn py_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let size = self.labels.size();
+        int32_row(py, self.labels.values(), self.index * size, size)
+    }
+
+    fn __len__(&self) -> usize {
+        self.labels.size()
+    }
+
+    /// ``entry[i]`` or ``entry["name"]``: one value.
+    fn __getitem__(&self, py: Python<'_>, dimension: &Bound<'_, PyAny>) -> PyResult<i32> {
+        if let Ok(name) = dimension.cast::<PyString>() {
+            let name = name.to_str()?;
+            let d = self.labels.dimension(name).ok_or_else(|| {
+                invalid(py, format!("no dimension '{name}' in {:?}", self.names()))
+            })?;
+            return Ok(self.values()[d]);
+        }
+        let index: isize = dimension.extract().map_err(|_| {
+            wrong_type(
+                py,
+                format!(
+                    "an entry is indexed by int or str, not {}",
+                    type_name(dimension)
+                ),
+            )
+        })?;
+        Ok(self.values()[check_index(index, self.labels.size())?])
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyList::new(py, self.values())?.try_iter()?.into_any())
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        match other.cast::<PyLabelsEntry>() {
+            Ok(other) => {
+                let other = other.get();
+                self.names() == other.names() && self.values() == other.values()
+            }
+            Err(_) => false,
+        }
+    }
+
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> bool {
+        !self.__eq__(other)
+    }
+
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.names().hash(&mut hasher);
+        self.values().hash(&mut hasher);
+        hasher.finish()
+    }
+
+    fn __repr__(&self) -> String {
+        let pairs: Vec<String> = self
+            .names()
+            .iter()
+            .zip(self.values())
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!("LabelsEntry({})", pairs.join(", "))
+    }
+}

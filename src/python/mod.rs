@@ -1,0 +1,23 @@
+//! The Python binding (cargo feature `python`): the native module
+//! `blockmap._blockmap`. It converts, checks and calls into the core; the
+//! public Python API is re-exported by `python/blockmap/__init__.py`.
+
+mod array;
+mod block;
+mod errors;
+mod labels;
+mod tensor;
+
+use pyo3::prelude::*;
+
+#[pymodule]
+fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    errors::register(module)?;
+    module.add_class::<labels::PyLabels>()?;
+    module.add_class::<labels::PyLabelsEntry>()?;
+    module.add_class::<block::PyTensorBlock>()?;
+    module.add_class::<tensor::PyTensorMap>()?;
+    module.add_class::<array::BufferOwner>()?;
+    Ok(())
+}

@@ -1,0 +1,395 @@
+//! `blockmap.TensorMap`.
+
+use std::collections::BTreeMap;
+
+use pyo3::exceptions::PyIndexError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
+use super::errors::{invalid, wrong_type};
+use super::labels::{type_name, PyLabels, PyLabelsEntry};
+use crate::tensor::{describe_entry, TensorMap};
+
+/// A set of :class:`TensorBlock`, one per entry of ``keys``.
+///
+/// ``TensorMap(keys, blocks)``. Every block must have the same sample,
+/// component and property names and the same gradients. Unlike
+/// metatensor-core, the blocks are not consumed: the block objects stay
+/// usable and share their array memory with the map.
+#[pyclass(name = "TensorMap", module = "blockmap")]
+#[derive(Debug)]
+pub struct PyTensorMap {
+    pub map: TensorMap,
+}
+
+/// A selection given as an index, a dict, a LabelsEntry, a one-entry
+/// Labels or keyword arguments.
+enum Selection {
+    All,
+    Index(isize),
+    Pairs(Vec<(String, i64)>),
+}
+
+fn selection(
+    py: Python<'_>,
+    selection: Option<&Bound<'_, PyAny>>,
+    kwargs: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Selection> {
+    let kwargs = kwargs.filter(|k| !k.is_empty());
+    let Some(selection) = selection.filter(|s| !s.is_none()) else {
+        return match kwargs {
+            Some(kwargs) => pairs_from_dict(kwargs),
+            None => Ok(Selection::All),
+        };
+    };
+    if kwargs.is_some() {
+        return Err(wrong_type(
+            py,
+            "give the selection either as an argument or as keyword arguments, not both",
+        ));
+    }
+    if let Ok(entry) = selection.cast::<PyLabelsEntry>() {
+        let entry = entry.get();
+        return Ok(Selection::Pairs(
+            entry
+                .names()
+                .iter()
+                .cloned()
+                .zip(entry.values().iter().map(|&v| i64::from(v)))
+                .collect(),
+        ));
+    }
+    if let Ok(labels) = selection.cast::<PyLabels>() {
+        let labels = &labels.get().labels;
+        if labels.count() != 1 {
+            return Err(invalid(
+                py,
+                format!(
+                    "a Labels selection must have exactly one entry, got {}",
+                    labels.count()
+                ),
+            ));
+        }
+        return Ok(Selection::Pairs(
+            labels
+                .names()
+                .iter()
+                .cloned()
+                .zip(labels.row(0).iter().map(|&v| i64::from(v)))
+                .collect(),
+        ));
+    }
+    if let Ok(dict) = selection.cast::<PyDict>() {
+        return pairs_from_dict(dict);
+    }
+    if selection.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(wrong_type(py, "a block selection cannot be a bool"));
+    }
+    if let Ok(index) = selection.extract::<isize>() {
+        return Ok(Selection::Index(index));
+    }
+    Err(wrong_type(
+        py,
+        format!(
+            "a block selection must be an int, a dict, a LabelsEntry or Labels, got {}",
+            type_name(selection)
+        ),
+    ))
+}
+
+fn pairs_from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
+    let mut pairs = Vec::with_capacity(dict.len());
+    for (name, value) in dict.iter() {
+        let name: String = name.extract().map_err(|_| {
+            wrong_type(
+                dict.py(),
+                "the keys of a selection must be dimension names (str)",
+            )
+        })?;
+        let value: i64 = value.extract().map_err(|_| {
+            wrong_type(
+                dict.py(),
+                format!("the selected value of '{name}' must be an integer"),
+            )
+        })?;
+        pairs.push((name, value));
+    }
+    Ok(Selection::Pairs(pairs))
+}
+
+impl PyTensorMap {
+    fn view(&self, i: usize) -> PyTensorBlock {
+        PyTensorBlock::new_view(self.map.blocks()[i].clone(), Origin::MapBlock)
+    }
+
+    fn resolve(&self, selection: &Selection) -> PyResult<Vec<usize>> {
+        match selection {
+            Selection::All => Ok((0..self.map.blocks().len()).collect()),
+            Selection::Index(index) => Ok(vec![self.index(*index)?]),
+            Selection::Pairs(pairs) => Ok(self.map.blocks_matching(pairs)?),
+        }
+    }
+
+    fn index(&self, index: isize) -> PyResult<usize> {
+        super::labels::check_index(index, self.map.blocks().len()).map_err(|_| {
+            PyIndexError::new_err(format!(
+                "block index {index} is out of range for a map of {} blocks",
+                self.map.blocks().len()
+            ))
+        })
+    }
+}
+
+fn describe_pairs(selection: &Selection) -> String {
+    match selection {
+        Selection::All => "everything".into(),
+        Selection::Index(i) => format!("index {i}"),
+        Selection::Pairs(pairs) => {
+            let pairs: Vec<String> = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect();
+            format!("{{{}}}", pairs.join(", "))
+        }
+    }
+}
+
+#[pymethods]
+impl PyTensorMap {
+    #[new]
+    fn new(keys: &Bound<'_, PyAny>, blocks: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = keys.py();
+        let keys = extract_labels(keys, "keys")?;
+        let iter = blocks.try_iter().map_err(|_| {
+            wrong_type(
+                py,
+                format!(
+                    "blocks must be a list of TensorBlock, got {}",
+                    type_name(blocks)
+                ),
+            )
+        })?;
+        let mut rust_blocks = Vec::new();
+        for (i, block) in iter.enumerate() {
+            let block = block?;
+            let block = block.cast::<PyTensorBlock>().map_err(|_| {
+                wrong_type(
+                    py,
+                    format!(
+                        "blocks[{i}] must be a TensorBlock, got {}",
+                        type_name(&block)
+                    ),
+                )
+            })?;
+            rust_blocks.push(block.try_borrow()?.block.clone());
+        }
+        Ok(PyTensorMap {
+            map: TensorMap::new(keys, rust_blocks)?,
+        })
+    }
+
+    /// The keys, one entry per block.
+    #[getter]
+    fn keys(&self) -> PyLabels {
+        self.map.keys().clone().into()
+    }
+
+    /// Sample names shared by all blocks.
+    #[getter]
+    fn sample_names(&self) -> Vec<String> {
+        self.map.sample_names()
+    }
+
+    /// Component names shared by all blocks.
+    #[getter]
+    fn component_names(&self) -> Vec<String> {
+        self.map.component_names()
+    }
+
+    /// Property names shared by all blocks.
+    #[getter]
+    fn property_names(&self) -> Vec<String> {
+        self.map.property_names()
+    }
+
+    /// Bytes of array data in the map (values, gradients, labels).
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.map.nbytes()
+    }
+
+    fn __len__(&self) -> usize {
+        self.map.blocks().len()
+    }
+
+    /// The one block matching the selection: an index, a dict of key
+    /// values, a LabelsEntry, a one-entry Labels or keyword arguments. With
+    /// no selection, the map must have exactly one block.
+    #[pyo3(signature = (selection = None, **kwargs))]
+    fn block(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<PyTensorBlock> {
+        let selection = self::selection(py, selection, kwargs)?;
+        let matching = self.resolve(&selection)?;
+        match matching.as_slice() {
+            [i] => Ok(self.view(*i)),
+            [] if matches!(selection, Selection::All) => Err(invalid(py, "this map has no blocks")),
+            [] => Err(invalid(
+                py,
+                format!(
+                    "no block matches the selection {}",
+                    describe_pairs(&selection)
+                ),
+            )),
+            many => Err(invalid(
+                py,
+                format!(
+                    "{} blocks match the selection {}: use blocks() to get all of them",
+                    many.len(),
+                    describe_pairs(&selection)
+                ),
+            )),
+        }
+    }
+
+    /// All blocks matching the selection (all blocks without one).
+    #[pyo3(signature = (selection = None, **kwargs))]
+    fn blocks(
+        &self,
+        py: Python<'_>,
+        selection: Option<&Bound<'_, PyAny>>,
+        kwargs: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Vec<PyTensorBlock>> {
+        let selection = self::selection(py, selection, kwargs)?;
+        let matching = self.resolve(&selection)?;
+        Ok(matching.into_iter().map(|i| self.view(i)).collect())
+    }
+
+    /// Indices of the blocks whose keys match the selection.
+    fn blocks_matching(
+        &self,
+        py: Python<'_>,
+        selection: &Bound<'_, PyAny>,
+    ) -> PyResult<Vec<usize>> {
+        let selection = self::selection(py, Some(selection), None)?;
+        self.resolve(&selection)
+    }
+
+    /// Block ``index`` (negative indices count from the end).
+    fn block_by_id(&self, index: isize) -> PyResult<PyTensorBlock> {
+        Ok(self.view(self.index(index)?))
+    }
+
+    /// ``(key, block)`` pairs in key order.
+    fn items(&self) -> Vec<(PyLabelsEntry, PyTensorBlock)> {
+        (0..self.map.blocks().len())
+            .map(|i| (PyLabelsEntry::new(self.map.keys().clone(), i), self.view(i)))
+            .collect()
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(PyList::new(py, self.items())?.try_iter()?.into_any())
+    }
+
+    /// The info map, as a new dict.
+    fn info(&self) -> BTreeMap<String, String> {
+        self.map.info().clone()
+    }
+
+    /// The info value of ``key``, or None.
+    fn get_info(&self, key: &str) -> Option<String> {
+        self.map.info().get(key).cloned()
+    }
+
+    /// Set the info value of ``key``.
+    fn set_info(&mut self, key: String, value: String) {
+        self.map.set_info(key, value);
+    }
+
+    /// A deep copy: all array memory new.
+    fn copy(&self) -> PyResult<Self> {
+        Ok(PyTensorMap {
+            map: self.map.deep_copy()?,
+        })
+    }
+
+    fn __copy__(&self) -> Self {
+        PyTensorMap {
+            map: self.map.clone(),
+        }
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(match other.cast::<PyTensorMap>() {
+            Ok(other) => self.map == other.try_borrow()?.map,
+            Err(_) => false,
+        })
+    }
+
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(!self.__eq__(other)?)
+    }
+
+    fn __repr__(&self) -> String {
+        tensor_repr(&self.map)
+    }
+}
+
+fn tensor_repr(map: &TensorMap) -> String {
+    let blocks = map.blocks();
+    let mut repr = format!(
+        "TensorMap(keys={:?}, {} block{}",
+        map.keys().names(),
+        blocks.len(),
+        if blocks.len() == 1 { "" } else { "s" }
+    );
+    if let Some(first) = blocks.first() {
+        let dtypes: Vec<String> = blocks.iter().map(|b| b.dtype().to_string()).collect();
+        let dtype = if dtypes.iter().all(|d| *d == dtypes[0]) {
+            dtypes[0].clone()
+        } else {
+            "mixed".into()
+        };
+        repr.push_str(&format!(
+            ", samples={:?}, components={:?}, properties={:?}",
+            first.samples().names(),
+            first.component_names(),
+            first.properties().names()
+        ));
+        if !first.gradients().is_empty() {
+            repr.push_str(&format!(
+                ", gradients={:?}",
+                first.gradients().keys().collect::<Vec<_>>()
+            ));
+        }
+        repr.push_str(&format!(", dtype={dtype}"));
+        if blocks.len() <= 2 {
+            for (i, block) in blocks.iter().enumerate() {
+                repr.push_str(&format!(
+                    ", {}: {}",
+                    describe_entry(map.keys(), i),
+                    block_repr(block)
+                ));
+            }
+        }
+    }
+    repr.push_str(&format!(", {})", human_bytes(map.nbytes())));
+    repr.replace('"', "'")
+}
+
+/// `794.1 MB`.
+fn human_bytes(bytes: usize) -> String {
+    let units = ["B", "kB", "MB", "GB", "TB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1000.0 && unit + 1 < units.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}

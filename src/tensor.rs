@@ -1,0 +1,224 @@
+//! TensorMap: one block per key entry, plus an info map.
+
+use std::collections::BTreeMap;
+
+use crate::block::TensorBlock;
+use crate::error::{Error, Result};
+use crate::labels::Labels;
+
+/// A set of [`TensorBlock`], one per entry of `keys`. Every block has the
+/// same sample, component and property names and the same gradients.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorMap {
+    keys: Labels,
+    blocks: Vec<TensorBlock>,
+    info: BTreeMap<String, String>,
+}
+
+impl TensorMap {
+    /// Check and assemble a map; `blocks[i]` belongs to entry `i` of `keys`.
+    pub fn new(keys: Labels, blocks: Vec<TensorBlock>) -> Result<Self> {
+        if blocks.len() != keys.count() {
+            return Err(Error::invalid(format!(
+                "{} block(s) for {} key entries: there must be one block per key",
+                blocks.len(),
+                keys.count()
+            )));
+        }
+        if let Some((first, rest)) = blocks.split_first() {
+            for (i, block) in rest.iter().enumerate() {
+                first.check_same_structure(block).map_err(|why| {
+                    Error::invalid(format!(
+                        "block {} (key {}) does not match block 0 (key {}): {why}",
+                        i + 1,
+                        describe_entry(&keys, i + 1),
+                        describe_entry(&keys, 0)
+                    ))
+                })?;
+            }
+        }
+        Ok(TensorMap {
+            keys,
+            blocks,
+            info: BTreeMap::new(),
+        })
+    }
+
+    /// The keys, one entry per block.
+    pub fn keys(&self) -> &Labels {
+        &self.keys
+    }
+
+    /// The blocks, in key order.
+    pub fn blocks(&self) -> &[TensorBlock] {
+        &self.blocks
+    }
+
+    /// Block `i`.
+    pub fn block(&self, i: usize) -> Result<&TensorBlock> {
+        self.blocks.get(i).ok_or_else(|| {
+            Error::invalid(format!(
+                "block index {i} is out of range for a map of {} blocks",
+                self.blocks.len()
+            ))
+        })
+    }
+
+    /// Indices of the blocks whose keys match `selection`: pairs of a key
+    /// dimension and a value; dimensions not named may take any value.
+    pub fn blocks_matching(&self, selection: &[(String, i64)]) -> Result<Vec<usize>> {
+        let mut columns = Vec::with_capacity(selection.len());
+        for (name, value) in selection {
+            let dimension = self.keys.dimension(name).ok_or_else(|| {
+                Error::invalid(format!(
+                    "'{name}' is not a key dimension; the keys are {:?}",
+                    self.keys.names()
+                ))
+            })?;
+            columns.push((dimension, *value));
+        }
+        Ok((0..self.keys.count())
+            .filter(|&i| {
+                let row = self.keys.row(i);
+                columns.iter().all(|&(d, value)| i64::from(row[d]) == value)
+            })
+            .collect())
+    }
+
+    /// Free-form metadata: string keys and values.
+    pub fn info(&self) -> &BTreeMap<String, String> {
+        &self.info
+    }
+
+    /// Set an info entry, replacing any value it had.
+    pub fn set_info(&mut self, key: String, value: String) {
+        self.info.insert(key, value);
+    }
+
+    /// Sample names shared by all blocks (empty for a map without blocks).
+    pub fn sample_names(&self) -> Vec<String> {
+        self.blocks
+            .first()
+            .map(|b| b.samples().names().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Component names shared by all blocks.
+    pub fn component_names(&self) -> Vec<String> {
+        self.blocks
+            .first()
+            .map(TensorBlock::component_names)
+            .unwrap_or_default()
+    }
+
+    /// Property names shared by all blocks.
+    pub fn property_names(&self) -> Vec<String> {
+        self.blocks
+            .first()
+            .map(|b| b.properties().names().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// A deep copy: all array memory new.
+    pub fn deep_copy(&self) -> Result<Self> {
+        Ok(TensorMap {
+            keys: self.keys.clone(),
+            blocks: self
+                .blocks
+                .iter()
+                .map(TensorBlock::deep_copy)
+                .collect::<Result<_>>()?,
+            info: self.info.clone(),
+        })
+    }
+
+    /// Bytes of array data in the map (block values, gradients, labels).
+    pub fn nbytes(&self) -> usize {
+        self.keys.values().bytes().len()
+            + self.blocks.iter().map(TensorBlock::nbytes).sum::<usize>()
+    }
+}
+
+/// `{a=1, b=2}` for entry `i` of `labels`.
+pub(crate) fn describe_entry(labels: &Labels, i: usize) -> String {
+    let pairs: Vec<String> = labels
+        .names()
+        .iter()
+        .zip(labels.row(i))
+        .map(|(name, value)| format!("{name}={value}"))
+        .collect();
+    format!("{{{}}}", pairs.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::array::Array;
+    use crate::dtype::DType;
+
+    fn block(sample_name: &str) -> TensorBlock {
+        TensorBlock::new(
+            Array::zeros(DType::F8, vec![2, 3]).unwrap(),
+            Labels::new(vec![sample_name], &[0, 1]).unwrap(),
+            vec![],
+            Labels::range("p", 3).unwrap(),
+        )
+        .unwrap()
+    }
+
+    fn keys() -> Labels {
+        Labels::new(vec!["l", "t"], &[0, 1, 0, 6, 1, 1]).unwrap()
+    }
+
+    #[test]
+    fn one_block_per_key() {
+        let err = TensorMap::new(keys(), vec![block("s"), block("s")]).unwrap_err();
+        assert!(
+            err.to_string().contains("2 block(s) for 3 key entries"),
+            "{err}"
+        );
+        assert!(TensorMap::new(Labels::empty(vec!["k"]).unwrap(), vec![]).is_ok());
+    }
+
+    #[test]
+    fn blocks_share_names() {
+        let err = TensorMap::new(keys(), vec![block("s"), block("s"), block("x")]).unwrap_err();
+        let message = err.to_string();
+        assert!(message.contains("block 2 (key {l=1, t=1})"), "{message}");
+        assert!(message.contains("sample names"), "{message}");
+    }
+
+    #[test]
+    fn selection() {
+        let map = TensorMap::new(keys(), vec![block("s"), block("s"), block("s")]).unwrap();
+        let sel = |pairs: &[(&str, i64)]| {
+            let pairs: Vec<(String, i64)> =
+                pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect();
+            map.blocks_matching(&pairs)
+        };
+        assert_eq!(sel(&[("l", 0)]).unwrap(), vec![0, 1]);
+        assert_eq!(sel(&[("l", 0), ("t", 6)]).unwrap(), vec![1]);
+        assert_eq!(sel(&[("t", 7)]).unwrap(), Vec::<usize>::new());
+        assert_eq!(sel(&[("t", 1 << 40)]).unwrap(), Vec::<usize>::new());
+        assert_eq!(sel(&[]).unwrap(), vec![0, 1, 2]);
+        assert!(sel(&[("x", 0)]).is_err());
+        assert!(map.block(3).is_err());
+    }
+
+    #[test]
+    fn info_names_and_copy() {
+        let mut map = TensorMap::new(keys(), vec![block("s"), block("s"), block("s")]).unwrap();
+        map.set_info("origin".into(), "test".into());
+        assert_eq!(map.info()["origin"], "test");
+        assert_eq!(map.sample_names(), vec!["s"]);
+        assert_eq!(map.property_names(), vec!["p"]);
+        assert!(map.component_names().is_empty());
+        let copy = map.deep_copy().unwrap();
+        assert_eq!(copy, map);
+        assert_ne!(
+            copy.blocks()[0].values().buffer().as_ptr(),
+            map.blocks()[0].values().buffer().as_ptr()
+        );
+        assert_eq!(map.nbytes(), 3 * 4 * 2 + 3 * (48 + 8 + 12));
+    }
+}

@@ -1,0 +1,136 @@
+"""Shared fixtures for the blockmap Python tests.
+
+The factories return plain numpy arrays next to the blocks they build, so a test
+can compare a block's data to the exact array it was built from.
+"""
+
+import numpy as np
+import pytest
+from blockmap import Labels, TensorBlock, TensorMap
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0x5EED)
+
+
+def _random_values(rng, shape, dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        low = max(int(info.min), -100)
+        high = min(int(info.max), 100)
+        return rng.integers(low, high, size=shape, endpoint=True).astype(dtype)
+    if dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
+    return rng.standard_normal(shape).astype(dtype)
+
+
+@pytest.fixture
+def random_values(rng):
+    """``random_values(shape, dtype=np.float64)``: C-contiguous random data."""
+
+    def make(shape, dtype=np.float64):
+        return np.ascontiguousarray(_random_values(rng, shape, dtype))
+
+    return make
+
+
+def _components(component_sizes, component_names=None):
+    if component_names is None:
+        component_names = [f"c{i}" for i in range(len(component_sizes))]
+    return [
+        Labels([name], np.arange(size, dtype=np.int32).reshape(-1, 1))
+        for name, size in zip(component_names, component_sizes, strict=True)
+    ]
+
+
+def _samples(n_samples, sample_names=("system", "atom")):
+    values = np.zeros((n_samples, len(sample_names)), dtype=np.int32)
+    values[:, -1] = np.arange(n_samples)
+    return Labels(list(sample_names), values)
+
+
+@pytest.fixture
+def make_block(random_values):
+    """``make_block(n_samples=3, component_sizes=(), n_properties=2, ...)``.
+
+    Returns ``(block, values)`` where ``values`` is the array given to the block.
+    Samples are named ("system", "atom") and properties ("n",) by default.
+    """
+
+    def make(
+        n_samples=3,
+        component_sizes=(),
+        n_properties=2,
+        dtype=np.float64,
+        sample_names=("system", "atom"),
+        component_names=None,
+        property_name="n",
+    ):
+        shape = (n_samples, *component_sizes, n_properties)
+        values = random_values(shape, dtype)
+        block = TensorBlock(
+            values=values,
+            samples=_samples(n_samples, sample_names),
+            components=_components(component_sizes, component_names),
+            properties=Labels.range(property_name, n_properties),
+        )
+        return block, values
+
+    return make
+
+
+@pytest.fixture
+def make_gradient(random_values):
+    """``make_gradient(parent, n_samples=4, extra=(("xyz", 3),), ...)``.
+
+    Builds a valid gradient block for ``parent``: samples ("sample", "system",
+    "atom") pointing inside the parent's samples, components ``extra`` followed by
+    the parent's components, the parent's properties and dtype.
+    Returns ``(gradient, values)``.
+    """
+
+    def make(parent, n_samples=4, extra=(("xyz", 3),), sample_names=None):
+        n_parent = len(parent.samples)
+        if n_parent == 0:
+            n_samples = 0
+        if sample_names is None:
+            sample_names = ["sample", "system", "atom"]
+        samples_values = np.zeros((n_samples, len(sample_names)), dtype=np.int32)
+        if n_samples:
+            samples_values[:, 0] = np.arange(n_samples) % n_parent
+            samples_values[:, -1] = np.arange(n_samples)
+        samples = Labels(list(sample_names), samples_values)
+        components = [Labels.range(name, size) for name, size in extra]
+        components += list(parent.components)
+        shape = (n_samples, *(len(c) for c in components), len(parent.properties))
+        values = random_values(shape, parent.dtype)
+        gradient = TensorBlock(values, samples, components, parent.properties)
+        return gradient, values
+
+    return make
+
+
+@pytest.fixture
+def tensor(make_block, make_gradient):
+    """A TensorMap with keys ("o3_lambda", "center_type") = (0, 1), (1, 6).
+
+    Block ``i`` has components ``[o3_mu]`` of size ``2 * o3_lambda + 1``, samples
+    ("system", "atom"), properties ("n",) and a "positions" gradient.
+    """
+    keys = Labels(["o3_lambda", "center_type"], np.array([[0, 1], [1, 6]]))
+    blocks = []
+    for o3_lambda, n_samples in ((0, 3), (1, 5)):
+        block, _ = make_block(
+            n_samples=n_samples,
+            component_sizes=(2 * o3_lambda + 1,),
+            n_properties=4,
+            component_names=["o3_mu"],
+        )
+        gradient, _ = make_gradient(block, n_samples=2 * n_samples)
+        block.add_gradient("positions", gradient)
+        blocks.append(block)
+    return TensorMap(keys, blocks)
