@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::array::Array;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::labels::{is_valid_name, Labels};
+use crate::labels::{is_valid_name, Labels, Names};
 
 /// A labeled N-d array: axes `[samples, *components, properties]`, each
 /// described by [`Labels`]; plus gradient blocks keyed by parameter name.
@@ -41,26 +41,26 @@ impl TensorBlock {
         }
         if shape[0] != samples.count() {
             return Err(Error::invalid(format!(
-                "values of shape {shape:?} have {} samples, but the sample labels {:?} \
+                "values of shape {shape:?} have {} samples, but the sample labels {} \
                  have {} entries",
                 shape[0],
-                samples.names(),
+                Names(samples.names()),
                 samples.count()
             )));
         }
         for (i, component) in components.iter().enumerate() {
             if component.size() != 1 {
                 return Err(Error::invalid(format!(
-                    "component {i} must have exactly one dimension, got {:?}",
-                    component.names()
+                    "component {i} must have exactly one dimension, got {}",
+                    Names(component.names())
                 )));
             }
             if shape[i + 1] != component.count() {
                 return Err(Error::invalid(format!(
                     "values of shape {shape:?} have {} entries along component {i}, but \
-                     the component labels {:?} have {}",
+                     the component labels {} have {}",
                     shape[i + 1],
-                    component.names(),
+                    Names(component.names()),
                     component.count()
                 )));
             }
@@ -69,8 +69,8 @@ impl TensorBlock {
         if last != properties.count() {
             return Err(Error::invalid(format!(
                 "values of shape {shape:?} have {last} properties, but the property \
-                 labels {:?} have {} entries",
-                properties.names(),
+                 labels {} have {} entries",
+                Names(properties.names()),
                 properties.count()
             )));
         }
@@ -125,8 +125,8 @@ impl TensorBlock {
     pub fn gradient(&self, parameter: &str) -> Result<&TensorBlock> {
         self.gradients.get(parameter).ok_or_else(|| {
             Error::invalid(format!(
-                "this block has no gradient with respect to '{parameter}' (it has {:?})",
-                self.gradients.keys().collect::<Vec<_>>()
+                "this block has no gradient with respect to '{parameter}' (it has {})",
+                Names(&self.gradients.keys().cloned().collect::<Vec<_>>())
             ))
         })
     }
@@ -160,8 +160,8 @@ impl TensorBlock {
         let samples = &gradient.samples;
         if samples.names().first().map(String::as_str) != Some("sample") {
             return Err(context(format!(
-                "the first sample dimension must be 'sample', got {:?}",
-                samples.names()
+                "the first sample dimension must be 'sample', got {}",
+                Names(samples.names())
             )));
         }
         let n_parent = self.samples.count();
@@ -180,18 +180,18 @@ impl TensorBlock {
         if extra.is_none_or(|extra| gradient.components[extra..] != self.components[..]) {
             let names = |c: &[Labels]| c.iter().map(|l| l.names()[0].clone()).collect::<Vec<_>>();
             return Err(context(format!(
-                "components {:?} must end with the block's components {:?}, with the \
+                "components {} must end with the block's components {}, with the \
                  same entries",
-                names(&gradient.components),
-                names(&self.components)
+                Names(&names(&gradient.components)),
+                Names(&names(&self.components))
             )));
         }
         if gradient.properties != self.properties {
             return Err(context(format!(
-                "properties {:?} ({} entries) must be the block's properties {:?} ({} entries)",
-                gradient.properties.names(),
+                "properties {} ({} entries) must be the block's properties {} ({} entries)",
+                Names(gradient.properties.names()),
                 gradient.properties.count(),
-                self.properties.names(),
+                Names(self.properties.names()),
                 self.properties.count()
             )));
         }
@@ -236,30 +236,30 @@ impl TensorBlock {
     pub(crate) fn check_same_structure(&self, other: &TensorBlock) -> Result<(), String> {
         if self.samples.names() != other.samples.names() {
             return Err(format!(
-                "sample names {:?} differ from {:?}",
-                other.samples.names(),
-                self.samples.names()
+                "sample names {} differ from {}",
+                Names(other.samples.names()),
+                Names(self.samples.names())
             ));
         }
         if self.component_names() != other.component_names() {
             return Err(format!(
-                "component names {:?} differ from {:?}",
-                other.component_names(),
-                self.component_names()
+                "component names {} differ from {}",
+                Names(&other.component_names()),
+                Names(&self.component_names())
             ));
         }
         if self.properties.names() != other.properties.names() {
             return Err(format!(
-                "property names {:?} differ from {:?}",
-                other.properties.names(),
-                self.properties.names()
+                "property names {} differ from {}",
+                Names(other.properties.names()),
+                Names(self.properties.names())
             ));
         }
         if !self.gradients.keys().eq(other.gradients.keys()) {
             return Err(format!(
-                "gradients {:?} differ from {:?}",
-                other.gradients.keys().collect::<Vec<_>>(),
-                self.gradients.keys().collect::<Vec<_>>()
+                "gradients {} differ from {}",
+                Names(&other.gradients.keys().cloned().collect::<Vec<_>>()),
+                Names(&self.gradients.keys().cloned().collect::<Vec<_>>())
             ));
         }
         for (parameter, gradient) in &self.gradients {

@@ -22,6 +22,23 @@ pub fn is_valid_name(name: &str) -> bool {
     chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Displays a list of names as Python does: `['system', 'atom']`.
+#[derive(Debug, Clone, Copy)]
+pub struct Names<'a>(pub &'a [String]);
+
+impl fmt::Display for Names<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("[")?;
+        for (i, name) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "'{name}'")?;
+        }
+        f.write_str("]")
+    }
+}
+
 /// Named int32 columns (dimensions), one row per entry, rows unique.
 ///
 /// Labels are immutable; cloning them is O(1) and shares the values. The
@@ -102,8 +119,9 @@ impl Labels {
         }
         if values.shape().len() != 2 || values.shape()[1] != names.len() {
             return Err(Error::invalid(format!(
-                "label values must have shape (count, {}) for dimensions {names:?}, got {:?}",
+                "label values must have shape (count, {}) for dimensions {}, got {:?}",
                 names.len(),
+                Names(&names),
                 values.shape()
             )));
         }
@@ -116,8 +134,8 @@ impl Labels {
             let (index, duplicate) = Index::build(labels.raw(), labels.size(), labels.count());
             if let Some((first, second)) = duplicate {
                 return Err(Error::invalid(format!(
-                    "labels {:?} have the entry {:?} twice (rows {first} and {second})",
-                    labels.names(),
+                    "labels {} have the entry {:?} twice (rows {first} and {second})",
+                    Names(labels.names()),
                     labels.row(first)
                 )));
             }
@@ -212,8 +230,8 @@ impl Labels {
     pub fn column(&self, name: &str) -> Result<Vec<i32>> {
         let d = self.dimension(name).ok_or_else(|| {
             Error::invalid(format!(
-                "labels {:?} have no dimension '{name}'",
-                self.names()
+                "labels {} have no dimension '{name}'",
+                Names(self.names())
             ))
         })?;
         Ok((0..self.count()).map(|i| self.row(i)[d]).collect())
@@ -230,9 +248,9 @@ impl Labels {
     pub fn position(&self, entry: &[i32]) -> Result<Option<usize>> {
         if entry.len() != self.size() {
             return Err(Error::invalid(format!(
-                "entry {entry:?} has {} values, labels {:?} have {} dimensions",
+                "entry {entry:?} has {} values, labels {} have {} dimensions",
                 entry.len(),
-                self.names(),
+                Names(self.names()),
                 self.size()
             )));
         }
@@ -257,7 +275,8 @@ fn check_names(names: &[String]) -> Result<()> {
         }
         if names[..i].contains(name) {
             return Err(Error::invalid(format!(
-                "the label name '{name}' is used twice in {names:?}"
+                "the label name '{name}' is used twice in {}",
+                Names(names)
             )));
         }
     }
@@ -274,7 +293,12 @@ impl Eq for Labels {}
 
 impl fmt::Debug for Labels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Labels({:?}, {} entries)", self.names(), self.count())
+        write!(
+            f,
+            "Labels({}, {} entries)",
+            Names(self.names()),
+            self.count()
+        )
     }
 }
 

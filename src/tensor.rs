@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::block::TensorBlock;
 use crate::error::{Error, Result};
-use crate::labels::Labels;
+use crate::labels::{Labels, Names};
 
 /// A set of [`TensorBlock`], one per entry of `keys`. Every block has the
 /// same sample, component and property names and the same gradients.
@@ -71,8 +71,8 @@ impl TensorMap {
         for (name, value) in selection {
             let dimension = self.keys.dimension(name).ok_or_else(|| {
                 Error::invalid(format!(
-                    "'{name}' is not a key dimension; the keys are {:?}",
-                    self.keys.names()
+                    "'{name}' is not a key dimension; the keys are {}",
+                    Names(self.keys.names())
                 ))
             })?;
             columns.push((dimension, *value));

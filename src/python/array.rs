@@ -246,6 +246,12 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Impor
     let py = obj.py();
     let mut array = as_ndarray(obj)?;
     let (dtype, order) = numpy_dtype(&array, what)?;
+    if array.getattr("ndim")?.extract::<usize>()? == 0 {
+        return Err(invalid(
+            py,
+            format!("{what}: got a 0-dimensional array (a scalar)"),
+        ));
+    }
     let flags = array.getattr("flags")?;
     let behaved = flags.getattr("c_contiguous")?.extract::<bool>()?
         && flags.getattr("aligned")?.extract::<bool>()?

@@ -8,7 +8,7 @@ use super::array::{from_python, to_numpy};
 use super::errors::{invalid, wrong_type};
 use super::labels::{type_name, PyLabels};
 use crate::block::TensorBlock;
-use crate::labels::Labels;
+use crate::labels::{Labels, Names};
 
 /// Where a Python block object comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,16 +257,16 @@ pub fn block_repr(block: &TensorBlock) -> String {
         format!("({})", shape.join(", "))
     };
     let mut repr = format!(
-        "TensorBlock(shape={shape}, dtype={}, samples={:?}, components={:?}, properties={:?}",
+        "TensorBlock(shape={shape}, dtype={}, samples={}, components={}, properties={}",
         block.dtype(),
-        block.samples().names(),
-        block.component_names(),
-        block.properties().names(),
+        Names(block.samples().names()),
+        Names(&block.component_names()),
+        Names(block.properties().names()),
     );
     if !block.gradients().is_empty() {
-        let gradients: Vec<&String> = block.gradients().keys().collect();
-        repr.push_str(&format!(", gradients={gradients:?}"));
+        let gradients: Vec<String> = block.gradients().keys().cloned().collect();
+        repr.push_str(&format!(", gradients={}", Names(&gradients)));
     }
     repr.push(')');
-    repr.replace('"', "'")
+    repr
 }

@@ -9,7 +9,7 @@ use super::array::{as_ndarray, int32_row, to_numpy_read_only};
 use super::errors::{invalid, wrong_type};
 use crate::array::Array;
 use crate::dtype::DType;
-use crate::labels::Labels;
+use crate::labels::{Labels, Names};
 
 /// Named int32 columns, one unique row per entry.
 ///
@@ -206,8 +206,8 @@ impl PyLabels {
             invalid(
                 py,
                 format!(
-                    "labels {:?} have no dimension '{dimension}'",
-                    self.labels.names()
+                    "labels {} have no dimension '{dimension}'",
+                    Names(self.labels.names())
                 ),
             )
         })?;
@@ -273,12 +273,11 @@ impl PyLabels {
             rows
         };
         format!(
-            "Labels({:?}, {count} {}: {})",
-            self.labels.names(),
+            "Labels({}, {count} {}: {})",
+            Names(self.labels.names()),
             if count == 1 { "entry" } else { "entries" },
             rows.join(", ")
         )
-        .replace('"', "'")
     }
 }
 
@@ -335,7 +334,10 @@ impl PyLabelsEntry {
         if let Ok(name) = dimension.cast::<PyString>() {
             let name = name.to_str()?;
             let d = self.labels.dimension(name).ok_or_else(|| {
-                invalid(py, format!("no dimension '{name}' in {:?}", self.names()))
+                invalid(
+                    py,
+                    format!("no dimension '{name}' in {}", Names(self.names())),
+                )
             })?;
             return Ok(self.values()[d]);
         }

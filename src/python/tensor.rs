@@ -9,6 +9,7 @@ use pyo3::types::{PyDict, PyList};
 use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
 use super::errors::{invalid, wrong_type};
 use super::labels::{type_name, PyLabels, PyLabelsEntry};
+use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
 
 /// A set of :class:`TensorBlock`, one per entry of ``keys``.
@@ -339,8 +340,8 @@ impl PyTensorMap {
 fn tensor_repr(map: &TensorMap) -> String {
     let blocks = map.blocks();
     let mut repr = format!(
-        "TensorMap(keys={:?}, {} block{}",
-        map.keys().names(),
+        "TensorMap(keys={}, {} block{}",
+        Names(map.keys().names()),
         blocks.len(),
         if blocks.len() == 1 { "" } else { "s" }
     );
@@ -352,16 +353,14 @@ fn tensor_repr(map: &TensorMap) -> String {
             "mixed".into()
         };
         repr.push_str(&format!(
-            ", samples={:?}, components={:?}, properties={:?}",
-            first.samples().names(),
-            first.component_names(),
-            first.properties().names()
+            ", samples={}, components={}, properties={}",
+            Names(first.samples().names()),
+            Names(&first.component_names()),
+            Names(first.properties().names())
         ));
         if !first.gradients().is_empty() {
-            repr.push_str(&format!(
-                ", gradients={:?}",
-                first.gradients().keys().collect::<Vec<_>>()
-            ));
+            let gradients: Vec<String> = first.gradients().keys().cloned().collect();
+            repr.push_str(&format!(", gradients={}", Names(&gradients)));
         }
         repr.push_str(&format!(", dtype={dtype}"));
         if blocks.len() <= 2 {
@@ -375,7 +374,7 @@ fn tensor_repr(map: &TensorMap) -> String {
         }
     }
     repr.push_str(&format!(", {})", human_bytes(map.nbytes())));
-    repr.replace('"', "'")
+    repr
 }
 
 /// `794.1 MB`.

@@ -33,6 +33,13 @@ def _xyz():
     return Labels("xyz", np.array([[0], [1], [2]]))
 
 
+def _expected_nbytes(block):
+    """Bytes of array data a block holds: values, labels, and gradients recursively."""
+    labels = [block.samples, *block.components, block.properties]
+    total = block.values.nbytes + sum(label.values.nbytes for label in labels)
+    return total + sum(_expected_nbytes(gradient) for _, gradient in block.gradients())
+
+
 def _gradient_samples(parent_indices, names=("sample", "system", "atom")):
     parent_indices = np.asarray(parent_indices)
     values = np.zeros((len(parent_indices), len(names)), dtype=np.int32)
@@ -63,7 +70,8 @@ def test_construct_and_accessors(random_values):
     assert isinstance(block.shape, tuple)
     assert block.dtype == np.dtype(np.float64)
     assert isinstance(block.dtype, np.dtype)
-    assert block.nbytes == values.nbytes == 4 * 3 * 2 * 8
+    # values (4 * 3 * 2 float64) and the int32 labels (4 * 2 + 3 + 2)
+    assert block.nbytes == 4 * 3 * 2 * 8 + (4 * 2 + 3 + 2) * 4
 
 
 def test_construct_with_keywords(random_values):
@@ -90,7 +98,8 @@ def test_dtype_round_trip(dtype, random_values):
     block = TensorBlock(values, _samples(5), [_xyz()], Labels.range("n", 4))
     assert block.values.dtype == np.dtype(dtype)
     assert block.dtype == np.dtype(dtype)
-    assert block.nbytes == values.nbytes
+    assert block.nbytes == _expected_nbytes(block)
+    assert block.nbytes - values.nbytes == (5 * 2 + 3 + 4) * 4
     np.testing.assert_array_equal(block.values, values)
     copy = block.copy()
     assert copy.values.dtype == np.dtype(dtype)
@@ -121,7 +130,7 @@ def test_empty_block():
     assert block.shape == (0, 3, 2)
     assert block.values.shape == (0, 3, 2)
     assert len(block.samples) == 0
-    assert block.nbytes == 0
+    assert block.nbytes == (3 + 2) * 4
     assert block.copy() == block
 
 
@@ -172,7 +181,7 @@ def test_component_with_two_dimensions():
         TensorBlock(np.zeros((3, 3, 2)), _samples(3), [component], Labels.range("n", 2))
 
 
-@pytest.mark.parametrize("values", [np.zeros(3), np.zeros(())])
+@pytest.mark.parametrize("values", [np.zeros(3), np.zeros(()), 1.0], ids=["1d", "0d", "scalar"])
 def test_values_with_less_than_two_dimensions(values):
     with pytest.raises(blockmap.ValidationError):
         TensorBlock(values, _samples(3), [], Labels.range("n", 1))
@@ -464,10 +473,42 @@ def test_missing_gradient(make_block):
         block.gradient("missing")
 
 
+def test_block_as_its_own_gradient(make_block):
+    # the samples of this block are ("system", "atom"): it is not a valid gradient
+    block, _ = make_block()
+    with pytest.raises(blockmap.ValidationError):
+        block.add_gradient("positions", block)
+    assert block.gradients_list() == []
+
+
+def test_add_gradient_to_gradient_view_keeps_parent_valid(make_block, make_gradient):
+    block, _ = make_block()
+    gradient, _ = make_gradient(block)
+    block.add_gradient("positions", gradient)
+    view = block.gradient("positions")
+    nested, _ = make_gradient(view, extra=())
+    try:
+        view.add_gradient("strain", nested)
+    except blockmap.ValidationError:
+        assert block.gradient("positions").gradients_list() == []
+    else:
+        # if it is allowed, the parent must see a consistent tree
+        assert block.gradient("positions").gradients_list() in ([], ["strain"])
+
+
 def test_add_gradient_requires_block(make_block):
     block, _ = make_block()
     with pytest.raises(TypeError):
         block.add_gradient("positions", np.zeros((3, 3, 2)))
+
+
+def test_nbytes_counts_gradients(make_block, make_gradient):
+    block, _ = make_block(component_sizes=(3,))
+    without = block.nbytes
+    gradient, _ = make_gradient(block)
+    block.add_gradient("positions", gradient)
+    assert block.nbytes == without + gradient.nbytes
+    assert block.nbytes == _expected_nbytes(block)
 
 
 # ------------------------------------------------------------------------ copy

@@ -361,6 +361,13 @@ def test_getitem_out_of_range(labels):
         Labels.empty("a")[0]
 
 
+def test_getitem_huge_index(labels):
+    with pytest.raises(IndexError):
+        labels[2**70]
+    with pytest.raises(IndexError):
+        labels[0][2**70]
+
+
 def test_getitem_str_returns_column(labels):
     column = labels["atom"]
     assert isinstance(column, np.ndarray)

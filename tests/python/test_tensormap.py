@@ -153,6 +153,29 @@ def test_add_gradient_to_block_of_map_without_gradients_fails(make_block, make_g
     assert tm.block(0).gradients_list() == []
 
 
+def test_original_block_changes_do_not_break_the_map(parts, make_gradient):
+    keys, blocks, _ = parts
+    tm = TensorMap(keys, blocks)
+    strain, _ = make_gradient(blocks[0])
+    try:
+        blocks[0].add_gradient("strain", strain)
+    except blockmap.ValidationError:
+        pass
+    # every block of the map still has the same set of gradients
+    assert [b.gradients_list() for b in tm.blocks()] == [["positions"]] * 4
+
+
+def test_nested_gradient_of_map_block_keeps_map_valid(tm, make_gradient):
+    view = tm.block(0).gradient("positions")
+    nested, _ = make_gradient(view, extra=())
+    try:
+        view.add_gradient("strain", nested)
+    except blockmap.ValidationError:
+        pass
+    nested_lists = [b.gradient("positions").gradients_list() for b in tm.blocks()]
+    assert nested_lists == [[]] * 4
+
+
 # ------------------------------------------------------------- block selection
 
 
@@ -314,8 +337,8 @@ def test_names_without_components(make_block):
 
 
 def test_nbytes(tm):
-    values_bytes = sum(block.values.nbytes for block in tm.blocks())
-    assert tm.nbytes >= values_bytes
+    blocks_bytes = sum(block.nbytes for block in tm.blocks())
+    assert tm.nbytes == blocks_bytes + tm.keys.values.nbytes
 
 
 # ------------------------------------------------------------------------ info
