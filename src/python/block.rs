@@ -147,11 +147,11 @@ impl PyTensorBlock {
     /// followed by this block's, its properties and dtype are this block's.
     /// The gradient block stays usable and shares its memory with this one.
     fn add_gradient(
-        &mut self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         parameter: &str,
         gradient: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let py = slf.py();
         let gradient = gradient.cast::<PyTensorBlock>().map_err(|_| {
             wrong_type(
                 py,
@@ -161,7 +161,11 @@ impl PyTensorBlock {
                 ),
             )
         })?;
-        match self.origin {
+        // clone the gradient before borrowing `slf` mutably: they may be
+        // the same object
+        let gradient = gradient.try_borrow()?.block.clone();
+        let mut this = slf.try_borrow_mut()?;
+        match this.origin {
             Origin::Standalone => {}
             Origin::MapBlock => {
                 return Err(invalid(
@@ -178,8 +182,7 @@ impl PyTensorBlock {
                 ))
             }
         }
-        let gradient = gradient.try_borrow()?.block.clone();
-        Ok(self.block.add_gradient(parameter, gradient)?)
+        Ok(this.block.add_gradient(parameter, gradient)?)
     }
 
     /// The gradient with respect to ``parameter``.

@@ -141,6 +141,22 @@ fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<Option<Vec<i32>>> {
     Ok(values.into_iter().map(|v| i32::try_from(v).ok()).collect())
 }
 
+/// An integer index of `obj` (anything with `__index__`), saturated to the
+/// range of `isize` (such an index is out of range anyway); `None` when
+/// `obj` is not an integer.
+pub fn saturating_index(obj: &Bound<'_, PyAny>) -> Option<isize> {
+    if let Ok(index) = obj.extract::<isize>() {
+        return Some(index);
+    }
+    let index = obj.call_method0("__index__").ok()?;
+    Some(if index.lt(0).ok()? {
+        isize::MIN
+    } else {
+        isize::MAX
+    })
+}
+
+/// Resolve a Python index (negative from the end) into `0..len`.
 pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
     let resolved = if index < 0 {
         index.checked_add_unsigned(len)
@@ -245,7 +261,7 @@ impl PyLabels {
         if let Ok(name) = index.cast::<PyString>() {
             return self.column(py, name.to_str()?);
         }
-        let index: isize = index.extract().map_err(|_| {
+        let index = saturating_index(index).ok_or_else(|| {
             wrong_type(
                 py,
                 format!("labels are indexed by int or str, not {}", type_name(index)),
@@ -341,7 +357,7 @@ impl PyLabelsEntry {
             })?;
             return Ok(self.values()[d]);
         }
-        let index: isize = dimension.extract().map_err(|_| {
+        let index = saturating_index(dimension).ok_or_else(|| {
             wrong_type(
                 py,
                 format!(

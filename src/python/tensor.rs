@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
 use super::errors::{invalid, wrong_type};
-use super::labels::{type_name, PyLabels, PyLabelsEntry};
+use super::labels::{saturating_index, type_name, PyLabels, PyLabelsEntry};
 use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
 
@@ -87,7 +87,7 @@ fn selection(
     if selection.is_instance_of::<pyo3::types::PyBool>() {
         return Err(wrong_type(py, "a block selection cannot be a bool"));
     }
-    if let Ok(index) = selection.extract::<isize>() {
+    if let Some(index) = saturating_index(selection) {
         return Ok(Selection::Index(index));
     }
     Err(wrong_type(

@@ -6,6 +6,7 @@ can compare a block's data to the exact array it was built from.
 
 import numpy as np
 import pytest
+
 from blockmap import Labels, TensorBlock, TensorMap
 
 

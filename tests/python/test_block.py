@@ -1,8 +1,9 @@
 import re
 
-import blockmap
 import numpy as np
 import pytest
+
+import blockmap
 from blockmap import Labels, TensorBlock
 
 ALL_DTYPES = [

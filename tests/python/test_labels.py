@@ -1,6 +1,7 @@
-import blockmap
 import numpy as np
 import pytest
+
+import blockmap
 from blockmap import Labels, LabelsEntry
 
 INTEGER_DTYPES = [

@@ -1,6 +1,7 @@
-import blockmap
 import numpy as np
 import pytest
+
+import blockmap
 from blockmap import Labels, LabelsEntry, TensorBlock, TensorMap
 
 KEY_VALUES = [[0, 1], [1, 1], [1, 6], [2, 8]]

@@ -8,6 +8,7 @@ import weakref
 
 import numpy as np
 import pytest
+
 from blockmap import Labels, TensorBlock, TensorMap
 
 ALL_DTYPES = [
