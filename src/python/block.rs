@@ -216,9 +216,10 @@ impl PyTensorBlock {
     }
 
     /// A deep copy: values and gradients in new memory.
-    fn copy(&self) -> PyResult<Self> {
+    fn copy(&self, py: Python<'_>) -> PyResult<Self> {
+        let block = &self.block;
         Ok(PyTensorBlock {
-            block: self.block.deep_copy()?,
+            block: py.detach(|| block.deep_copy())?,
             origin: Origin::Standalone,
         })
     }

@@ -309,9 +309,10 @@ impl PyTensorMap {
     }
 
     /// A deep copy: all array memory new.
-    fn copy(&self) -> PyResult<Self> {
+    fn copy(&self, py: Python<'_>) -> PyResult<Self> {
+        let map = &self.map;
         Ok(PyTensorMap {
-            map: self.map.deep_copy()?,
+            map: py.detach(|| map.deep_copy())?,
         })
     }
 

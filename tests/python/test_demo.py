@@ -1,0 +1,63 @@
+"""The demo and the workload it builds: they run, and W has the documented shape."""
+
+import subprocess
+import sys
+
+import numpy as np
+
+import blockmap
+from blockmap import _workload
+
+
+def test_small_demo_runs_and_prints_its_table():
+    result = subprocess.run(
+        [sys.executable, "-m", "blockmap", "demo", "--small", "--repeat", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "build TensorMap (4 blocks)" in result.stdout
+    assert "metatensor-core" in result.stdout
+    assert "share memory with the input array: yes" in result.stdout
+
+
+def test_cli_without_command_fails_with_usage():
+    result = subprocess.run(
+        [sys.executable, "-m", "blockmap"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    assert "usage" in result.stderr
+
+
+def test_workload_shape_and_zero_copy():
+    arrays = _workload.make_arrays(n_keys=3, n_samples=24, n_grad_samples=6, n_properties=5)
+    tensor = _workload.build_blockmap(arrays)
+    assert len(tensor) == 3
+    assert tensor.keys.names == ["o3_lambda", "center_type"]
+    assert tensor.sample_names == ["system", "atom"]
+    assert tensor.component_names == ["o3_mu"]
+    assert tensor.property_names == ["n"]
+    block = tensor.block(0)
+    assert block.shape == (24, 3, 5)
+    gradient = block.gradient("positions")
+    assert gradient.shape == (6, 3, 3, 5)
+    assert gradient.samples.names == ["sample", "system", "atom"]
+    assert np.shares_memory(block.values, arrays.blocks[0].values)
+    assert np.shares_memory(gradient.values, arrays.blocks[0].gradients[0].values)
+    expected = sum(
+        b.values.nbytes
+        + b.samples.values.nbytes
+        + sum(g.values.nbytes + g.samples.values.nbytes for g in b.gradients)
+        for b in arrays.blocks
+    )
+    assert _workload.nbytes(arrays) == expected
+
+
+def test_full_workload_is_794_mb_without_allocating_it():
+    # the sizes of the full W, computed from the defaults, as in workload.md
+    n_keys, n_samples, n_grad, n_prop = 100, 2400, 300, 100
+    values = n_keys * (n_samples * 3 * n_prop + n_grad * 3 * 3 * n_prop) * 8
+    samples = n_keys * (n_samples * 2 + n_grad * 3) * 4
+    assert round((values + samples) / 1e6) == 794
+    assert isinstance(blockmap.__version__, str)
