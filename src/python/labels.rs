@@ -115,11 +115,22 @@ fn extract_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResult<Array> {
             format!("label values must fit in int32, got values in [{min}, {max}]"),
         ));
     }
-    let int32 = array.call_method1("astype", ("=i4",))?;
+    // one copy into memory the Labels own; `astype` only converts when needed
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("copy", false)?;
+    let int32 = array.call_method("astype", ("=i4",), Some(&kwargs))?;
     let int32: PyReadonlyArray2<'_, i32> = int32.extract()?;
-    // `as_array` handles any strides; the iteration is in row-major order
-    let data: Vec<i32> = int32.as_array().iter().copied().collect();
-    Ok(Array::from_slice(shape, &data)?)
+    let view = int32.as_array();
+    let array = match view.as_slice() {
+        // `ndarray`'s `as_slice` is only for row-major (C) layout
+        Some(data) => Array::from_slice(shape, data)?,
+        // otherwise gather in row-major order
+        None => {
+            let data: Vec<i32> = view.iter().copied().collect();
+            Array::from_slice(shape, &data)?
+        }
+    };
+    Ok(array)
 }
 
 /// An entry given as a LabelsEntry or a sequence of integers; `None` when

@@ -512,3 +512,18 @@ def test_repr_empty():
     text = repr(Labels.empty(["first"]))
     assert "first" in text
     assert "0" in text
+
+
+@pytest.mark.parametrize("layout", ["fortran", "reversed", "strided"])
+@pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint16])
+def test_values_in_any_memory_layout(layout, dtype):
+    base = np.arange(40, dtype=dtype).reshape(20, 2)
+    if layout == "fortran":
+        values = np.asfortranarray(base)
+    elif layout == "reversed":
+        values = base[::-1]
+    else:
+        values = np.arange(80, dtype=dtype).reshape(20, 4)[:, ::2]
+    labels = Labels(["a", "b"], values)
+    np.testing.assert_array_equal(labels.values, values)
+    assert labels.position(tuple(int(v) for v in values[3])) == 3
