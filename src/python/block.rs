@@ -224,6 +224,12 @@ impl PyTensorBlock {
         })
     }
 
+    /// ``copy.deepcopy(block)``: the same as :meth:`copy`.
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<Self> {
+        self.copy(py)
+    }
+
+    /// ``copy.copy(block)``: a new block object sharing this one's memory.
     fn __copy__(&self) -> PyResult<Self> {
         Ok(PyTensorBlock {
             block: self.block.clone(),

@@ -262,6 +262,15 @@ impl PyLabels {
         self.labels.count()
     }
 
+    /// Labels are immutable: copies share their values.
+    fn __copy__(&self) -> Self {
+        self.clone()
+    }
+
+    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Self {
+        self.clone()
+    }
+
     /// ``labels[i]`` is entry ``i`` (a LabelsEntry); ``labels["name"]`` is
     /// the column of that dimension.
     fn __getitem__<'py>(

@@ -316,6 +316,12 @@ impl PyTensorMap {
         })
     }
 
+    /// ``copy.deepcopy(tensor)``: the same as :meth:`copy`.
+    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<Self> {
+        self.copy(py)
+    }
+
+    /// ``copy.copy(tensor)``: a new map object sharing this one's memory.
     fn __copy__(&self) -> Self {
         PyTensorMap {
             map: self.map.clone(),

@@ -528,3 +528,21 @@ def test_repr_block_count():
     text = repr(TensorMap(Labels.range("spin", 13), blocks))
     assert "spin" in text
     assert "13" in text
+
+
+def test_copy_module(tensor):
+    import copy
+
+    shallow = copy.copy(tensor)
+    assert shallow == tensor
+    assert np.shares_memory(shallow.block(0).values, tensor.block(0).values)
+    deep = copy.deepcopy(tensor)
+    assert deep == tensor
+    assert not np.shares_memory(deep.block(0).values, tensor.block(0).values)
+    gradient = tensor.block(0).gradient("positions")
+    assert not np.shares_memory(deep.block(0).gradient("positions").values, gradient.values)
+    block = tensor.block(1)
+    assert np.shares_memory(copy.copy(block).values, block.values)
+    assert not np.shares_memory(copy.deepcopy(block).values, block.values)
+    keys = copy.deepcopy(tensor.keys)
+    assert keys == tensor.keys
