@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test demo bench build develop lint rust-test py-test clean
+.PHONY: all test demo build lint stubtest rust-test py-test clean
 
 all: test
 
@@ -30,13 +30,17 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check python tests
 	$(VENV)/bin/ruff format --check python tests
 
+# the stubs must describe the built module (needs the build)
+stubtest: build
+	$(PY) -m mypy.stubtest blockmap._blockmap --allowlist tests/stubtest-allowlist.txt
+
 rust-test:
 	cargo test --quiet
 
 py-test: build
 	$(PY) -m pytest -q
 
-test: build lint rust-test py-test
+test: build lint stubtest rust-test py-test
 
 demo: build
 	$(PY) -m blockmap demo

@@ -291,6 +291,13 @@ impl PartialEq for Labels {
 
 impl Eq for Labels {}
 
+impl std::hash::Hash for Labels {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.names().hash(state);
+        self.raw().hash(state);
+    }
+}
+
 impl fmt::Debug for Labels {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

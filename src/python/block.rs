@@ -225,7 +225,9 @@ impl PyTensorBlock {
     }
 
     /// ``copy.deepcopy(block)``: the same as :meth:`copy`.
-    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (memo, /))]
+    fn __deepcopy__(&self, py: Python<'_>, memo: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let _ = memo;
         self.copy(py)
     }
 

@@ -19,8 +19,8 @@ use crate::labels::{Labels, Names};
 /// int32 memory owned by the Labels, which never changes afterwards:
 /// ``.values`` is a read-only view of it. With ``assume_unique=True`` the
 /// check that rows are unique is skipped.
-#[pyclass(name = "Labels", module = "blockmap", frozen, eq)]
-#[derive(Clone, Debug, PartialEq)]
+#[pyclass(name = "Labels", module = "blockmap", frozen, eq, hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PyLabels {
     pub labels: Labels,
 }
@@ -267,7 +267,9 @@ impl PyLabels {
         self.clone()
     }
 
-    fn __deepcopy__(&self, _memo: &Bound<'_, PyAny>) -> Self {
+    #[pyo3(signature = (memo, /))]
+    fn __deepcopy__(&self, memo: &Bound<'_, PyAny>) -> Self {
+        let _ = memo;
         self.clone()
     }
 

@@ -18,6 +18,5 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<labels::PyLabelsEntry>()?;
     module.add_class::<block::PyTensorBlock>()?;
     module.add_class::<tensor::PyTensorMap>()?;
-    module.add_class::<array::BufferOwner>()?;
     Ok(())
 }

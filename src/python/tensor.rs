@@ -317,7 +317,9 @@ impl PyTensorMap {
     }
 
     /// ``copy.deepcopy(tensor)``: the same as :meth:`copy`.
-    fn __deepcopy__(&self, py: Python<'_>, _memo: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (memo, /))]
+    fn __deepcopy__(&self, py: Python<'_>, memo: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let _ = memo;
         self.copy(py)
     }
 

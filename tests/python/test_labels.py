@@ -527,3 +527,13 @@ def test_values_in_any_memory_layout(layout, dtype):
     labels = Labels(["a", "b"], values)
     np.testing.assert_array_equal(labels.values, values)
     assert labels.position(tuple(int(v) for v in values[3])) == 3
+
+
+def test_labels_are_hashable_by_value():
+    a = Labels(["x", "y"], np.array([[0, 1], [2, 3]]))
+    b = Labels(["x", "y"], np.array([[0, 1], [2, 3]], dtype=np.int64))
+    c = Labels(["x", "z"], np.array([[0, 1], [2, 3]]))
+    assert hash(a) == hash(b)
+    assert {a: 1}[b] == 1
+    assert a != c
+    assert len({a, b, c}) == 2
