@@ -184,24 +184,23 @@ def nbytes(arrays: WorkloadArrays) -> int:
     return total
 
 
-def build_blockmap(arrays: WorkloadArrays) -> blockmap.TensorMap:
-    """Wrap the arrays in a :class:`blockmap.TensorMap`; values are not copied."""
-    import blockmap
+def _build(library: Any, arrays: WorkloadArrays) -> Any:
+    """Build a TensorMap with ``library``: blockmap and metatensor-core share this API."""
 
-    def labels(content: LabelsArrays) -> blockmap.Labels:
-        return blockmap.Labels(content.names, content.values)
+    def labels(content: LabelsArrays) -> Any:
+        return library.Labels(content.names, content.values)
 
     blocks = []
     for block_arrays in arrays.blocks:
         components = [labels(c) for c in block_arrays.components]
         properties = labels(block_arrays.properties)
-        block = blockmap.TensorBlock(
+        block = library.TensorBlock(
             block_arrays.values, labels(block_arrays.samples), components, properties
         )
         for gradient in block_arrays.gradients:
             block.add_gradient(
                 gradient.parameter,
-                blockmap.TensorBlock(
+                library.TensorBlock(
                     gradient.values,
                     labels(gradient.samples),
                     [labels(c) for c in gradient.components] + components,
@@ -209,37 +208,25 @@ def build_blockmap(arrays: WorkloadArrays) -> blockmap.TensorMap:
                 ),
             )
         blocks.append(block)
-    return blockmap.TensorMap(labels(arrays.keys), blocks)
+    return library.TensorMap(labels(arrays.keys), blocks)
+
+
+def build_blockmap(arrays: WorkloadArrays) -> blockmap.TensorMap:
+    """Wrap the arrays in a :class:`blockmap.TensorMap`; values are not copied."""
+    import blockmap
+
+    tensor: blockmap.TensorMap = _build(blockmap, arrays)
+    return tensor
 
 
 def build_metatensor(arrays: WorkloadArrays) -> Any:
     """Wrap the arrays in a ``metatensor.TensorMap`` (metatensor-core); values are not copied.
+
+    metatensor moves the blocks into the map: they are not usable afterwards.
 
     Raises:
         ImportError: when metatensor-core is not installed.
     """
     import metatensor
 
-    def labels(content: LabelsArrays) -> metatensor.Labels:
-        return metatensor.Labels(content.names, content.values)
-
-    blocks = []
-    for block_arrays in arrays.blocks:
-        components = [labels(c) for c in block_arrays.components]
-        properties = labels(block_arrays.properties)
-        block = metatensor.TensorBlock(
-            block_arrays.values, labels(block_arrays.samples), components, properties
-        )
-        for gradient in block_arrays.gradients:
-            block.add_gradient(
-                gradient.parameter,
-                metatensor.TensorBlock(
-                    gradient.values,
-                    labels(gradient.samples),
-                    [labels(c) for c in gradient.components] + components,
-                    properties,
-                ),
-            )
-        # metatensor moves the blocks into the map: they are not usable afterwards.
-        blocks.append(block)
-    return metatensor.TensorMap(labels(arrays.keys), blocks)
+    return _build(metatensor, arrays)

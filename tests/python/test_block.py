@@ -2,26 +2,10 @@ import re
 
 import numpy as np
 import pytest
+from dtypes import ALL_DTYPES
 
 import blockmap
 from blockmap import Labels, TensorBlock
-
-ALL_DTYPES = [
-    np.float16,
-    np.float32,
-    np.float64,
-    np.int8,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.uint8,
-    np.uint16,
-    np.uint32,
-    np.uint64,
-    np.bool_,
-    np.complex64,
-    np.complex128,
-]
 
 
 def _samples(n, names=("system", "atom")):

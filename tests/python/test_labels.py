@@ -1,19 +1,9 @@
 import numpy as np
 import pytest
+from dtypes import INTEGER_DTYPES
 
 import blockmap
 from blockmap import Labels, LabelsEntry
-
-INTEGER_DTYPES = [
-    np.int8,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.uint8,
-    np.uint16,
-    np.uint32,
-    np.uint64,
-]
 
 
 @pytest.fixture

@@ -8,25 +8,9 @@ import weakref
 
 import numpy as np
 import pytest
+from dtypes import ALL_DTYPES
 
 from blockmap import Labels, TensorBlock, TensorMap
-
-ALL_DTYPES = [
-    np.float16,
-    np.float32,
-    np.float64,
-    np.int8,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.uint8,
-    np.uint16,
-    np.uint32,
-    np.uint64,
-    np.bool_,
-    np.complex64,
-    np.complex128,
-]
 
 
 def _block(values):
