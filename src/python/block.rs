@@ -5,8 +5,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 
 use super::array::{from_python, to_numpy};
-use super::errors::{invalid, wrong_type};
-use super::labels::{type_name, PyLabels};
+use super::errors::{invalid, type_name, wrong_type};
+use super::labels::PyLabels;
 use crate::block::TensorBlock;
 use crate::labels::{Labels, Names};
 

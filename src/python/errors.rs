@@ -98,6 +98,14 @@ impl From<Error> for PyErr {
     }
 }
 
+/// The name of `obj`'s type, for error messages.
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// Add the exception classes to the module.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = module.py();

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PySlice, PyString};
 
 use super::array::{as_ndarray, int32_row, to_numpy_read_only};
-use super::errors::{invalid, wrong_type};
+use super::errors::{invalid, type_name, wrong_type};
 use crate::array::Array;
 use crate::dtype::DType;
 use crate::labels::{Labels, Names};
@@ -59,13 +59,6 @@ fn extract_names(names: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
         result.push(name.to_string());
     }
     Ok(result)
-}
-
-pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
 }
 
 /// An int32 `count x n_dims` array copied from an integer array-like.

@@ -7,8 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
-use super::errors::{invalid, wrong_type};
-use super::labels::{saturating_index, type_name, PyLabels, PyLabelsEntry};
+use super::errors::{invalid, type_name, wrong_type};
+use super::labels::{saturating_index, PyLabels, PyLabelsEntry};
 use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
 
