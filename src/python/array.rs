@@ -51,11 +51,9 @@ impl BufferOwner {
         let readonly = c_int::from(!buffer.is_writable());
         let len = ffi::Py_ssize_t::try_from(buffer.len())
             .map_err(|_| invalid(slf.py(), "buffer too large to export"))?;
-        // SAFETY: `view` is valid (caller contract); the pointer and length
-        // describe memory kept alive by `buffer`, which `slf` owns, and
-        // PyBuffer_FillInfo stores a new reference to `slf` in `view.obj`,
-        // so the memory outlives the export. It refuses writable requests
-        // when `readonly` is set.
+        // SAFETY: `view` is valid (caller contract); pointer and length describe memory that
+        // `buffer` (owned by `slf`) keeps alive, and FillInfo stores a new reference to `slf` in
+        // `view.obj`, so it outlives the export; FillInfo refuses writable requests if readonly.
         let status = unsafe {
             ffi::PyBuffer_FillInfo(
                 view,
@@ -122,12 +120,9 @@ fn view<'py>(
     let descr = PyArrayDescr::new(py, dtype.native_descr())?;
     let owner = Bound::new(py, BufferOwner { buffer })?;
 
-    // SAFETY: the type object is numpy's ndarray; `into_dtype_ptr` gives a
-    // new reference, which PyArray_NewFromDescr steals; `dims` holds `ndim`
-    // dimensions; null strides mean C order; `data` points to `expected`
-    // bytes aligned for `dtype` (checked above) that stay alive as long as
-    // `owner`, which becomes the array's base below before any Python code
-    // can see the array.
+    // SAFETY: ndarray type; the new descr reference is stolen; `dims` has `ndim` entries; null
+    // strides = C order; `data` holds `expected` bytes aligned for `dtype` (checked above), alive
+    // while `owner` is, which becomes the array's base below before Python can see the array.
     let array = unsafe {
         PY_ARRAY_API.PyArray_NewFromDescr(
             py,
@@ -278,11 +273,8 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Impor
     }
     let writable = !export.readonly();
     let buffer = match NonNull::new(export.buf_ptr().cast::<u8>()) {
-        // SAFETY: a buffer export keeps its memory valid and in place, and
-        // the exporting object alive, until it is released, which happens
-        // when `export` (moved into the buffer as its owner) is dropped;
-        // the memory holds `len` bytes (checked above); it may be written
-        // through views exactly when the export is not read-only.
+        // SAFETY: an export keeps `len` bytes (checked above) valid, in place, and writable iff
+        // not read-only, until released: when `export`, moved into the buffer as its owner, drops.
         Some(ptr) => unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) },
         None if len == 0 => Buffer::empty(),
         None => return Err(invalid(py, format!("{what}: the array has no memory"))),
