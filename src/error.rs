@@ -12,6 +12,10 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
 
+    /// A file or buffer that is not a valid `.mts` archive or `.npy` array.
+    #[error("{0}")]
+    Format(String),
+
     /// An element type blockmap does not handle.
     #[error("{0}")]
     UnsupportedType(String),
@@ -31,6 +35,29 @@ impl Error {
     /// Shorthand for [`Error::Invalid`] from anything printable.
     pub fn invalid(message: impl Into<String>) -> Self {
         Error::Invalid(message.into())
+    }
+
+    /// Shorthand for [`Error::Format`] from anything printable.
+    pub fn format(message: impl Into<String>) -> Self {
+        Error::Format(message.into())
+    }
+
+    /// An [`Error::Io`] saying what blockmap was doing.
+    pub fn io(context: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// The same error with `context` in front of its message (for
+    /// [`Error::Invalid`] and [`Error::Format`]), e.g. the entry it concerns.
+    pub fn context(self, context: impl std::fmt::Display) -> Self {
+        match self {
+            Error::Invalid(message) => Error::Invalid(format!("{context}: {message}")),
+            Error::Format(message) => Error::Format(format!("{context}: {message}")),
+            other => other,
+        }
     }
 }
 

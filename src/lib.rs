@@ -11,6 +11,7 @@ pub mod block;
 pub mod buffer;
 pub mod dtype;
 pub mod error;
+pub mod io;
 pub mod labels;
 pub mod tensor;
 

@@ -7,22 +7,48 @@ and a :class:`TensorMap` is a set of blocks keyed by Labels.
 
 from ._blockmap import (
     BlockMapError,
+    BlockMapIOError,
     BlockMapTypeError,
+    FormatError,
     Labels,
     LabelsEntry,
+    MissingFileError,
     TensorBlock,
     TensorMap,
     ValidationError,
     __version__,
 )
+from .io import (
+    load,
+    load_block,
+    load_block_buffer,
+    load_buffer,
+    load_labels,
+    load_labels_buffer,
+    save,
+    save_buffer,
+    verify,
+)
 
 __all__ = [
     "BlockMapError",
+    "BlockMapIOError",
     "BlockMapTypeError",
+    "FormatError",
     "Labels",
     "LabelsEntry",
+    "MissingFileError",
     "TensorBlock",
     "TensorMap",
     "ValidationError",
     "__version__",
+    "load",
+    "load_block",
+    "load_block_buffer",
+    "load_buffer",
+    "load_labels",
+    "load_labels_buffer",
+    "save",
+    "save_buffer",
+    "verify",
 ]

@@ -2,7 +2,11 @@
 
 Commands:
     demo    build the benchmark workload W with blockmap and metatensor-core,
-            and print what each map holds and how long building took.
+            and print what each map holds and how long building took; then
+            save, load and map it through files, next to numpy.
+    bench   time operations on W (save, load, mapped load, ...) with blockmap,
+            numpy and metatensor-core, each in a fresh process; print the
+            medians, their ratios and the targets they meet.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from . import _demo
+from . import _bench, _demo
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -27,10 +31,21 @@ def _parser() -> argparse.ArgumentParser:
         help="build the benchmark workload W and compare with metatensor-core",
         description="Build the benchmark workload W (about 0.8 GB of arrays) with blockmap "
         "and with metatensor-core from the same numpy arrays; print what each map holds, "
-        "the median build time and the peak resident memory growth.",
+        "the median build time and the peak resident memory growth; then time saving, "
+        "loading and mapping W through files next to numpy, each run in a fresh process.",
     )
     _demo.add_arguments(demo)
     demo.set_defaults(run=_demo.run)
+    bench = commands.add_parser(
+        "bench",
+        help="time save, load and mapped load of W against numpy and metatensor-core",
+        description="Time operations on the benchmark workload W with blockmap, numpy and "
+        "metatensor-core on the same arrays, each run in a fresh process; print medians of "
+        "the time and of the peak resident memory growth, blockmap's ratios to the others, "
+        "and whether the targets are met.",
+    )
+    _bench.add_arguments(bench)
+    bench.set_defaults(run=_bench.run)
     return parser
 
 

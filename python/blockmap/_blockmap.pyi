@@ -14,6 +14,9 @@ __all__ = [
     "BlockMapError",
     "ValidationError",
     "BlockMapTypeError",
+    "FormatError",
+    "BlockMapIOError",
+    "MissingFileError",
     "Labels",
     "LabelsEntry",
     "TensorBlock",
@@ -30,6 +33,15 @@ class ValidationError(BlockMapError, ValueError):
 
 class BlockMapTypeError(BlockMapError, TypeError):
     """An argument of the wrong type (e.g. an object dtype array)."""
+
+class FormatError(ValidationError):
+    """A file or buffer that is not a valid ``.mts`` archive / ``.npy`` array."""
+
+class BlockMapIOError(BlockMapError, OSError):
+    """The operating system refused a read or a write."""
+
+class MissingFileError(BlockMapIOError, FileNotFoundError):
+    """The file to load does not exist."""
 
 @final
 class LabelsEntry:

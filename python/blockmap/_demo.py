@@ -7,7 +7,9 @@ repeated builds, measured with :func:`time.perf_counter`) and the growth of the
 peak resident memory while building.
 
 Each section is a function that prints its own table through
-:func:`print_table`; further sections add their rows the same way.
+:func:`print_table`; further sections add their rows the same way. The files
+section saves, loads and maps W through the machinery of ``python -m blockmap
+bench`` (:mod:`blockmap._bench`): each run in a fresh process, next to numpy.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,16 +30,19 @@ import numpy as np
 from . import _workload
 
 __all__ = [
+    "Cell",
     "Measurement",
     "Row",
     "add_arguments",
     "format_bytes",
     "format_growth",
+    "format_ratio",
     "format_seconds",
     "main",
     "measure",
     "print_table",
     "run",
+    "short_name",
 ]
 
 #: Sizes of the small W used by ``--small``.
@@ -49,6 +54,10 @@ SMALL_WORKLOAD: dict[str, int] = {
 }
 
 OTHER_NAME = "metatensor-core"
+
+#: Operations of the files section, and its runs of each (fewer than ``bench``'s).
+FILE_OPERATIONS: tuple[str, ...] = ("save", "load", "mmap")
+FILE_REPEAT = 3
 
 
 # ---------------------------------------------------------------------------
@@ -148,24 +157,38 @@ def format_bytes(count: int) -> str:
     return f"{count} B"
 
 
+#: What a table cell holds: a measurement, ``None`` when that side was not
+#: measured (not installed, not supported: shown as ``-``), or a short text
+#: shown as is (e.g. ``"failed"``).
+Cell = Measurement | str | None
+
+
+def short_name(library: str) -> str:
+    """A library's name in a ratio column's header: ``metatensor-core`` -> ``metatensor``."""
+    return library.removesuffix("-core")
+
+
 @dataclass
 class Row:
-    """One line of a comparison table: an operation measured on both sides.
+    """One line of a comparison table: an operation measured by blockmap and others.
 
-    ``None`` on a side means that side was not measured (e.g. not installed or
-    not supported); its cell shows ``-`` and the ratio is left out.
+    ``others`` maps each other library's name (a column of the table) to its cell;
+    a missing name counts as not measured. Ratios are left out unless both sides
+    are measurements.
     """
 
     operation: str
-    blockmap: Measurement | None
-    other: Measurement | None
+    blockmap: Cell
+    others: dict[str, Cell] = field(default_factory=dict)
 
-    @property
-    def ratio(self) -> float | None:
-        """blockmap's median time over the other side's, when both exist."""
-        if self.blockmap is None or self.other is None or self.other.median <= 0.0:
+    def ratio(self, other: str) -> float | None:
+        """blockmap's median time over ``other``'s, when both were measured."""
+        theirs = self.others.get(other)
+        if not isinstance(self.blockmap, Measurement) or not isinstance(theirs, Measurement):
             return None
-        return self.blockmap.median / self.other.median
+        if theirs.median <= 0.0:
+            return None
+        return self.blockmap.median / theirs.median
 
 
 def format_growth(count: int) -> str:
@@ -173,33 +196,65 @@ def format_growth(count: int) -> str:
     return f"{count / 1e6:+.1f} MB"
 
 
-def _cell(measurement: Measurement | None) -> str:
-    if measurement is None:
+def format_ratio(ratio: float | None) -> str:
+    """A ratio with three significant digits down to 0.001, ``-`` when absent."""
+    if ratio is None:
         return "-"
-    return f"{format_seconds(measurement.median)}, {format_growth(measurement.peak_growth)}"
+    if ratio >= 0.1:
+        return f"{ratio:.2f}"
+    if ratio >= 1e-3:
+        return f"{ratio:.3f}"
+    return f"{ratio:.1e}"
+
+
+def _cell(cell: Cell) -> str:
+    if cell is None:
+        return "-"
+    if isinstance(cell, str):
+        return cell
+    return f"{format_seconds(cell.median)}, {format_growth(cell.peak_growth)}"
 
 
 def print_table(
     title: str,
     rows: Iterable[Row],
-    other_name: str = OTHER_NAME,
+    others: Sequence[str] = (OTHER_NAME,),
     file: Any = None,
+    markdown: bool = False,
 ) -> None:
-    """Print an aligned table: operation | blockmap | other | ratio.
+    """Print a table: operation | blockmap | each of ``others`` | blockmap/each of ``others``.
 
-    Each time cell is a median followed by the peak resident memory growth; the
-    ratio is blockmap's median over the other side's (below 1: blockmap is faster).
+    Each measured cell is a median time followed by the peak resident memory
+    growth; each ratio is blockmap's median over the other library's (below 1:
+    blockmap is faster). With ``markdown``, the title is a paragraph and the
+    table a GitHub-flavoured markdown table; otherwise columns are aligned for
+    a terminal.
     """
-    header = ("operation", "blockmap", other_name, "ratio")
+    header = (
+        "operation",
+        "blockmap",
+        *others,
+        *(f"blockmap/{short_name(other)}" for other in others),
+    )
     lines = [
         (
             row.operation,
             _cell(row.blockmap),
-            _cell(row.other),
-            "-" if row.ratio is None else f"{row.ratio:.2f}",
+            *(_cell(row.others.get(other)) for other in others),
+            *(format_ratio(row.ratio(other)) for other in others),
         )
         for row in rows
     ]
+    out = sys.stdout if file is None else file
+    if markdown:
+        print(title, file=out)
+        print(file=out)
+        print("| " + " | ".join(header) + " |", file=out)
+        print("|---|" + "---:|" * (len(header) - 1), file=out)
+        for line in lines:
+            print("| " + " | ".join(line) + " |", file=out)
+        return
+
     widths = [max(len(line[i]) for line in [header, *lines]) for i in range(len(header))]
 
     def render(cells: Sequence[str]) -> str:
@@ -207,7 +262,6 @@ def print_table(
         rest = [cell.rjust(width) for cell, width in zip(cells[1:], widths[1:], strict=True)]
         return " | ".join([first, *rest])
 
-    out = sys.stdout if file is None else file
     print(title, file=out)
     print(render(header), file=out)
     print("-+-".join("-" * width for width in widths), file=out)
@@ -293,7 +347,26 @@ def section_build(arrays: _workload.WorkloadArrays, repeat: int) -> list[Row]:
         other_built = measure(lambda: _workload.build_metatensor(arrays), repeat)
         _describe(f"{OTHER_NAME} {version}", other_built.result, arrays, other_built)
 
-    return [Row(f"build TensorMap ({len(arrays)} blocks)", blockmap_built, other_built)]
+    return [
+        Row(f"build TensorMap ({len(arrays)} blocks)", blockmap_built, {OTHER_NAME: other_built})
+    ]
+
+
+def section_files(small: bool, repeat: int) -> None:
+    """Save, load and map W through files with blockmap, numpy and metatensor-core.
+
+    Runs the ``bench`` machinery (:func:`blockmap._bench.run_bench`): every run is
+    a fresh process that builds W's arrays, times one operation and checks its
+    result; progress goes to stderr, the table and the targets to stdout.
+    """
+    from . import _bench  # _bench imports this module
+
+    print(
+        f"files: {', '.join(FILE_OPERATIONS)}, each run in a fresh process "
+        "that builds W's arrays first (not timed)"
+    )
+    result = _bench.run_bench(FILE_OPERATIONS, repeat, small, progress=sys.stderr)
+    _bench.print_report(result)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -344,9 +417,15 @@ def run(args: argparse.Namespace) -> int:
 
     rows = section_build(arrays, args.repeat)
     print_table(
-        f"medians of {args.repeat} runs, peak RSS growth; ratio = blockmap / {OTHER_NAME}",
+        f"medians of {args.repeat} runs, peak RSS growth; ratio = blockmap's time / theirs",
         rows,
     )
+    print()
+
+    # The files section's workers build their own W: release this one first.
+    del made, arrays, block, rows
+    gc.collect()
+    section_files(args.small, min(args.repeat, FILE_REPEAT))
     return 0
 
 

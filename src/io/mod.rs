@@ -1,0 +1,252 @@
+//! The `.mts` format (metatensor's): save and load TensorMap, TensorBlock
+//! and Labels through any `Write`/`Read + Seek`, a path, memory blockmap
+//! owns, a caller's bytes or a file mapping.
+//!
+//! A TensorMap or TensorBlock is a ZIP archive of NPY arrays (see
+//! `docs/format.md`); Labels alone are a bare NPY file.
+//!
+//! - Saving streams array memory straight into the archive; to a path, it
+//!   writes a temporary file beside the target and renames it.
+//! - Loading from a reader or a path copies each array once into memory
+//!   blockmap owns and checks every CRC.
+//! - Loading from a [`Buffer`] (a caller's bytes, or a file mapping) views
+//!   STORED, aligned, native, C-ordered entries in place and copies the
+//!   others. From a caller's bytes the CRCs are checked; from a mapping they
+//!   are not, so that its cost does not grow with the data ([`verify_path`]
+//!   checks a file completely).
+
+pub mod npy;
+mod read;
+mod write;
+
+use std::fs::{File, OpenOptions};
+use std::io::{BufReader, BufWriter, Read, Seek, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::block::TensorBlock;
+use crate::buffer::{AlignedBytes, Buffer};
+use crate::error::{Error, Result};
+use crate::labels::Labels;
+use crate::tensor::TensorMap;
+
+/// What a file holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// a TensorMap archive
+    Tensor,
+    /// a TensorBlock archive
+    Block,
+    /// a bare NPY file of Labels
+    Labels,
+}
+
+/// Something that can be saved.
+#[derive(Clone, Copy, Debug)]
+pub enum DataRef<'a> {
+    /// a map
+    Tensor(&'a TensorMap),
+    /// a block
+    Block(&'a TensorBlock),
+    /// labels
+    Labels(&'a Labels),
+}
+
+/// Something loaded.
+#[derive(Clone, Debug)]
+pub enum Data {
+    /// a map
+    Tensor(TensorMap),
+    /// a block
+    Block(TensorBlock),
+    /// labels
+    Labels(Labels),
+}
+
+/// Write `data` to `writer`.
+pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
+    match data {
+        DataRef::Tensor(map) => write::tensor(writer, map),
+        DataRef::Block(block) => write::block(writer, block),
+        DataRef::Labels(labels) => write::labels(writer, labels),
+    }
+}
+
+/// The archive (or NPY file) of `data`, in memory blockmap owns.
+pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
+    // allocate an upper bound of the size (untouched pages of a large
+    // zeroed allocation cost nothing), write, then keep the written part
+    let bound = match data {
+        DataRef::Tensor(map) => write::size_bound(write::tensor_entries(map).into_iter()),
+        DataRef::Block(block) => {
+            let mut entries = Vec::new();
+            write::block_entries("", block, false, &mut entries);
+            write::size_bound(entries.into_iter())
+        }
+        DataRef::Labels(labels) => write::labels_size(labels),
+    };
+    let mut bytes = AlignedBytes::zeroed(bound)?;
+    let written = save(SliceWriter::new(bytes.as_mut_slice()), data)?.len;
+    Buffer::from(bytes).slice(0, written)
+}
+
+/// Writes into a slice of fixed capacity; unlike `Cursor`, seeking from the
+/// end is relative to what was written, not to the capacity.
+struct SliceWriter<'a> {
+    buffer: &'a mut [u8],
+    position: usize,
+    len: usize,
+}
+
+impl<'a> SliceWriter<'a> {
+    fn new(buffer: &'a mut [u8]) -> Self {
+        SliceWriter {
+            buffer,
+            position: 0,
+            len: 0,
+        }
+    }
+}
+
+impl Write for SliceWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let end = self
+            .position
+            .checked_add(data.len())
+            .filter(|&end| end <= self.buffer.len())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::WriteZero, "buffer full"))?;
+        self.buffer[self.position..end].copy_from_slice(data);
+        self.position = end;
+        self.len = self.len.max(end);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Seek for SliceWriter<'_> {
+    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (base, offset) = match from {
+            std::io::SeekFrom::Start(offset) => (0, i64::try_from(offset).unwrap_or(i64::MAX)),
+            std::io::SeekFrom::Current(offset) => (self.position, offset),
+            std::io::SeekFrom::End(offset) => (self.len, offset),
+        };
+        let position = i64::try_from(base)
+            .ok()
+            .and_then(|base| base.checked_add(offset))
+            .and_then(|p| usize::try_from(p).ok())
+            .filter(|&p| p <= self.buffer.len())
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
+        self.position = position;
+        Ok(position as u64)
+    }
+}
+
+static TEMPORARY_COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A new file name beside `path` for writing it atomically.
+fn temporary_path(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let counter = TEMPORARY_COUNTER.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.{}-{counter}.tmp", std::process::id()))
+}
+
+/// Save `data` to `path`, atomically: the data goes to a temporary file
+/// beside `path`, renamed over it once complete. On failure the temporary
+/// file is removed and `path` is untouched; a file that something has
+/// mapped is replaced, never truncated.
+pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
+    let shown = path.display();
+    let temporary = temporary_path(path);
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temporary)
+        .map_err(|e| Error::io(format!("cannot create a file beside '{shown}'"), e))?;
+    let result = (|| {
+        let writer = save(BufWriter::with_capacity(1 << 20, file), data)?;
+        writer
+            .into_inner()
+            .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))
+    })();
+    let renamed = result.and_then(|file| {
+        drop(file);
+        std::fs::rename(&temporary, path)
+            .map_err(|e| Error::io(format!("cannot write '{shown}'"), e))
+    });
+    if renamed.is_err() {
+        let _ = std::fs::remove_file(&temporary);
+    }
+    renamed
+}
+
+fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {
+    match kind {
+        Kind::Tensor => read::tensor(source).map(Data::Tensor),
+        Kind::Block => read::block(source, "", None).map(Data::Block),
+        Kind::Labels => Err(Error::invalid("labels are a bare NPY file, not an archive")),
+    }
+}
+
+/// Load from a reader: every array is copied once into memory blockmap
+/// owns and every CRC is checked.
+pub fn load<R: Read + Seek>(mut reader: R, kind: Kind) -> Result<Data> {
+    if kind == Kind::Labels {
+        let mut bytes = Vec::new();
+        reader
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::io("reading labels", e))?;
+        return load_buffer(Buffer::copy_from(&bytes)?, kind);
+    }
+    from_source(&mut read::ReaderSource::new(reader)?, kind)
+}
+
+/// Load from an archive in memory, viewing what can be viewed (see the
+/// module docs); CRCs are checked.
+pub fn load_buffer(buffer: Buffer, kind: Kind) -> Result<Data> {
+    if kind == Kind::Labels {
+        return read::labels_from_npy(buffer).map(Data::Labels);
+    }
+    from_source(&mut read::BufferSource::new(buffer, true)?, kind)
+}
+
+fn open(path: &Path) -> Result<File> {
+    File::open(path).map_err(|e| Error::io(format!("cannot open '{}'", path.display()), e))
+}
+
+/// Load from a file. With `mmap`, the file is mapped (privately: writes to
+/// views change this process's pages, never the file) and arrays view the
+/// mapping; CRCs are then not checked.
+pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
+    let file = open(path)?;
+    let in_file = |e: Error| e.context(format!("'{}'", path.display()));
+    if kind == Kind::Labels {
+        return load(BufReader::new(file), kind).map_err(in_file);
+    }
+    if !mmap {
+        return load(BufReader::with_capacity(1 << 16, file), kind).map_err(in_file);
+    }
+    // SAFETY: a private mapping of a file opened read-only. The memory stays
+    // valid while the mapping (owned by the buffer) lives. Were another
+    // process to truncate the file, reading the lost pages would fault:
+    // the documented risk of every file mapping; blockmap itself only
+    // replaces files by renaming (see `save_path`), which never truncates.
+    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
+        .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
+    let buffer = Buffer::from_mmap_copy_on_write(map);
+    from_source(&mut read::BufferSource::new(buffer, false)?, kind).map_err(in_file)
+}
+
+/// Check a file completely: archive structure, every CRC, and the data
+/// model's rules.
+pub fn verify_path(path: &Path, kind: Kind) -> Result<()> {
+    load_path(path, kind, false).map(drop)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,575 @@
+//! Reading `.mts` archives: entries from a reader (copied, CRC checked) or
+//! from an archive already in memory (viewed in place when possible), then
+//! the TensorMap / TensorBlock / Labels they describe.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Cursor, Read, Seek};
+
+use zip::result::ZipError;
+use zip::{CompressionMethod, ZipArchive};
+
+use super::npy::{self, Descr, Header};
+use crate::array::Array;
+use crate::block::TensorBlock;
+use crate::buffer::{AlignedBytes, Buffer};
+use crate::dtype::{ByteOrder, DType};
+use crate::error::{Error, Result};
+use crate::labels::Labels;
+use crate::tensor::TensorMap;
+
+/// DEFLATE cannot compress by more than about 1032:1; an entry declaring a
+/// larger ratio is refused before anything is allocated for it.
+const MAX_DEFLATE_RATIO: u64 = 1032;
+
+pub(crate) fn zip_error(error: ZipError) -> Error {
+    match error {
+        ZipError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            Error::format("the archive is truncated")
+        }
+        ZipError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Error::format(format!("corrupt archive data: {e}"))
+        }
+        ZipError::Io(e) => Error::io("reading the archive", e),
+        other => Error::format(format!("not a valid .mts (zip) archive: {other}")),
+    }
+}
+
+/// The data of one NPY entry, after its header.
+enum Payload {
+    /// copied out of the archive, exactly the data bytes
+    Owned(AlignedBytes),
+    /// a view of the archive in memory
+    View(Buffer),
+}
+
+impl Payload {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Payload::Owned(bytes) => bytes.as_slice(),
+            Payload::View(buffer) => buffer.as_slice(),
+        }
+    }
+
+    /// The data as a buffer holding native, C-ordered elements of `dtype`
+    /// (`item` bytes per record, `swap` bytes swapped per element) in the
+    /// given shape. Copies only when the data is misaligned, byte-swapped
+    /// or in Fortran order.
+    fn into_buffer(
+        self,
+        dtype: DType,
+        order: ByteOrder,
+        fortran: bool,
+        shape: &[usize],
+    ) -> Result<Buffer> {
+        let swap = order != ByteOrder::NATIVE && dtype.size() > 1;
+        let aligned = match &self {
+            Payload::Owned(_) => true,
+            Payload::View(buffer) => buffer.is_aligned_to(dtype.alignment()),
+        };
+        let transpose = fortran && shape.len() > 1;
+        if !swap && !transpose {
+            return Ok(match self {
+                Payload::Owned(bytes) => Buffer::from(bytes),
+                Payload::View(buffer) if aligned => buffer,
+                Payload::View(buffer) => Buffer::copy_from(buffer.as_slice())?,
+            });
+        }
+        let mut out = if transpose {
+            let mut out = AlignedBytes::zeroed(self.bytes().len())?;
+            fortran_to_c(self.bytes(), out.as_mut_slice(), dtype.size(), shape);
+            out
+        } else {
+            match self {
+                Payload::Owned(bytes) => bytes,
+                Payload::View(buffer) => AlignedBytes::copy_from(buffer.as_slice())?,
+            }
+        };
+        if swap {
+            swap_bytes(out.as_mut_slice(), dtype);
+        }
+        Ok(Buffer::from(out))
+    }
+}
+
+/// Reverse the bytes of every element (complex numbers: of each half).
+fn swap_bytes(data: &mut [u8], dtype: DType) {
+    let size = match dtype {
+        DType::C8 => 4,
+        DType::C16 => 8,
+        other => other.size(),
+    };
+    for element in data.chunks_exact_mut(size) {
+        element.reverse();
+    }
+}
+
+/// Copy column-major `src` into row-major `dst`, elements of `size` bytes.
+fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
+    let n = shape.len();
+    // strides (in elements) of the Fortran-ordered source
+    let mut strides = vec![1usize; n];
+    for d in 1..n {
+        strides[d] = strides[d - 1] * shape[d - 1];
+    }
+    let count: usize = shape.iter().product();
+    let mut index = vec![0usize; n];
+    for i in 0..count {
+        let offset: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        dst[i * size..(i + 1) * size].copy_from_slice(&src[offset * size..(offset + 1) * size]);
+        // advance the row-major index
+        for d in (0..n).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
+/// A decoded NPY entry: header and data.
+pub(crate) struct Npy {
+    header: Header,
+    payload: Payload,
+}
+
+impl Npy {
+    fn into_array(self) -> Result<Array> {
+        let Descr::Simple(dtype, order) = self.header.descr else {
+            return Err(Error::format(
+                "expected a plain array, got a structured one",
+            ));
+        };
+        let shape = self.header.shape;
+        let buffer = self
+            .payload
+            .into_buffer(dtype, order, self.header.fortran_order, &shape)?;
+        Array::new(dtype, shape, buffer)
+    }
+
+    fn into_labels(self) -> Result<Labels> {
+        let Descr::Fields(fields) = &self.header.descr else {
+            return Err(Error::format(
+                "labels must be a structured array of int32 fields",
+            ));
+        };
+        let [count] = self.header.shape[..] else {
+            return Err(Error::format(format!(
+                "labels must be a 1-dimensional array, got shape {:?}",
+                self.header.shape
+            )));
+        };
+        let mut order = ByteOrder::NATIVE;
+        for (i, (name, dtype, field_order)) in fields.iter().enumerate() {
+            if *dtype != DType::I4 {
+                return Err(Error::format(format!(
+                    "label dimension '{name}' is {dtype}, labels must be int32"
+                )));
+            }
+            if i > 0 && *field_order != order {
+                return Err(Error::format("label dimensions have mixed byte orders"));
+            }
+            order = *field_order;
+        }
+        let names: Vec<String> = fields.iter().map(|(name, _, _)| name.clone()).collect();
+        let shape = [count, names.len()];
+        let buffer = self.payload.into_buffer(DType::I4, order, false, &shape)?;
+        Labels::from_buffer(names, count, buffer, false)
+    }
+}
+
+/// Where entries come from.
+pub(crate) trait Source {
+    /// Names of all entries.
+    fn names(&self) -> &BTreeSet<String>;
+    /// Read and decode the NPY entry `name`.
+    fn npy(&mut self, name: &str) -> Result<Npy>;
+    /// Read a small text entry (info.json), at most `limit` bytes.
+    fn text(&mut self, name: &str, limit: usize) -> Result<String>;
+}
+
+fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    for name in archive.file_names() {
+        let name = name.map_err(zip_error)?;
+        if !names.insert(name.to_string()) {
+            return Err(Error::format(format!(
+                "the archive has two entries named '{name}'"
+            )));
+        }
+    }
+    Ok(names)
+}
+
+/// Read an NPY entry from `reader` (decompressed, CRC checked when read to
+/// the end), whose declared uncompressed size is `size`.
+fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
+    let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
+    let mut prefix = [0u8; 12];
+    let preamble = if size < 10 {
+        return Err(Error::format("the npy entry is too short"));
+    } else {
+        read_exact(&mut reader, &mut prefix[..10])?;
+        if prefix[6] >= 2 && size >= 12 {
+            read_exact(&mut reader, &mut prefix[10..12])?;
+            12
+        } else {
+            10
+        }
+    };
+    let (preamble, header_len) = npy::header_extent(&prefix[..preamble])?;
+    let total_header = preamble + header_len;
+    if total_header > size {
+        return Err(Error::format("npy header is longer than its entry"));
+    }
+    let mut text = vec![0u8; header_len];
+    read_exact(&mut reader, &mut text)?;
+    let header = npy::parse_header(&text, preamble)?;
+    let data_len = header.data_len()?;
+    if total_header + data_len != size {
+        return Err(Error::format(format!(
+            "npy data is {} bytes, but the shape {:?} needs {data_len}",
+            size - total_header,
+            header.shape
+        )));
+    }
+    let mut data = AlignedBytes::zeroed(data_len)?;
+    read_exact(&mut reader, data.as_mut_slice())?;
+    // reading to the end makes the zip reader check the CRC, and finds data
+    // past the declared size
+    let mut extra = [0u8; 1];
+    if read_up_to(&mut reader, &mut extra)? != 0 {
+        return Err(Error::format(
+            "entry holds more data than its declared size",
+        ));
+    }
+    Ok(Npy {
+        header,
+        payload: Payload::Owned(data),
+    })
+}
+
+fn io_read_error(e: std::io::Error) -> Error {
+    match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => Error::format("the entry is truncated"),
+        std::io::ErrorKind::InvalidData | std::io::ErrorKind::Other => {
+            Error::format(format!("corrupt entry: {e}"))
+        }
+        _ => Error::io("reading the archive", e),
+    }
+}
+
+fn read_exact(reader: &mut impl Read, buf: &mut [u8]) -> Result<()> {
+    reader.read_exact(buf).map_err(io_read_error)
+}
+
+/// Read until `buf` is full or the end; returns how much was read.
+fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match reader.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_read_error(e)),
+        }
+    }
+    Ok(got)
+}
+
+fn check_declared_size(
+    name: &str,
+    method: CompressionMethod,
+    size: u64,
+    compressed: u64,
+) -> Result<()> {
+    let bound = match method {
+        CompressionMethod::Stored => compressed,
+        _ => compressed
+            .saturating_mul(MAX_DEFLATE_RATIO)
+            .saturating_add(1024),
+    };
+    if size > bound {
+        return Err(Error::format(format!(
+            "entry '{name}' declares {size} bytes, more than its {compressed} compressed bytes \
+             can hold"
+        )));
+    }
+    Ok(())
+}
+
+/// Entries read through a `Read + Seek` (a file): every array is copied
+/// once into memory blockmap owns, and every CRC is checked.
+pub(crate) struct ReaderSource<R: Read + Seek> {
+    archive: ZipArchive<R>,
+    names: BTreeSet<String>,
+}
+
+impl<R: Read + Seek> ReaderSource<R> {
+    pub fn new(reader: R) -> Result<Self> {
+        let archive = ZipArchive::new(reader).map_err(zip_error)?;
+        let names = collect_names(&archive)?;
+        Ok(ReaderSource { archive, names })
+    }
+}
+
+impl<R: Read + Seek> Source for ReaderSource<R> {
+    fn names(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+
+    fn npy(&mut self, name: &str) -> Result<Npy> {
+        let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
+        check_declared_size(
+            name,
+            file.compression(),
+            file.size(),
+            file.compressed_size(),
+        )?;
+        let size = file.size();
+        read_npy(file, size).map_err(|e| e.context(format!("entry '{name}'")))
+    }
+
+    fn text(&mut self, name: &str, limit: usize) -> Result<String> {
+        let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
+        read_text(file, name, limit)
+    }
+}
+
+fn read_text(mut reader: impl Read, name: &str, limit: usize) -> Result<String> {
+    let mut bytes = Vec::new();
+    reader
+        .by_ref()
+        .take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io_read_error)?;
+    if bytes.len() > limit {
+        return Err(Error::format(format!(
+            "entry '{name}' is larger than {limit} bytes"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|_| Error::format(format!("entry '{name}' is not UTF-8")))
+}
+
+fn missing(name: &str, error: ZipError) -> Error {
+    match error {
+        ZipError::FileNotFound => Error::format(format!("the archive has no entry '{name}'")),
+        other => zip_error(other).context(format!("entry '{name}'")),
+    }
+}
+
+/// Entries of an archive held in a [`Buffer`] (a mapped file, or bytes
+/// given by the caller): STORED entries are viewed in place, and copied
+/// only when misaligned, byte-swapped or in Fortran order; compressed
+/// entries are inflated into new memory.
+pub(crate) struct BufferSource {
+    archive: ZipArchive<Cursor<Buffer>>,
+    buffer: Buffer,
+    names: BTreeSet<String>,
+    check_crc: bool,
+}
+
+impl AsRef<[u8]> for Buffer {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl BufferSource {
+    /// With `check_crc`, the CRC of every viewed entry is checked (a pass
+    /// over the data); without it, the cost of loading does not depend on
+    /// the size of the data.
+    pub fn new(buffer: Buffer, check_crc: bool) -> Result<Self> {
+        let archive = ZipArchive::new(Cursor::new(buffer.clone())).map_err(zip_error)?;
+        let names = collect_names(&archive)?;
+        Ok(BufferSource {
+            archive,
+            buffer,
+            names,
+            check_crc,
+        })
+    }
+}
+
+impl Source for BufferSource {
+    fn names(&self) -> &BTreeSet<String> {
+        &self.names
+    }
+
+    fn npy(&mut self, name: &str) -> Result<Npy> {
+        let context = |e: Error| e.context(format!("entry '{name}'"));
+        let index = self
+            .archive
+            .index_for_name(name)
+            .ok_or_else(|| Error::format(format!("the archive has no entry '{name}'")))?;
+        let (method, start, compressed, size, crc) = {
+            let file = self
+                .archive
+                .by_index_raw(index)
+                .map_err(|e| missing(name, e))?;
+            (
+                file.compression(),
+                file.data_start(),
+                file.compressed_size(),
+                file.size(),
+                file.crc32(),
+            )
+        };
+        check_declared_size(name, method, size, compressed)?;
+        if method != CompressionMethod::Stored {
+            let file = self.archive.by_index(index).map_err(|e| missing(name, e))?;
+            return read_npy(file, size).map_err(context);
+        }
+        let start = start.ok_or_else(|| Error::format("entry has no data offset"))?;
+        let entry = usize::try_from(start)
+            .ok()
+            .zip(usize::try_from(compressed).ok())
+            .and_then(|(start, len)| self.buffer.slice(start, len).ok())
+            .ok_or_else(|| context(Error::format("entry data lies outside the archive")))?;
+        if self.check_crc && crc32fast::hash(entry.as_slice()) != crc {
+            return Err(context(Error::format("CRC mismatch: the data is corrupt")));
+        }
+        let header = npy::read_header(entry.as_slice()).map_err(context)?;
+        let data_len = header.data_len().map_err(context)?;
+        if header.len.checked_add(data_len) != Some(entry.len()) {
+            return Err(context(Error::format(format!(
+                "npy data is {} bytes, but the shape {:?} needs {data_len}",
+                entry.len().saturating_sub(header.len),
+                header.shape
+            ))));
+        }
+        let data = entry.slice(header.len, data_len)?;
+        Ok(Npy {
+            header,
+            payload: Payload::View(data),
+        })
+    }
+
+    fn text(&mut self, name: &str, limit: usize) -> Result<String> {
+        let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
+        read_text(file, name, limit)
+    }
+}
+
+/// Labels from a bare NPY file held in `buffer` (viewed when possible).
+pub(crate) fn labels_from_npy(buffer: Buffer) -> Result<Labels> {
+    let header = npy::read_header(buffer.as_slice())?;
+    let data_len = header.data_len()?;
+    if header.len.checked_add(data_len) != Some(buffer.len()) {
+        return Err(Error::format(format!(
+            "npy data is {} bytes, but the shape {:?} needs {data_len}",
+            buffer.len().saturating_sub(header.len),
+            header.shape
+        )));
+    }
+    let data = buffer.slice(header.len, data_len)?;
+    Npy {
+        header,
+        payload: Payload::View(data),
+    }
+    .into_labels()
+}
+
+/// The largest info.json accepted.
+const MAX_INFO_LEN: usize = 64 << 20;
+
+/// Read the TensorMap of an archive.
+pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
+    let keys = source
+        .npy("keys.npy")
+        .and_then(Npy::into_labels)
+        .map_err(|e| e.context("keys"))?;
+    let mut blocks = Vec::with_capacity(keys.count());
+    for i in 0..keys.count() {
+        let prefix = format!("blocks/{i}/");
+        blocks.push(block(source, &prefix, None).map_err(|e| e.context(format!("block {i}")))?);
+    }
+    let mut map = TensorMap::new(keys, blocks)?;
+    if source.names().contains("info.json") {
+        let text = source.text("info.json", MAX_INFO_LEN)?;
+        let info: BTreeMap<String, String> = serde_json::from_str(&text).map_err(|e| {
+            Error::format(format!("info.json is not a JSON object of strings: {e}"))
+        })?;
+        for (key, value) in info {
+            map.set_info(key, value);
+        }
+    }
+    Ok(map)
+}
+
+/// Read the block whose entries start with `prefix`; a gradient block
+/// (`parent` given) has no properties entry: it uses the parent's.
+pub(crate) fn block(
+    source: &mut impl Source,
+    prefix: &str,
+    parent: Option<&TensorBlock>,
+) -> Result<TensorBlock> {
+    let entry = |name: &str| format!("{prefix}{name}");
+    let values = source.npy(&entry("values.npy"))?.into_array()?;
+    let samples = source.npy(&entry("samples.npy"))?.into_labels()?;
+    let n_components = values.shape().len().checked_sub(2).ok_or_else(|| {
+        Error::format(format!(
+            "values must have at least 2 dimensions, got shape {:?}",
+            values.shape()
+        ))
+    })?;
+    let mut components = Vec::with_capacity(n_components);
+    for k in 0..n_components {
+        components.push(
+            source
+                .npy(&entry(&format!("components/{k}.npy")))?
+                .into_labels()?,
+        );
+    }
+    let properties = match parent {
+        Some(parent) => parent.properties().clone(),
+        None => source.npy(&entry("properties.npy"))?.into_labels()?,
+    };
+    let mut block = TensorBlock::new(values, samples, components, properties)?;
+
+    let gradients_prefix = entry("gradients/");
+    let parameters: BTreeSet<String> = source
+        .names()
+        .range(gradients_prefix.clone()..)
+        .take_while(|name| name.starts_with(&gradients_prefix))
+        .filter_map(|name| name[gradients_prefix.len()..].split('/').next())
+        .map(str::to_string)
+        .collect();
+    for parameter in parameters {
+        let gradient_prefix = format!("{gradients_prefix}{parameter}/");
+        let gradient = self::block(source, &gradient_prefix, Some(&block))
+            .map_err(|e| e.context(format!("gradient '{parameter}'")))?;
+        block.add_gradient(&parameter, gradient)?;
+    }
+    Ok(block)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fortran_to_c_order() {
+        // a 2x3 array [[0, 1, 2], [3, 4, 5]] stored column-major
+        let src: Vec<u8> = vec![0, 3, 1, 4, 2, 5];
+        let mut dst = vec![0u8; 6];
+        fortran_to_c(&src, &mut dst, 1, &[2, 3]);
+        assert_eq!(dst, vec![0, 1, 2, 3, 4, 5]);
+        // 2x2x2
+        let src: Vec<u8> = vec![0, 4, 2, 6, 1, 5, 3, 7];
+        let mut dst = vec![0u8; 8];
+        fortran_to_c(&src, &mut dst, 1, &[2, 2, 2]);
+        assert_eq!(dst, (0..8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn byte_swapping() {
+        let mut data = 1.5f64.to_be_bytes().to_vec();
+        swap_bytes(&mut data, DType::F8);
+        assert_eq!(f64::from_ne_bytes(data.try_into().unwrap()), 1.5);
+        let mut complex: Vec<u8> = [1.0f32.to_be_bytes(), 2.0f32.to_be_bytes()].concat();
+        swap_bytes(&mut complex, DType::C8);
+        assert_eq!(f32::from_ne_bytes(complex[..4].try_into().unwrap()), 1.0);
+        assert_eq!(f32::from_ne_bytes(complex[4..].try_into().unwrap()), 2.0);
+    }
+}

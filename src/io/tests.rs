@@ -1,0 +1,248 @@
+//! Round trips and the copy/view rules of the io module.
+
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use super::*;
+use crate::array::Array;
+use crate::buffer::OwnerKind;
+use crate::dtype::DType;
+
+fn labels(names: &[&str], values: &[i32]) -> Labels {
+    Labels::new(names.to_vec(), values).unwrap()
+}
+
+fn filled(dtype: DType, shape: &[usize]) -> Array {
+    let n: usize = shape.iter().product::<usize>() * dtype.size();
+    let bytes: Vec<u8> = (0..n)
+        .map(|i| (i * 7 % 251) as u8 & if dtype == DType::B1 { 1 } else { 0xff })
+        .collect();
+    Array::new(dtype, shape.to_vec(), Buffer::copy_from(&bytes).unwrap()).unwrap()
+}
+
+fn block(dtype: DType) -> TensorBlock {
+    let mut block = TensorBlock::new(
+        filled(dtype, &[3, 2, 4]),
+        labels(&["system", "atom"], &[0, 0, 0, 1, 1, 0]),
+        vec![labels(&["o3_mu"], &[-1, 1])],
+        Labels::range("n", 4).unwrap(),
+    )
+    .unwrap();
+    let mut gradient = TensorBlock::new(
+        filled(dtype, &[2, 3, 2, 4]),
+        labels(&["sample", "atom"], &[0, 0, 2, 1]),
+        vec![labels(&["xyz"], &[0, 1, 2]), labels(&["o3_mu"], &[-1, 1])],
+        Labels::range("n", 4).unwrap(),
+    )
+    .unwrap();
+    let nested = TensorBlock::new(
+        filled(dtype, &[1, 3, 2, 4]),
+        labels(&["sample"], &[1]),
+        vec![labels(&["xyz"], &[0, 1, 2]), labels(&["o3_mu"], &[-1, 1])],
+        Labels::range("n", 4).unwrap(),
+    )
+    .unwrap();
+    gradient.add_gradient("cell", nested).unwrap();
+    block.add_gradient("positions", gradient).unwrap();
+    block
+}
+
+fn tensor(dtype: DType) -> TensorMap {
+    let keys = labels(&["o3_lambda", "center_type"], &[0, 1, 1, 6]);
+    let mut map = TensorMap::new(keys, vec![block(dtype), block(dtype)]).unwrap();
+    map.set_info("origin".into(), "tests".into());
+    map
+}
+
+fn temporary_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blockmap-io-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn round_trip_every_dtype() {
+    for dtype in DType::ALL {
+        let map = tensor(dtype);
+        let bytes = save(Cursor::new(Vec::new()), DataRef::Tensor(&map))
+            .unwrap()
+            .into_inner();
+        let Data::Tensor(loaded) = load(Cursor::new(&bytes), Kind::Tensor).unwrap() else {
+            panic!("a tensor was saved")
+        };
+        assert_eq!(loaded, map, "{dtype}");
+        let Data::Tensor(viewed) =
+            load_buffer(Buffer::copy_from(&bytes).unwrap(), Kind::Tensor).unwrap()
+        else {
+            panic!("a tensor was saved")
+        };
+        assert_eq!(viewed, map, "{dtype}");
+    }
+}
+
+#[test]
+fn same_data_same_bytes_and_aligned_payloads() {
+    let map = tensor(DType::F8);
+    let first = save_buffer(DataRef::Tensor(&map)).unwrap();
+    let second = save_buffer(DataRef::Tensor(&map.deep_copy().unwrap())).unwrap();
+    assert!(first.as_slice() == second.as_slice(), "two saves differ");
+    let written = save(Cursor::new(Vec::new()), DataRef::Tensor(&map))
+        .unwrap()
+        .into_inner();
+    let differ = first
+        .as_slice()
+        .iter()
+        .zip(&written)
+        .position(|(a, b)| a != b);
+    assert!(
+        first.as_slice() == &written[..],
+        "save_buffer and save differ: lengths {} and {}, first difference at {differ:?}",
+        first.len(),
+        written.len()
+    );
+
+    // every array loaded from the buffer views it, at 64-byte aligned offsets
+    let Data::Tensor(loaded) = load_buffer(first.clone(), Kind::Tensor).unwrap() else {
+        panic!()
+    };
+    let start = first.as_ptr() as usize;
+    for block in loaded.blocks() {
+        for array in [
+            block.values(),
+            block.gradient("positions").unwrap().values(),
+        ] {
+            let offset = array.buffer().as_ptr() as usize - start;
+            assert!(offset < first.len());
+            assert_eq!(offset % 64, 0);
+            assert_eq!(array.buffer().owner_kind(), OwnerKind::Rust);
+        }
+        assert_eq!(
+            (block.samples().values().buffer().as_ptr() as usize - start) % 64,
+            0
+        );
+    }
+}
+
+#[test]
+fn blocks_and_labels() {
+    let block = block(DType::I4);
+    let buffer = save_buffer(DataRef::Block(&block)).unwrap();
+    let Data::Block(loaded) = load_buffer(buffer, Kind::Block).unwrap() else {
+        panic!()
+    };
+    assert_eq!(loaded, block);
+
+    let labels = labels(&["a", "b"], &[1, 2, 3, 4]);
+    let buffer = save_buffer(DataRef::Labels(&labels)).unwrap();
+    assert_eq!(&buffer.as_slice()[..6], npy::MAGIC);
+    let Data::Labels(loaded) = load_buffer(buffer, Kind::Labels).unwrap() else {
+        panic!()
+    };
+    assert_eq!(loaded, labels);
+}
+
+#[test]
+fn empty_maps_and_blocks() {
+    let empty = TensorMap::new(Labels::empty(vec!["k"]).unwrap(), vec![]).unwrap();
+    let buffer = save_buffer(DataRef::Tensor(&empty)).unwrap();
+    let Data::Tensor(loaded) = load_buffer(buffer, Kind::Tensor).unwrap() else {
+        panic!()
+    };
+    assert_eq!(loaded, empty);
+
+    let no_samples = TensorBlock::new(
+        Array::zeros(DType::F4, vec![0, 3]).unwrap(),
+        Labels::empty(vec!["s"]).unwrap(),
+        vec![],
+        Labels::range("p", 3).unwrap(),
+    )
+    .unwrap();
+    let map = TensorMap::new(Labels::single(), vec![no_samples]).unwrap();
+    let buffer = save_buffer(DataRef::Tensor(&map)).unwrap();
+    let Data::Tensor(loaded) = load_buffer(buffer, Kind::Tensor).unwrap() else {
+        panic!()
+    };
+    assert_eq!(loaded, map);
+}
+
+#[test]
+fn paths_mapped_and_atomic() {
+    let dir = temporary_dir("paths");
+    let path = dir.join("map.mts");
+    let map = tensor(DType::F8);
+    save_path(&path, DataRef::Tensor(&map)).unwrap();
+
+    let Data::Tensor(read) = load_path(&path, Kind::Tensor, false).unwrap() else {
+        panic!()
+    };
+    assert_eq!(read, map);
+    assert_eq!(
+        read.blocks()[0].values().buffer().owner_kind(),
+        OwnerKind::Rust
+    );
+
+    let Data::Tensor(mapped) = load_path(&path, Kind::Tensor, true).unwrap() else {
+        panic!()
+    };
+    assert_eq!(mapped, map);
+    let values = mapped.blocks()[0].values().buffer();
+    assert_eq!(values.owner_kind(), OwnerKind::Mapped);
+    assert!(values.is_writable(), "copy-on-write mapping");
+
+    // saving over the mapped file replaces it: the mapping keeps its data
+    let other = tensor(DType::F8).deep_copy().unwrap();
+    save_path(
+        &path,
+        DataRef::Tensor(&TensorMap::new(Labels::single(), vec![block(DType::F8)]).unwrap()),
+    )
+    .unwrap();
+    assert_eq!(mapped, other);
+    verify_path(&path, Kind::Tensor).unwrap();
+
+    // a failed save leaves nothing behind
+    let missing_dir = dir.join("missing").join("map.mts");
+    assert!(matches!(
+        save_path(&missing_dir, DataRef::Tensor(&map)),
+        Err(Error::Io { .. })
+    ));
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|name| name != "map.mts")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    let err = load_path(&dir.join("nope.mts"), Kind::Tensor, false).unwrap_err();
+    assert!(
+        matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn corrupt_data_is_found() {
+    let map = tensor(DType::F8);
+    let bytes = save(Cursor::new(Vec::new()), DataRef::Tensor(&map))
+        .unwrap()
+        .into_inner();
+    // flip one byte of the first block's values (after keys.npy)
+    let mut corrupt = bytes.clone();
+    let position = bytes
+        .windows(6)
+        .enumerate()
+        .filter(|(_, w)| w == npy::MAGIC)
+        .nth(1)
+        .unwrap()
+        .0;
+    corrupt[position + 200] ^= 0xff;
+    let err = load(Cursor::new(&corrupt), Kind::Tensor).unwrap_err();
+    assert!(matches!(err, Error::Format(_)), "{err}");
+    let err = load_buffer(Buffer::copy_from(&corrupt).unwrap(), Kind::Tensor).unwrap_err();
+    assert!(err.to_string().contains("CRC"), "{err}");
+
+    for cut in [0, 10, bytes.len() / 2, bytes.len() - 10] {
+        assert!(load(Cursor::new(&bytes[..cut]), Kind::Tensor).is_err());
+        assert!(load_buffer(Buffer::copy_from(&bytes[..cut]).unwrap(), Kind::Tensor).is_err());
+    }
+    assert!(load_buffer(Buffer::copy_from(&bytes).unwrap(), Kind::Block).is_err());
+}

@@ -1,0 +1,176 @@
+//! Writing `.mts` archives: STORED entries whose NPY data starts on a
+//! 64-byte boundary of the archive, real CRCs, a fixed timestamp, gradients
+//! in sorted order, so that the same data always gives the same bytes.
+//! Array memory is written straight from the buffers: no copy of the data.
+
+use std::io::{Seek, Write};
+
+use zip::write::SimpleFileOptions;
+use zip::{CompressionMethod, DateTime, ZipWriter};
+
+use super::npy;
+use super::read::zip_error;
+use crate::array::Array;
+use crate::block::TensorBlock;
+use crate::buffer::ALIGNMENT;
+use crate::error::{Error, Result};
+use crate::labels::Labels;
+use crate::tensor::TensorMap;
+
+/// Entries at or above this size use ZIP64 local headers.
+const ZIP64_THRESHOLD: usize = 0xFFFF_0000;
+
+fn options(size: usize) -> SimpleFileOptions {
+    let timestamp = DateTime::from_date_and_time(2000, 1, 1, 0, 0, 0)
+        .expect("2000-01-01 is a valid zip timestamp");
+    SimpleFileOptions::default()
+        .compression_method(CompressionMethod::Stored)
+        .last_modified_time(timestamp)
+        .with_alignment(ALIGNMENT as u16)
+        .large_file(size >= ZIP64_THRESHOLD)
+        .unix_permissions(0o644)
+}
+
+fn write_error(error: std::io::Error) -> Error {
+    Error::io("writing the archive", error)
+}
+
+/// The bytes of a bare NPY file holding `labels`.
+pub(crate) fn labels_npy_header(labels: &Labels) -> Vec<u8> {
+    npy::write_header(&npy::labels_descr(labels.names()), &[labels.count()])
+}
+
+fn array_npy_header(array: &Array) -> Vec<u8> {
+    npy::write_header(&npy::simple_descr(array.dtype()), array.shape())
+}
+
+struct Archive<W: Write + Seek> {
+    zip: ZipWriter<W>,
+}
+
+impl<W: Write + Seek> Archive<W> {
+    fn entry(&mut self, name: &str, header: &[u8], data: &[u8]) -> Result<()> {
+        self.zip
+            .start_file(name, options(header.len() + data.len()))
+            .map_err(zip_error)?;
+        self.zip.write_all(header).map_err(write_error)?;
+        self.zip.write_all(data).map_err(write_error)
+    }
+
+    fn array(&mut self, name: &str, array: &Array) -> Result<()> {
+        self.entry(name, &array_npy_header(array), array.bytes())
+    }
+
+    fn labels(&mut self, name: &str, labels: &Labels) -> Result<()> {
+        self.entry(name, &labels_npy_header(labels), labels.values().bytes())
+    }
+
+    fn block(&mut self, prefix: &str, block: &TensorBlock, gradient: bool) -> Result<()> {
+        self.array(&format!("{prefix}values.npy"), block.values())?;
+        self.labels(&format!("{prefix}samples.npy"), block.samples())?;
+        for (k, component) in block.components().iter().enumerate() {
+            self.labels(&format!("{prefix}components/{k}.npy"), component)?;
+        }
+        if !gradient {
+            self.labels(&format!("{prefix}properties.npy"), block.properties())?;
+        }
+        // BTreeMap: sorted by parameter
+        for (parameter, gradient) in block.gradients() {
+            self.block(&format!("{prefix}gradients/{parameter}/"), gradient, true)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<W> {
+        self.zip.finish().map_err(zip_error)
+    }
+}
+
+/// Write `map` as an `.mts` archive.
+pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
+    let mut archive = Archive {
+        zip: ZipWriter::new(writer),
+    };
+    archive.labels("keys.npy", map.keys())?;
+    for (i, block) in map.blocks().iter().enumerate() {
+        archive.block(&format!("blocks/{i}/"), block, false)?;
+    }
+    if !map.info().is_empty() {
+        let info = serde_json::to_string_pretty(map.info())
+            .map_err(|e| Error::invalid(format!("cannot encode info as JSON: {e}")))?;
+        archive.entry("info.json", &[], info.as_bytes())?;
+    }
+    archive.finish()
+}
+
+/// Write `block` as an `.mts` archive of a single block.
+pub fn block<W: Write + Seek>(writer: W, block: &TensorBlock) -> Result<W> {
+    let mut archive = Archive {
+        zip: ZipWriter::new(writer),
+    };
+    archive.block("", block, false)?;
+    archive.finish()
+}
+
+/// Write `labels` as a bare NPY file.
+pub fn labels<W: Write>(mut writer: W, labels: &Labels) -> Result<W> {
+    writer
+        .write_all(&labels_npy_header(labels))
+        .and_then(|()| writer.write_all(labels.values().bytes()))
+        .map_err(write_error)?;
+    Ok(writer)
+}
+
+/// An upper bound of the size of the archive of arrays with these
+/// (name, NPY header + data) sizes: each entry costs at most its data, its
+/// name twice (local and central headers), fixed headers, ZIP64 fields and
+/// alignment padding, all well within 512 bytes.
+pub(crate) fn size_bound(entries: impl Iterator<Item = (usize, usize)>) -> usize {
+    entries
+        .map(|(name, data)| data.saturating_add(2 * name + 512))
+        .fold(1024usize, usize::saturating_add)
+}
+
+/// (name length, entry size) of every entry the archive of `map` has.
+pub(crate) fn tensor_entries(map: &TensorMap) -> Vec<(usize, usize)> {
+    let mut entries = vec![(8, labels_size(map.keys()))];
+    for (i, block) in map.blocks().iter().enumerate() {
+        block_entries(&format!("blocks/{i}/"), block, false, &mut entries);
+    }
+    if !map.info().is_empty() {
+        let info = serde_json::to_string_pretty(map.info()).map_or(0, |s| s.len());
+        entries.push((9, info));
+    }
+    entries
+}
+
+pub(crate) fn block_entries(
+    prefix: &str,
+    block: &TensorBlock,
+    gradient: bool,
+    entries: &mut Vec<(usize, usize)>,
+) {
+    // names are at most prefix + "components/NNNN.npy"
+    let name = prefix.len() + 32;
+    let values = block.values();
+    entries.push((name, array_npy_header(values).len() + values.bytes().len()));
+    entries.push((name, labels_size(block.samples())));
+    for component in block.components() {
+        entries.push((name, labels_size(component)));
+    }
+    if !gradient {
+        entries.push((name, labels_size(block.properties())));
+    }
+    for (parameter, gradient) in block.gradients() {
+        block_entries(
+            &format!("{prefix}gradients/{parameter}/"),
+            gradient,
+            true,
+            entries,
+        );
+    }
+}
+
+pub(crate) fn labels_size(labels: &Labels) -> usize {
+    labels_npy_header(labels).len() + labels.values().bytes().len()
+}
