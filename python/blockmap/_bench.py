@@ -165,8 +165,10 @@ class Operation:
 
 #: Operation name -> operation, in the order rows are printed.
 OPERATIONS: dict[str, Operation] = {}
-#: Prepared file name (in the work directory) -> function writing it from W's arrays.
-PREPARED: dict[str, Callable[[_workload.WorkloadArrays, Path], None]] = {}
+#: Writes a prepared file (or directory) at a path from W's arrays.
+Writer = Callable[[_workload.WorkloadArrays, Path], None]
+#: Prepared file name (in the work directory) -> its writer.
+PREPARED: dict[str, Writer] = {}
 
 
 def register(operation: Operation) -> Operation:
@@ -183,17 +185,10 @@ def register(operation: Operation) -> Operation:
     return operation
 
 
-def register_prepared(
-    name: str,
-) -> Callable[
-    [Callable[[_workload.WorkloadArrays, Path], None]],
-    Callable[[_workload.WorkloadArrays, Path], None],
-]:
+def register_prepared(name: str) -> Callable[[Writer], Writer]:
     """Decorator adding a writer of the prepared file ``name`` to :data:`PREPARED`."""
 
-    def decorate(
-        write: Callable[[_workload.WorkloadArrays, Path], None],
-    ) -> Callable[[_workload.WorkloadArrays, Path], None]:
+    def decorate(write: Writer) -> Writer:
         PREPARED[name] = write
         return write
 
@@ -632,6 +627,16 @@ class BenchResult:
         return lines
 
 
+def _settle() -> None:
+    """Flush dirty file pages to disk, so that no run pays for an earlier one's writes.
+
+    Prepared files (gigabytes) and saved files would otherwise still be written
+    back while the next runs are timed. Not timed itself.
+    """
+    if hasattr(os, "sync"):
+        os.sync()
+
+
 def _progress(message: str, file: TextIO | None) -> None:
     if file is not None:
         print(message, file=file, flush=True)
@@ -684,6 +689,8 @@ def run_bench(
                 + (["--small"] if small else [])
             )
             failed_files = {need: error for need in needs} if record is None else record["failed"]
+            for need, reason in failed_files.items():
+                _progress(f"preparing {need} failed: {reason}", progress)
 
         for name, library in work:
             outcome = result.outcomes.setdefault((name, library), Outcome())
@@ -693,20 +700,24 @@ def run_bench(
 
         for name in operations:
             for index in range(1, repeat + 1):
-                for library in libraries:
-                    outcome = result.outcomes.get((name, library))
-                    if outcome is None or outcome.error is not None:
+                # Interleave the libraries, starting each round with the next one,
+                # so that drift and position in the sequence hit them all alike.
+                shift = (index - 1) % len(libraries)
+                for library in libraries[shift:] + libraries[:shift]:
+                    runs = result.outcomes.get((name, library))
+                    if runs is None or runs.error is not None:
                         continue
+                    _settle()
                     record, error = _spawn(
                         ["worker", "--operation", name, "--library", library]
                         + ["--workdir", str(workdir)]
                         + (["--small"] if small else [])
                     )
                     if record is None:
-                        outcome.error = error
+                        runs.error = error
                         _progress(f"{name} / {library} run {index}: failed: {error}", progress)
                         continue
-                    outcome.runs.append(record)
+                    runs.runs.append(record)
                     result.data_bytes = record["data_bytes"]
                     _progress(
                         f"{name} / {library} run {index}/{repeat}: "
@@ -830,9 +841,13 @@ def check_targets(result: BenchResult) -> list[Target]:
 # ---------------------------------------------------------------------------
 
 
+def _runs(count: int) -> str:
+    return f"{count} run" if count == 1 else f"{count} runs"
+
+
 def _table_title(result: BenchResult, family: str) -> str:
     return (
-        f"{family}: medians of {result.repeat} runs, each in a fresh process; "
+        f"{family}: medians of {_runs(result.repeat)}, each in a fresh process; "
         "cell = op time, peak RSS growth; ratio = blockmap's time / theirs"
     )
 
@@ -932,9 +947,11 @@ def write_markdown(result: BenchResult, path: Path, command: str) -> None:
             "peak-RSS mark is reset just before the operation). Each process builds W's "
             "arrays from the same seed and the operation's input before timing, and checks "
             "the loaded data against W after. Files to load are written once per run and "
-            "read from the page cache. Absolute times drift on this small, shared "
-            "machine; the ratios, measured side by side with the libraries interleaved "
-            "run by run, hold better.\n",
+            "read from the page cache; dirty pages are flushed (`os.sync`) before every "
+            "run, so no run pays for an earlier one's writes. Absolute times drift on "
+            "this small, shared machine; the ratios, measured side by side with the "
+            "libraries interleaved run by run (each round starting with the next "
+            "library), hold better.\n",
             file=out,
         )
         print_report(result, out, markdown=True)
@@ -1010,11 +1027,12 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(
         f"blockmap {blockmap.__version__} bench, numpy {np.__version__}, "
-        f"{OTHER_NAME} {_metatensor_version() or 'not installed'}"
+        f"{OTHER_NAME} {_metatensor_version() or 'not installed'}",
+        flush=True,
     )
     result = run_bench(args.ops, args.repeat, args.small, progress=sys.stderr)
     print(
-        f"workload W ({_workload_summary(result)}), {result.repeat} runs each, "
+        f"workload W ({_workload_summary(result)}), {_runs(result.repeat)} of each, "
         f"{result.seconds:.0f} s in all"
     )
     print()

@@ -362,8 +362,8 @@ def section_files(small: bool, repeat: int) -> None:
     from . import _bench  # _bench imports this module
 
     print(
-        f"files: {', '.join(FILE_OPERATIONS)}, each run in a fresh process "
-        "that builds W's arrays first (not timed)"
+        "W through files, next to numpy (`python -m blockmap bench` measures more): "
+        "each run is a fresh process that builds W's arrays first, not timed"
     )
     result = _bench.run_bench(FILE_OPERATIONS, repeat, small, progress=sys.stderr)
     _bench.print_report(result)

@@ -18,7 +18,7 @@ use pyo3::buffer::PyUntypedBuffer;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyMemoryView};
 
 use super::errors::{invalid, wrong_type};
 use crate::array::{byte_len, Array};
@@ -32,6 +32,12 @@ use crate::dtype::{ByteOrder, DType};
 #[derive(Debug)]
 pub struct BufferOwner {
     buffer: Buffer,
+}
+
+impl BufferOwner {
+    pub fn new(buffer: Buffer) -> Self {
+        BufferOwner { buffer }
+    }
 }
 
 #[pymethods]
@@ -280,4 +286,36 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Impor
         None => return Err(invalid(py, format!("{what}: the array has no memory"))),
     };
     Ok((Array::new(dtype, shape, buffer)?, import))
+}
+
+/// The bytes of any object exporting a buffer, as a [`Buffer`] holding the
+/// export: no copy when the export is C-contiguous (any format, any shape:
+/// only the bytes matter), read-only when it is. A non-contiguous export is
+/// copied once into memory blockmap owns.
+pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
+    let py = obj.py();
+    let export = PyUntypedBuffer::get(obj).map_err(|_| {
+        wrong_type(
+            py,
+            format!(
+                "expected a bytes-like object (bytes, bytearray, memoryview, numpy array), got {}",
+                super::errors::type_name(obj)
+            ),
+        )
+    })?;
+    if !export.is_c_contiguous() {
+        let bytes: Vec<u8> = PyMemoryView::from(obj)?
+            .call_method0("tobytes")?
+            .extract()?;
+        return Ok(Buffer::copy_from(&bytes)?);
+    }
+    let len = export.len_bytes();
+    let writable = !export.readonly();
+    match NonNull::new(export.buf_ptr().cast::<u8>()) {
+        // SAFETY: an export keeps `len` bytes valid, in place, and writable iff not read-only,
+        // until released: when `export`, moved into the buffer as its owner, drops.
+        Some(ptr) => Ok(unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) }),
+        None if len == 0 => Ok(Buffer::empty()),
+        None => Err(invalid(py, "the buffer has no memory")),
+    }
 }

@@ -6,6 +6,7 @@ use pyo3::types::PyTuple;
 
 use super::array::{from_python, to_numpy};
 use super::errors::{invalid, type_name, wrong_type};
+use super::io::call_io;
 use super::labels::PyLabels;
 use crate::block::TensorBlock;
 use crate::labels::{Labels, Names};
@@ -213,6 +214,36 @@ impl PyTensorBlock {
     /// Whether there is a gradient with respect to ``parameter``.
     fn has_gradient(&self, parameter: &str) -> bool {
         self.block.gradients().contains_key(parameter)
+    }
+
+    /// Save to a path or binary file object (see ``blockmap.save``).
+    fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
+        call_io(slf.py(), "save", (file, slf)).map(drop)
+    }
+
+    /// Load a TensorBlock from a path or binary file object (see ``blockmap.load``).
+    #[staticmethod]
+    #[pyo3(signature = (file, mmap = false))]
+    fn load<'py>(
+        py: Python<'py>,
+        file: &Bound<'py, PyAny>,
+        mmap: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_io(py, "load_block", (file, mmap))
+    }
+
+    /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
+    fn save_buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        call_io(slf.py(), "save_buffer", (slf,))
+    }
+
+    /// Load from a bytes-like object (see ``blockmap.load_block_buffer``).
+    #[staticmethod]
+    fn load_buffer<'py>(
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_io(py, "load_block_buffer", (buffer,))
     }
 
     /// A deep copy: values and gradients in new memory.

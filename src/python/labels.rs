@@ -7,6 +7,7 @@ use pyo3::types::{PyList, PySlice, PyString};
 
 use super::array::{as_ndarray, int32_row, to_numpy_read_only};
 use super::errors::{invalid, type_name, wrong_type};
+use super::io::call_io;
 use crate::array::Array;
 use crate::dtype::DType;
 use crate::labels::{Labels, Names};
@@ -253,6 +254,31 @@ impl PyLabels {
 
     fn __len__(&self) -> usize {
         self.labels.count()
+    }
+
+    /// Save to a path or binary file object (see ``blockmap.save``).
+    fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
+        call_io(slf.py(), "save", (file, slf)).map(drop)
+    }
+
+    /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
+    #[staticmethod]
+    fn load<'py>(py: Python<'py>, file: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        call_io(py, "load_labels", (file,))
+    }
+
+    /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
+    fn save_buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        call_io(slf.py(), "save_buffer", (slf,))
+    }
+
+    /// Load from a bytes-like object (see ``blockmap.load_labels_buffer``).
+    #[staticmethod]
+    fn load_buffer<'py>(
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_io(py, "load_labels_buffer", (buffer,))
     }
 
     /// Labels are immutable: copies share their values.

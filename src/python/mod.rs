@@ -5,6 +5,7 @@
 mod array;
 mod block;
 mod errors;
+mod io;
 mod labels;
 mod tensor;
 
@@ -18,5 +19,6 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<labels::PyLabelsEntry>()?;
     module.add_class::<block::PyTensorBlock>()?;
     module.add_class::<tensor::PyTensorMap>()?;
+    io::register(module)?;
     Ok(())
 }

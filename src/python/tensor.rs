@@ -8,6 +8,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
 use super::errors::{invalid, type_name, wrong_type};
+use super::io::call_io;
 use super::labels::{saturating_index, PyLabels, PyLabelsEntry};
 use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
@@ -306,6 +307,36 @@ impl PyTensorMap {
     /// Set the info value of ``key``.
     fn set_info(&mut self, key: String, value: String) {
         self.map.set_info(key, value);
+    }
+
+    /// Save to a path or binary file object (see ``blockmap.save``).
+    fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
+        call_io(slf.py(), "save", (file, slf)).map(drop)
+    }
+
+    /// Load a TensorMap from a path or binary file object (see ``blockmap.load``).
+    #[staticmethod]
+    #[pyo3(signature = (file, mmap = false))]
+    fn load<'py>(
+        py: Python<'py>,
+        file: &Bound<'py, PyAny>,
+        mmap: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_io(py, "load", (file, mmap))
+    }
+
+    /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
+    fn save_buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        call_io(slf.py(), "save_buffer", (slf,))
+    }
+
+    /// Load from a bytes-like object (see ``blockmap.load_buffer``).
+    #[staticmethod]
+    fn load_buffer<'py>(
+        py: Python<'py>,
+        buffer: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        call_io(py, "load_buffer", (buffer,))
     }
 
     /// A deep copy: all array memory new.

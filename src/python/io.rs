@@ -1,0 +1,145 @@
+//! The native half of `blockmap.io`: save and load with the GIL released.
+//! Path handling and file objects are in `python/blockmap/io.py`.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::PyMemoryView;
+
+use super::array::{buffer_from_python, BufferOwner};
+use super::block::{Origin, PyTensorBlock};
+use super::errors::{invalid, type_name, wrong_type};
+use super::labels::PyLabels;
+use super::tensor::PyTensorMap;
+use crate::io::{self, Data, DataRef, Kind};
+
+/// An owned copy of the metadata of something to save (its arrays are
+/// shared, not copied), so that the GIL can be released while saving.
+fn extract_data(data: &Bound<'_, PyAny>) -> PyResult<Data> {
+    if let Ok(map) = data.cast::<PyTensorMap>() {
+        return Ok(Data::Tensor(map.try_borrow()?.map.clone()));
+    }
+    if let Ok(block) = data.cast::<PyTensorBlock>() {
+        return Ok(Data::Block(block.try_borrow()?.block.clone()));
+    }
+    if let Ok(labels) = data.cast::<PyLabels>() {
+        return Ok(Data::Labels(labels.get().labels.clone()));
+    }
+    Err(wrong_type(
+        data.py(),
+        format!(
+            "data must be a TensorMap, TensorBlock or Labels, not {}",
+            type_name(data)
+        ),
+    ))
+}
+
+fn as_ref(data: &Data) -> DataRef<'_> {
+    match data {
+        Data::Tensor(map) => DataRef::Tensor(map),
+        Data::Block(block) => DataRef::Block(block),
+        Data::Labels(labels) => DataRef::Labels(labels),
+    }
+}
+
+fn kind(py: Python<'_>, kind: &str) -> PyResult<Kind> {
+    match kind {
+        "tensor" => Ok(Kind::Tensor),
+        "block" => Ok(Kind::Block),
+        "labels" => Ok(Kind::Labels),
+        other => Err(invalid(py, format!("unknown kind '{other}'"))),
+    }
+}
+
+fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
+    Ok(match data {
+        Data::Tensor(map) => Py::new(py, PyTensorMap { map })?.into_any(),
+        Data::Block(block) => Py::new(
+            py,
+            PyTensorBlock {
+                block,
+                origin: Origin::Standalone,
+            },
+        )?
+        .into_any(),
+        Data::Labels(labels) => Py::new(py, PyLabels::from(labels))?.into_any(),
+    })
+}
+
+/// Save `data` to `path` atomically (the path is used as given).
+#[pyfunction]
+fn _save_path(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    let data = extract_data(data)?;
+    Ok(py.detach(|| io::save_path(&path, as_ref(&data)))?)
+}
+
+/// The archive of `data` in a memoryview over memory blockmap owns.
+#[pyfunction]
+fn _save_buffer<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyMemoryView>> {
+    let data = extract_data(data)?;
+    let buffer = py.detach(|| io::save_buffer(as_ref(&data)))?;
+    let owner = Bound::new(py, BufferOwner::new(buffer))?;
+    PyMemoryView::from(&owner.into_any())
+}
+
+/// Load `kind` from `path`, mapped when `mmap` is true.
+#[pyfunction]
+fn _load_path(py: Python<'_>, path: PathBuf, kind: &str, mmap: bool) -> PyResult<Py<PyAny>> {
+    let kind = self::kind(py, kind)?;
+    let data = py.detach(|| io::load_path(&path, kind, mmap))?;
+    to_python(py, data)
+}
+
+/// Load `kind` from a bytes-like object, viewing it where possible.
+#[pyfunction]
+fn _load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: &str) -> PyResult<Py<PyAny>> {
+    let kind = self::kind(py, kind)?;
+    let buffer = buffer_from_python(buffer)?;
+    let data = py.detach(|| io::load_buffer(buffer, kind))?;
+    to_python(py, data)
+}
+
+/// Check the file at `path` completely.
+#[pyfunction]
+fn _verify_path(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+    let labels = std::fs::File::open(&path)
+        .and_then(|mut file| {
+            let mut magic = [0u8; 6];
+            std::io::Read::read_exact(&mut file, &mut magic).map(|()| magic)
+        })
+        .is_ok_and(|magic| &magic == io::npy::MAGIC);
+    let kind = if labels {
+        Kind::Labels
+    } else {
+        // a block archive has no keys.npy; try the map layout first
+        Kind::Tensor
+    };
+    let result = py.detach(|| io::verify_path(&path, kind));
+    match result {
+        Err(crate::Error::Format(message)) if message.contains("no entry 'keys.npy'") => {
+            Ok(py.detach(|| io::verify_path(&path, Kind::Block))?)
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Call a function of the Python module `blockmap.io`.
+pub fn call_io<'py>(
+    py: Python<'py>,
+    function: &str,
+    args: impl pyo3::call::PyCallArgs<'py>,
+) -> PyResult<Bound<'py, PyAny>> {
+    py.import("blockmap.io")?.getattr(function)?.call1(args)
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(_save_path, module)?)?;
+    module.add_function(wrap_pyfunction!(_save_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(_load_path, module)?)?;
+    module.add_function(wrap_pyfunction!(_load_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(_verify_path, module)?)?;
+    Ok(())
+}
