@@ -3,11 +3,13 @@
 Everything here is re-exported from :mod:`blockmap`; import it from there.
 """
 
+import os
 from collections.abc import Iterator, Sequence
-from typing import Any, ClassVar, TypeAlias, final, overload
+from typing import IO, Any, ClassVar, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import Buffer
 
 __all__ = [
     "__version__",
@@ -21,9 +23,24 @@ __all__ = [
     "LabelsEntry",
     "TensorBlock",
     "TensorMap",
+    # private helpers of blockmap.io
+    "_save_path",
+    "_save_buffer",
+    "_load_path",
+    "_load_buffer",
+    "_verify_path",
 ]
 
 __version__: str
+
+_File: TypeAlias = str | os.PathLike[str] | IO[bytes]
+_Data: TypeAlias = TensorMap | TensorBlock | Labels
+
+def _save_path(path: str | os.PathLike[str], data: _Data) -> None: ...
+def _save_buffer(data: _Data) -> memoryview: ...
+def _load_path(path: str | os.PathLike[str], kind: str, mmap: bool) -> Any: ...
+def _load_buffer(buffer: Buffer, kind: str) -> Any: ...
+def _verify_path(path: str | os.PathLike[str]) -> None: ...
 
 class BlockMapError(Exception):
     """Base class of every error blockmap raises."""
@@ -97,6 +114,16 @@ class Labels:
     def __hash__(self) -> int: ...
     def __copy__(self) -> Labels: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> Labels: ...
+    def save(self, file: _File) -> None:
+        """Save to a path or binary file object (see :func:`blockmap.save`)."""
+    @staticmethod
+    def load(file: _File) -> Labels:
+        """Load from a path or binary file object (see :func:`blockmap.load_labels`)."""
+    def save_buffer(self) -> memoryview:
+        """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
+    @staticmethod
+    def load_buffer(buffer: Buffer) -> Labels:
+        """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
 
 @final
 class TensorBlock:
@@ -140,6 +167,16 @@ class TensorBlock:
     __hash__: ClassVar[None]  # type: ignore[assignment]
     def __copy__(self) -> TensorBlock: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorBlock: ...
+    def save(self, file: _File) -> None:
+        """Save to a path or binary file object (see :func:`blockmap.save`)."""
+    @staticmethod
+    def load(file: _File, mmap: bool = False) -> TensorBlock:
+        """Load from a path or binary file object (see :func:`blockmap.load`)."""
+    def save_buffer(self) -> memoryview:
+        """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
+    @staticmethod
+    def load_buffer(buffer: Buffer) -> TensorBlock:
+        """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
 
 _Selection: TypeAlias = int | dict[str, int] | LabelsEntry | Labels | None
 
@@ -179,3 +216,13 @@ class TensorMap:
     __hash__: ClassVar[None]  # type: ignore[assignment]
     def __copy__(self) -> TensorMap: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorMap: ...
+    def save(self, file: _File) -> None:
+        """Save to a path or binary file object (see :func:`blockmap.save`)."""
+    @staticmethod
+    def load(file: _File, mmap: bool = False) -> TensorMap:
+        """Load from a path or binary file object (see :func:`blockmap.load`)."""
+    def save_buffer(self) -> memoryview:
+        """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
+    @staticmethod
+    def load_buffer(buffer: Buffer) -> TensorMap:
+        """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
