@@ -63,7 +63,8 @@ def save(file: _File, data: _Data) -> None:
     A path that does not end with ``.mts`` gets ``.mts`` appended, as metatensor
     does. Saving to a path streams the arrays' memory straight into a temporary
     file beside the target, renamed over it once complete, with the GIL
-    released. A file object receives the archive built in memory.
+    released. A seekable file object receives the archive in chunks of at most
+    8 MB; a file object that cannot seek receives the archive built in memory.
     """
     _check_data(data)
     path = _path(file)
@@ -72,7 +73,10 @@ def save(file: _File, data: _Data) -> None:
             path += ".mts"
         _blockmap._save_path(path, data)
     elif hasattr(file, "write"):
-        file.write(_blockmap._save_buffer(data))
+        if getattr(file, "seekable", lambda: False)():
+            _blockmap._save_file(file, data)
+        else:
+            file.write(_blockmap._save_buffer(data))
     else:
         raise BlockMapTypeError(
             f"file must be a path or a binary file object, not {type(file).__name__}"

@@ -246,3 +246,51 @@ fn corrupt_data_is_found() {
     }
     assert!(load_buffer(Buffer::copy_from(&bytes).unwrap(), Kind::Block).is_err());
 }
+
+/// Fails every operation after `budget` bytes, and counts calls after that.
+#[derive(Debug)]
+struct Failing {
+    written: usize,
+    budget: usize,
+    calls_after_failure: usize,
+}
+
+impl std::io::Write for Failing {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.written + data.len() > self.budget {
+            self.calls_after_failure += 1;
+            return Err(std::io::Error::other("disk full"));
+        }
+        self.written += data.len();
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for Failing {
+    fn seek(&mut self, _: std::io::SeekFrom) -> std::io::Result<u64> {
+        if self.written >= self.budget {
+            self.calls_after_failure += 1;
+        }
+        Ok(self.written as u64)
+    }
+}
+
+#[test]
+fn a_failing_writer_is_left_alone_after_its_error() {
+    let map = tensor(DType::F8);
+    let mut failing = Failing {
+        written: 0,
+        budget: 1000,
+        calls_after_failure: 0,
+    };
+    let err = write::tensor(&mut failing, &map).unwrap_err();
+    assert!(matches!(err, Error::Io { .. }), "{err}");
+    assert_eq!(
+        failing.calls_after_failure, 1,
+        "only the failing write reached the writer"
+    );
+}

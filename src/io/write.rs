@@ -3,7 +3,9 @@
 //! in sorted order, so that the same data always gives the same bytes.
 //! Array memory is written straight from the buffers: no copy of the data.
 
+use std::cell::Cell;
 use std::io::{Seek, Write};
+use std::rc::Rc;
 
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipWriter};
@@ -44,8 +46,70 @@ fn array_npy_header(array: &Array) -> Vec<u8> {
     npy::write_header(&npy::simple_descr(array.dtype()), array.shape())
 }
 
+/// A writer that, once blown, discards everything. The zip writer tries to
+/// finish the archive when it is dropped, even after an error (and prints to
+/// stderr when that fails); blowing the fuse first makes that a silent no-op
+/// that never touches the real writer again. It keeps track of positions so
+/// that the discarded writes stay consistent for the zip writer.
+struct Fuse<W> {
+    inner: W,
+    blown: Rc<Cell<bool>>,
+    position: u64,
+    len: u64,
+}
+
+impl<W> Fuse<W> {
+    fn advance(&mut self, n: usize) {
+        self.position += n as u64;
+        self.len = self.len.max(self.position);
+    }
+}
+
+impl<W: Write> Write for Fuse<W> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.blown.get() {
+            self.advance(data.len());
+            return Ok(data.len());
+        }
+        let n = self
+            .inner
+            .write(data)
+            .inspect_err(|_| self.blown.set(true))?;
+        self.advance(n);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.blown.get() {
+            return Ok(());
+        }
+        self.inner.flush().inspect_err(|_| self.blown.set(true))
+    }
+}
+
+impl<W: Seek> Seek for Fuse<W> {
+    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
+        if !self.blown.get() {
+            self.position = self
+                .inner
+                .seek(from)
+                .inspect_err(|_| self.blown.set(true))?;
+            self.len = self.len.max(self.position);
+            return Ok(self.position);
+        }
+        let target = match from {
+            std::io::SeekFrom::Start(offset) => Some(offset),
+            std::io::SeekFrom::Current(offset) => self.position.checked_add_signed(offset),
+            std::io::SeekFrom::End(offset) => self.len.checked_add_signed(offset),
+        };
+        self.position = target.ok_or_else(|| std::io::Error::other("invalid seek"))?;
+        Ok(self.position)
+    }
+}
+
 struct Archive<W: Write + Seek> {
-    zip: ZipWriter<W>,
+    zip: ZipWriter<Fuse<W>>,
+    blown: Rc<Cell<bool>>,
 }
 
 impl<W: Write + Seek> Archive<W> {
@@ -81,35 +145,56 @@ impl<W: Write + Seek> Archive<W> {
         Ok(())
     }
 
-    fn finish(self) -> Result<W> {
-        self.zip.finish().map_err(zip_error)
+    fn new(writer: W) -> Self {
+        let blown = Rc::new(Cell::new(false));
+        let fuse = Fuse {
+            inner: writer,
+            blown: Rc::clone(&blown),
+            position: 0,
+            len: 0,
+        };
+        Archive {
+            zip: ZipWriter::new(fuse),
+            blown,
+        }
+    }
+
+    /// Finish the archive after `result`, or abandon it on error.
+    fn finish(self, result: Result<()>) -> Result<W> {
+        match result {
+            Ok(()) => self.zip.finish().map(|fuse| fuse.inner).map_err(zip_error),
+            Err(error) => {
+                self.blown.set(true);
+                Err(error)
+            }
+        }
     }
 }
 
 /// Write `map` as an `.mts` archive.
 pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
-    let mut archive = Archive {
-        zip: ZipWriter::new(writer),
+    let mut archive = Archive::new(writer);
+    let mut write = || {
+        archive.labels("keys.npy", map.keys())?;
+        for (i, block) in map.blocks().iter().enumerate() {
+            archive.block(&format!("blocks/{i}/"), block, false)?;
+        }
+        if !map.info().is_empty() {
+            let info = serde_json::to_string_pretty(map.info())
+                .map_err(|e| Error::invalid(format!("cannot encode info as JSON: {e}")))?;
+            archive.entry("info.json", &[], info.as_bytes())?;
+        }
+        Ok(())
     };
-    archive.labels("keys.npy", map.keys())?;
-    for (i, block) in map.blocks().iter().enumerate() {
-        archive.block(&format!("blocks/{i}/"), block, false)?;
-    }
-    if !map.info().is_empty() {
-        let info = serde_json::to_string_pretty(map.info())
-            .map_err(|e| Error::invalid(format!("cannot encode info as JSON: {e}")))?;
-        archive.entry("info.json", &[], info.as_bytes())?;
-    }
-    archive.finish()
+    let result = write();
+    archive.finish(result)
 }
 
 /// Write `block` as an `.mts` archive of a single block.
 pub fn block<W: Write + Seek>(writer: W, block: &TensorBlock) -> Result<W> {
-    let mut archive = Archive {
-        zip: ZipWriter::new(writer),
-    };
-    archive.block("", block, false)?;
-    archive.finish()
+    let mut archive = Archive::new(writer);
+    let result = archive.block("", block, false);
+    archive.finish(result)
 }
 
 /// Write `labels` as a bare NPY file.

@@ -73,6 +73,81 @@ fn _save_path(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResul
     Ok(py.detach(|| io::save_path(&path, as_ref(&data)))?)
 }
 
+/// A seekable Python binary file object as a Rust writer. Data goes to
+/// `file.write` in chunks of at most [`CHUNK`] bytes, each copied into a
+/// `bytes` object (so the file object never sees blockmap's memory, and the
+/// memory used does not grow with the data).
+struct PyFileWriter<'py> {
+    file: Bound<'py, PyAny>,
+}
+
+/// Largest piece handed to `file.write` at once.
+const CHUNK: usize = 8 << 20;
+
+fn to_io_error(error: PyErr) -> std::io::Error {
+    std::io::Error::other(error)
+}
+
+impl std::io::Write for PyFileWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let chunk = &data[..data.len().min(CHUNK)];
+        let bytes = pyo3::types::PyBytes::new(self.file.py(), chunk);
+        let written = self
+            .file
+            .call_method1("write", (bytes,))
+            .map_err(to_io_error)?;
+        // raw files may write less than asked; buffered ones return None or the length
+        let written = if written.is_none() {
+            chunk.len()
+        } else {
+            written.extract::<usize>().map_err(to_io_error)?
+        };
+        Ok(written.min(chunk.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file
+            .call_method0("flush")
+            .map(drop)
+            .map_err(to_io_error)
+    }
+}
+
+impl std::io::Seek for PyFileWriter<'_> {
+    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (offset, whence) = match from {
+            std::io::SeekFrom::Start(offset) => (i128::from(offset), 0),
+            std::io::SeekFrom::Current(offset) => (i128::from(offset), 1),
+            std::io::SeekFrom::End(offset) => (i128::from(offset), 2),
+        };
+        self.file
+            .call_method1("seek", (offset, whence))
+            .and_then(|position| position.extract::<u64>())
+            .map_err(to_io_error)
+    }
+}
+
+/// Save `data` into a seekable binary file object, streaming.
+#[pyfunction]
+fn _save_file(file: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    let data = extract_data(data)?;
+    let writer = PyFileWriter { file: file.clone() };
+    let result = io::save(writer, as_ref(&data)).and_then(|mut writer| {
+        std::io::Write::flush(&mut writer).map_err(|e| crate::Error::io("flushing the file", e))
+    });
+    match result {
+        Ok(_) => Ok(()),
+        // an exception raised by the file object: raise it as it is
+        Err(crate::Error::Io { source, .. })
+            if source.get_ref().is_some_and(|e| e.is::<PyErr>()) =>
+        {
+            let error = source.into_inner().and_then(|e| e.downcast::<PyErr>().ok());
+            Err(error.map_or_else(|| invalid(file.py(), "writing failed"), |e| *e))
+        }
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// The archive of `data` in a memoryview over memory blockmap owns.
 #[pyfunction]
 fn _save_buffer<'py>(
@@ -138,6 +213,7 @@ pub fn call_io<'py>(
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(_save_path, module)?)?;
     module.add_function(wrap_pyfunction!(_save_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(_save_file, module)?)?;
     module.add_function(wrap_pyfunction!(_load_path, module)?)?;
     module.add_function(wrap_pyfunction!(_load_buffer, module)?)?;
     module.add_function(wrap_pyfunction!(_verify_path, module)?)?;
