@@ -70,6 +70,12 @@ pub fn header_extent(prefix: &[u8]) -> Result<(usize, usize)> {
             "not an npy array: the magic string is missing",
         ));
     }
+    if prefix[7] != 0 {
+        return Err(Error::format(format!(
+            "unsupported npy format version {}.{}",
+            prefix[6], prefix[7]
+        )));
+    }
     let (preamble, len) = match prefix[6] {
         1 => (10, usize::from(u16::from_le_bytes([prefix[8], prefix[9]]))),
         2 | 3 => {
@@ -469,6 +475,7 @@ mod tests {
         assert!(header_extent(b"\x93NUMPY\x01\x00").is_err());
         assert!(header_extent(b"NOTNPY\x01\x00\x10\x00").is_err());
         assert!(header_extent(b"\x93NUMPY\x04\x00\x10\x00").is_err());
+        assert!(header_extent(b"\x93NUMPY\x01\x07\x10\x00").is_err());
         assert!(header_extent(b"\x93NUMPY\x02\x00\xff\xff\xff\xff").is_err());
         assert_eq!(
             header_extent(b"\x93NUMPY\x01\x00\xff\xff").unwrap(),

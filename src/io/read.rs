@@ -23,13 +23,7 @@ const MAX_DEFLATE_RATIO: u64 = 1032;
 
 pub(crate) fn zip_error(error: ZipError) -> Error {
     match error {
-        ZipError::Io(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-            Error::format("the archive is truncated")
-        }
-        ZipError::Io(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-            Error::format(format!("corrupt archive data: {e}"))
-        }
-        ZipError::Io(e) => Error::io("reading the archive", e),
+        ZipError::Io(e) => io_read_error(e),
         other => Error::format(format!("not a valid .mts (zip) archive: {other}")),
     }
 }
@@ -249,13 +243,16 @@ fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     })
 }
 
+/// Errors the operating system reports (they have an errno) are I/O
+/// errors; everything else met while reading (truncation, a corrupt DEFLATE
+/// stream, a CRC mismatch, an unsupported method) is about the content.
 fn io_read_error(e: std::io::Error) -> Error {
+    if e.raw_os_error().is_some() {
+        return Error::io("reading the archive", e);
+    }
     match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => Error::format("the entry is truncated"),
-        std::io::ErrorKind::InvalidData | std::io::ErrorKind::Other => {
-            Error::format(format!("corrupt entry: {e}"))
-        }
-        _ => Error::io("reading the archive", e),
+        std::io::ErrorKind::UnexpectedEof => Error::format("the archive is truncated"),
+        _ => Error::format(format!("corrupt archive: {e}")),
     }
 }
 
@@ -407,6 +404,11 @@ impl Source for BufferSource {
                 .archive
                 .by_index_raw(index)
                 .map_err(|e| missing(name, e))?;
+            if file.encrypted() {
+                return Err(context(Error::format(
+                    "encrypted entries are not supported",
+                )));
+            }
             (
                 file.compression(),
                 file.data_start(),

@@ -11,7 +11,6 @@ use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, DateTime, ZipWriter};
 
 use super::npy;
-use super::read::zip_error;
 use crate::array::Array;
 use crate::block::TensorBlock;
 use crate::buffer::ALIGNMENT;
@@ -35,6 +34,13 @@ fn options(size: usize) -> SimpleFileOptions {
 
 fn write_error(error: std::io::Error) -> Error {
     Error::io("writing the archive", error)
+}
+
+fn zip_error(error: zip::result::ZipError) -> Error {
+    match error {
+        zip::result::ZipError::Io(e) => write_error(e),
+        other => Error::invalid(format!("cannot write the archive: {other}")),
+    }
 }
 
 /// The bytes of a bare NPY file holding `labels`.

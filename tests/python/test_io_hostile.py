@@ -53,7 +53,10 @@ def npy_bytes(
     ``header_len`` the length field, so that either can lie."""
     if header is None:
         header = f"{{'descr': {descr!r}, 'fortran_order': {fortran_order!r}, 'shape': {shape!r}, }}"
-    text = header.encode("latin-1") if isinstance(header, str) else header
+    if isinstance(header, str):
+        # latin-1 in versions 1 and 2, UTF-8 in version 3
+        header = header.encode("utf-8" if version[0] >= 3 else "latin-1")
+    text = header
     length_size = 2 if version[0] == 1 else 4
     preamble = len(magic) + 2 + length_size
     text += b" " * (-(preamble + len(text) + 1) % 64) + b"\n"
@@ -68,14 +71,16 @@ def array_npy(array: np.ndarray, **kwargs) -> bytes:
     return npy_bytes(array.dtype.str, array.shape, array.tobytes(), **kwargs)
 
 
-def labels_npy(names, rows, *, field="<i4", body: bytes | None = None, shape=None) -> bytes:
+def labels_npy(
+    names, rows, *, field="<i4", body: bytes | None = None, shape=None, **kwargs
+) -> bytes:
     """A Labels entry: a 1-D structured array with one ``field`` per name."""
     rows = np.asarray(rows, dtype=np.int32).reshape(len(rows), len(names))
     if body is None:
         body = rows.astype(np.dtype(field)).tobytes()
     if shape is None:
         shape = (len(rows),)
-    return npy_bytes([(name, field) for name in names], shape, body)
+    return npy_bytes([(name, field) for name in names], shape, body, **kwargs)
 
 
 # ------------------------------------------------------------------ zip writer
@@ -119,10 +124,11 @@ class Layout:
     end_of_central_directory: int
 
 
-def zip_bytes(entries: list[Entry], *, align: bool = True) -> tuple[bytes, Layout]:
-    """A zip archive of ``entries`` (in order), every payload starting on a
-    64-byte boundary of the archive (padding in a 0xa11e extra field of the
-    local header, as the ``zip`` crate writes it) unless ``align`` is False."""
+def zip_bytes(entries: list[Entry], *, shift: int = 0) -> tuple[bytes, Layout]:
+    """A zip archive of ``entries`` (in order), every payload starting
+    ``shift`` bytes after a 64-byte boundary of the archive (padding in an extra
+    field of the local header: 0xa11e, as the ``zip`` crate writes it, when
+    ``shift`` is 0; an unknown id otherwise)."""
     out = bytearray()
     central = bytearray()
     data_offset = {}
@@ -143,12 +149,10 @@ def zip_bytes(entries: list[Entry], *, align: bool = True) -> tuple[bytes, Layou
             else entry.declared_compressed_size
         )
         offset = len(out)
-        extra = b""
-        if align:
-            pad = -(offset + 30 + len(name)) % 64
-            if pad < 6:
-                pad += 64
-            extra = struct.pack("<HHH", 0xA11E, pad - 4, 64) + bytes(pad - 6)
+        pad = (shift - (offset + 30 + len(name))) % 64
+        if pad < 6:
+            pad += 64
+        extra = struct.pack("<HHH", 0xCAFE if shift else 0xA11E, pad - 4, 64) + bytes(pad - 6)
         out += struct.pack(
             "<IHHHHHIIIHH",
             0x04034B50,
@@ -246,8 +250,26 @@ def tensor_entries() -> dict[str, bytes]:
     return entries
 
 
-def archive(entries: dict[str, bytes], *, align: bool = True) -> bytes:
-    return zip_bytes([Entry(name, data) for name, data in entries.items()], align=align)[0]
+def archive(entries: dict[str, bytes], *, shift: int = 0, method: int = STORED) -> bytes:
+    """The zip of ``entries``; ``shift=3`` misaligns every payload."""
+    listed = [Entry(name, data, method=method) for name, data in entries.items()]
+    return zip_bytes(listed, shift=shift)[0]
+
+
+def rewritten(data: bytes, **options) -> bytes:
+    """The archive ``data`` (whose zip structure is valid) written again with
+    :func:`archive`'s ``options``."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive_file:
+        entries = {name: archive_file.read(name) for name in archive_file.namelist()}
+    return archive(entries, **options)
+
+
+# the valid map's archive, and variants that every load must accept too
+VARIANTS = {
+    "aligned": {},
+    "unaligned": {"shift": 3},
+    "deflated": {"method": DEFLATED},
+}
 
 
 def with_entry(name: str, data: bytes) -> bytes:
@@ -448,14 +470,21 @@ def _describe(result) -> str:
     return f"{result['mro'][0]}: {result['message']}"
 
 
-def assert_clean_error(result):
-    where = f"{result['label']} / {result['op']}"
-    assert not result["ok"], f"{where}: loaded without an error"
+def _unclean(result) -> str | None:
+    """Why ``result`` is not a clean blockmap ValueError, or None when it is."""
+    if result["ok"]:
+        return "loaded without an error"
     mro = result["mro"]
-    assert "ValidationError" in mro and "BlockMapError" in mro and "ValueError" in mro, (
-        f"{where}: expected a blockmap FormatError or ValidationError, got {_describe(result)}"
-    )
-    assert result["message"].strip(), f"{where}: {mro[0]} with an empty message"
+    if not ("ValidationError" in mro and "BlockMapError" in mro and "ValueError" in mro):
+        return f"expected a blockmap FormatError or ValidationError, got {_describe(result)}"
+    if not result["message"].strip():
+        return f"{mro[0]} with an empty message"
+    return None
+
+
+def assert_clean_error(result):
+    why = _unclean(result)
+    assert why is None, f"{result['label']} / {result['op']}: {why}"
 
 
 def assert_ok(result):
@@ -463,24 +492,39 @@ def assert_ok(result):
 
 
 def assert_all_fail(tmp_path, files: dict[str, bytes], ops=TENSOR_OPS):
+    """Every op on every file raises a clean error; lists every one that does not."""
     results = run_loads(tmp_path, files, ops)
-    for result in results.values():
-        assert_clean_error(result)
+    problems = [
+        f"{label} / {op}: {why}"
+        for (label, op), result in results.items()
+        if (why := _unclean(result)) is not None
+    ]
+    if problems:
+        pytest.fail("\n".join(problems))
 
 
 # ------------------------------------------------------- the valid archive
 
 
-def test_valid_archive_is_a_zip_with_aligned_payloads():
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_valid_archive_is_a_zip_python_reads(variant):
     entries = tensor_entries()
-    data, layout = zip_bytes([Entry(name, content) for name, content in entries.items()])
+    options = VARIANTS[variant]
+    method, shift = options.get("method", STORED), options.get("shift", 0)
+    listed = [Entry(name, content, method=method) for name, content in entries.items()]
+    data, layout = zip_bytes(listed, shift=shift)
+    assert data == archive(entries, **options)
     with zipfile.ZipFile(io.BytesIO(data)) as archive_file:
         assert archive_file.testzip() is None
         assert archive_file.namelist() == list(entries)
         for name, content in entries.items():
             assert archive_file.read(name) == content
     for name, offset in layout.data_offset.items():
-        assert offset % 64 == 0, name
+        assert offset % 64 == shift, name
+
+
+def test_valid_npy_entries_are_aligned():
+    entries = tensor_entries()
     for name, content in entries.items():
         if name.endswith(".npy"):
             # the npy header is padded so that the array data is aligned too
@@ -537,9 +581,9 @@ def _check_valid_tensor(tensor):
     assert tensor.info() == INFO
 
 
-@pytest.mark.parametrize("align", [True, False], ids=["aligned", "unaligned"])
-def test_valid_archive_loads(tmp_path, align):
-    data = archive(tensor_entries(), align=align)
+@pytest.mark.parametrize("variant", list(VARIANTS))
+def test_valid_archive_loads(tmp_path, variant):
+    data = archive(tensor_entries(), **VARIANTS[variant])
     path = tmp_path / "valid.mts"
     path.write_bytes(data)
     _check_valid_tensor(blockmap.load_buffer(data))
@@ -553,12 +597,12 @@ def test_valid_files_load_in_the_child_under_the_memory_limit(tmp_path):
     same child process, under the same address-space limit."""
     results = run_loads(
         tmp_path,
-        {"aligned": archive(tensor_entries()), "unaligned": archive(tensor_entries(), align=False)},
+        {variant: archive(tensor_entries(), **options) for variant, options in VARIANTS.items()},
         TENSOR_OPS,
     )
     results.update(run_loads(tmp_path, {"block": archive(block_entries("", 0))}, BLOCK_OPS))
     results.update(run_loads(tmp_path, {"labels": labels_npy(SAMPLE_NAMES, SAMPLES)}, LABELS_OPS))
-    assert len(results) == 2 * len(TENSOR_OPS) + len(BLOCK_OPS) + len(LABELS_OPS)
+    assert len(results) == len(VARIANTS) * len(TENSOR_OPS) + len(BLOCK_OPS) + len(LABELS_OPS)
     for result in results.values():
         assert_ok(result)
 
@@ -657,6 +701,12 @@ CONTAINER_CASES = {
     "DEFLATE entry inflating short of its declared size": lambda: zip_bytes(
         _entries(method=DEFLATED, declared_size=len(values_npy()) + 64)
     )[0],
+    "DEFLATE entry inflating short, CRC of the inflated data": lambda: _inflate_short(
+        crc_of="inflated"
+    ),
+    "DEFLATE entry inflating short, CRC of the data zero-filled": lambda: _inflate_short(
+        crc_of="zero-filled"
+    ),
 }
 
 
@@ -673,6 +723,18 @@ def _inflate_past(crc_of: str) -> bytes:
     longer = valid + bytes(range(256)) * 16
     crc = zlib.crc32(valid if crc_of == "declared" else longer)
     entries = _entries(method=DEFLATED, payload=deflate(longer), crc=crc, declared_size=len(valid))
+    return zip_bytes(entries)[0]
+
+
+def _inflate_short(crc_of: str) -> bytes:
+    """blocks/0/values.npy deflated without its last 64 bytes, with headers
+    that declare the valid npy's size: a reader that zero-fills what the stream
+    did not produce would see a valid npy (and, with ``crc_of ==
+    "zero-filled"``, a matching CRC)."""
+    valid = values_npy()
+    short = valid[:-64]
+    crc = zlib.crc32(short if crc_of == "inflated" else short + bytes(64))
+    entries = _entries(method=DEFLATED, payload=deflate(short), crc=crc, declared_size=len(valid))
     return zip_bytes(entries)[0]
 
 
@@ -823,6 +885,32 @@ def test_npy_header(tmp_path, case):
     assert_all_fail(tmp_path, {case: NPY_CASES[case]()})
 
 
+# lies about sizes, also in entries that must be copied (misaligned or deflated)
+COPIED_NPY_CASES = [
+    "huge header length v1",
+    "huge header length v2",
+    "header length past the entry",
+    "element count overflows",
+    "element count wraps to zero",
+    "byte count wraps to zero",
+    "huge first dimension",
+    "negative dimension",
+    "data shorter than the shape",
+    "data longer than the shape",
+    "samples: data shorter than the count",
+    "samples: count overflows",
+]
+
+
+@pytest.mark.parametrize("variant", ["unaligned", "deflated"])
+def test_npy_header_in_copied_entries(tmp_path, variant):
+    files = {
+        f"{case} ({variant})": rewritten(NPY_CASES[case](), **VARIANTS[variant])
+        for case in COPIED_NPY_CASES
+    }
+    assert_all_fail(tmp_path, files)
+
+
 def test_npy_header_cases_are_rejected_by_numpy():
     """The npy-level cases are broken npy files for numpy too, so the reader
     is right to refuse them; except the element types, which numpy knows and
@@ -869,6 +957,9 @@ LABELS_CASES = {
     "name with a dash": lambda: samples_with(["system", "a-b"]),
     "empty name": lambda: samples_with(["system", ""]),
     "non-ASCII name": lambda: samples_with(["system", "\u00e9"]),
+    "non-ASCII name in a UTF-8 header": lambda: with_entry(
+        SAMPLES_ENTRY, labels_npy(["system", "\u00e9t\u00e9"], SAMPLES, version=(3, 0))
+    ),
     "duplicate names": lambda: samples_with(["atom", "atom"]),
     "int64 field": lambda: samples_with(SAMPLE_NAMES, field="<i8"),
     "int16 field": lambda: samples_with(SAMPLE_NAMES, field="<i2"),
