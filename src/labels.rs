@@ -130,7 +130,7 @@ impl Labels {
             values,
             index: OnceLock::new(),
         }));
-        if !assume_unique {
+        if !assume_unique && !labels.is_strictly_increasing() {
             let (index, duplicate) = Index::build(labels.raw(), labels.size(), labels.count());
             if let Some((first, second)) = duplicate {
                 return Err(Error::invalid(format!(
@@ -143,6 +143,20 @@ impl Labels {
             let _ = labels.0.index.set(index);
         }
         Ok(labels)
+    }
+
+    /// Whether the rows are in strictly increasing (lexicographic) order,
+    /// which proves them unique in one cheap pass: labels are most often
+    /// sorted, and then no hash index is needed until the first lookup.
+    fn is_strictly_increasing(&self) -> bool {
+        let size = self.size();
+        if size == 0 {
+            return self.count() <= 1;
+        }
+        self.raw()
+            .chunks_exact(size)
+            .zip(self.raw().chunks_exact(size).skip(1))
+            .all(|(previous, row)| previous < row)
     }
 
     /// Labels from an int32 buffer holding `count x names.len()` values.
@@ -338,6 +352,23 @@ mod tests {
             message.contains("[0, 1]") && message.contains("rows 0 and 2"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn sorted_labels_skip_the_hash_index() {
+        let sorted = Labels::new(vec!["a", "b"], &[0, 1, 0, 2, 1, 0]).unwrap();
+        assert!(
+            sorted.0.index.get().is_none(),
+            "no index until the first lookup"
+        );
+        assert_eq!(sorted.position(&[1, 0]).unwrap(), Some(2));
+        assert!(sorted.0.index.get().is_some());
+        // equal neighbours are not increasing: the hash check finds them
+        assert!(Labels::new(vec!["a", "b"], &[0, 1, 0, 1]).is_err());
+        // unsorted labels are checked with the hash index, which is kept
+        let unsorted = Labels::new(vec!["a"], &[3, 1, 2]).unwrap();
+        assert!(unsorted.0.index.get().is_some());
+        assert!(Labels::new(vec!["a"], &[3, 1, 3]).is_err());
     }
 
     #[test]

@@ -627,19 +627,64 @@ class BenchResult:
         return lines
 
 
+#: Dirty page cache, in bytes, above which :func:`_settle` flushes it.
+SETTLE_DIRTY_BYTES = 64 * 2**20
+
+
+def _dirty_bytes() -> int | None:
+    """File pages written but not yet on disk (``Dirty`` + ``Writeback`` of
+    ``/proc/meminfo``), or None when unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            fields = dict(line.split(":", 1) for line in meminfo)
+        return sum(int(fields[name].split()[0]) * 1024 for name in ("Dirty", "Writeback"))
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def _settle() -> None:
     """Flush dirty file pages to disk, so that no run pays for an earlier one's writes.
 
     Prepared files (gigabytes) and saved files would otherwise still be written
-    back while the next runs are timed. Not timed itself.
+    back while the next runs are timed. Skipped when little is dirty; not timed.
     """
-    if hasattr(os, "sync"):
+    dirty = _dirty_bytes()
+    if hasattr(os, "sync") and (dirty is None or dirty > SETTLE_DIRTY_BYTES):
         os.sync()
 
 
 def _progress(message: str, file: TextIO | None) -> None:
     if file is not None:
         print(message, file=file, flush=True)
+
+
+def _warm_up(
+    name: str,
+    result: BenchResult,
+    libraries: Sequence[str],
+    workdir: Path,
+    small: bool,
+    progress: TextIO | None,
+) -> None:
+    """One untimed run of ``name``, by the first library able to, before the timed ones.
+
+    The first run after a large write (the prepared files, a previous operation)
+    is slower whoever makes it, even after ``os.sync``; this run takes that cost,
+    and its result is discarded.
+    """
+    for library in libraries:
+        runs = result.outcomes.get((name, library))
+        if runs is not None and runs.error is None:
+            _settle()
+            _, error = _spawn(
+                ["worker", "--operation", name, "--library", library, "--workdir", str(workdir)]
+                + (["--small"] if small else [])
+            )
+            _progress(
+                f"{name} / {library} warm-up (not counted){': failed: ' + error if error else ''}",
+                progress,
+            )
+            return
 
 
 def run_bench(
@@ -699,6 +744,7 @@ def run_bench(
                     outcome.error = f"preparing {need}: {failed_files[need]}"
 
         for name in operations:
+            _warm_up(name, result, libraries, workdir, small, progress)
             for index in range(1, repeat + 1):
                 # Interleave the libraries, starting each round with the next one,
                 # so that drift and position in the sequence hit them all alike.
@@ -948,7 +994,9 @@ def write_markdown(result: BenchResult, path: Path, command: str) -> None:
             "arrays from the same seed and the operation's input before timing, and checks "
             "the loaded data against W after. Files to load are written once per run and "
             "read from the page cache; dirty pages are flushed (`os.sync`) before every "
-            "run, so no run pays for an earlier one's writes. Absolute times drift on "
+            "run, so no run pays for an earlier one's writes, and one untimed warm-up "
+            "run of each operation comes first (the first run after a large write is "
+            "slower, whichever library makes it). Absolute times drift on "
             "this small, shared machine; the ratios, measured side by side with the "
             "libraries interleaved run by run (each round starting with the next "
             "library), hold better.\n",

@@ -81,7 +81,21 @@ def _reset_peak_rss() -> bool:
 
 
 def _peak_rss_bytes() -> int:
-    """The process's peak resident set size, in bytes (``ru_maxrss``)."""
+    """The process's peak resident set size, in bytes.
+
+    On Linux this is ``VmHWM`` of ``/proc/self/status``: the high-water mark that
+    :func:`_reset_peak_rss` resets. ``ru_maxrss`` is not used there because a
+    process inherits its parent's peak as a floor when it execs (the kernel keeps
+    the old address space's mark), so a fresh process started by a big one would
+    show no growth below the parent's size. Elsewhere, ``ru_maxrss``.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # Linux reports KiB, macOS reports bytes.
     return peak if sys.platform == "darwin" else peak * 1024

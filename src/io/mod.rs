@@ -238,6 +238,9 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
     // replaces files by renaming (see `save_path`), which never truncates.
     let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
         .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
+    // arrays are read where and when they are used: no read-ahead, so that
+    // reading the headers does not bring in the data around them
+    let _ = map.advise(memmap2::Advice::Random);
     let buffer = Buffer::from_mmap_copy_on_write(map);
     from_source(&mut read::BufferSource::new(buffer, false)?, kind).map_err(in_file)
 }

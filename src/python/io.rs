@@ -77,8 +77,13 @@ fn _save_path(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResul
 /// `file.write` in chunks of at most [`CHUNK`] bytes, each copied into a
 /// `bytes` object (so the file object never sees blockmap's memory, and the
 /// memory used does not grow with the data).
+///
+/// Positions are relative to where the file was when saving started, so an
+/// archive written after other data is a valid archive from its own start
+/// (as with `numpy.savez`).
 struct PyFileWriter<'py> {
     file: Bound<'py, PyAny>,
+    base: u64,
 }
 
 /// Largest piece handed to `file.write` at once.
@@ -116,14 +121,18 @@ impl std::io::Write for PyFileWriter<'_> {
 impl std::io::Seek for PyFileWriter<'_> {
     fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
         let (offset, whence) = match from {
-            std::io::SeekFrom::Start(offset) => (i128::from(offset), 0),
+            std::io::SeekFrom::Start(offset) => (i128::from(offset) + i128::from(self.base), 0),
             std::io::SeekFrom::Current(offset) => (i128::from(offset), 1),
             std::io::SeekFrom::End(offset) => (i128::from(offset), 2),
         };
-        self.file
+        let position = self
+            .file
             .call_method1("seek", (offset, whence))
             .and_then(|position| position.extract::<u64>())
-            .map_err(to_io_error)
+            .map_err(to_io_error)?;
+        position
+            .checked_sub(self.base)
+            .ok_or_else(|| std::io::Error::other("seek before the start of the archive"))
     }
 }
 
@@ -131,7 +140,11 @@ impl std::io::Seek for PyFileWriter<'_> {
 #[pyfunction]
 fn _save_file(file: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<()> {
     let data = extract_data(data)?;
-    let writer = PyFileWriter { file: file.clone() };
+    let base: u64 = file.call_method0("tell")?.extract()?;
+    let writer = PyFileWriter {
+        file: file.clone(),
+        base,
+    };
     let result = io::save(writer, as_ref(&data)).and_then(|mut writer| {
         std::io::Write::flush(&mut writer).map_err(|e| crate::Error::io("flushing the file", e))
     });
