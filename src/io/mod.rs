@@ -15,6 +15,7 @@
 //!   are not, so that its cost does not grow with the data ([`verify_path`]
 //!   checks a file completely).
 
+mod cached;
 pub mod npy;
 mod read;
 mod write;
@@ -212,7 +213,7 @@ pub fn load_buffer(buffer: Buffer, kind: Kind) -> Result<Data> {
     if kind == Kind::Labels {
         return read::labels_from_npy(buffer).map(Data::Labels);
     }
-    from_source(&mut read::BufferSource::new(buffer, true)?, kind)
+    from_source(&mut read::BufferSource::new(buffer)?, kind)
 }
 
 fn open(path: &Path) -> Result<File> {
@@ -238,11 +239,18 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
     // replaces files by renaming (see `save_path`), which never truncates.
     let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
         .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
-    // arrays are read where and when they are used: no read-ahead, so that
-    // reading the headers does not bring in the data around them
-    let _ = map.advise(memmap2::Advice::Random);
     let buffer = Buffer::from_mmap_copy_on_write(map);
-    from_source(&mut read::BufferSource::new(buffer, false)?, kind).map_err(in_file)
+    // the structure and the (small) labels are read from the file, so that
+    // only the pages of the arrays are ever touched through the mapping
+    let mut source = read::BufferSource::with_reader(
+        cached::CachedFile::new(file)
+            .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?,
+        buffer,
+        false,
+        false,
+    )
+    .map_err(in_file)?;
+    from_source(&mut source, kind).map_err(in_file)
 }
 
 /// Check a file completely: archive structure, every CRC, and the data

@@ -195,17 +195,16 @@ fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<BTreeSet<Str
     Ok(names)
 }
 
-/// Read an NPY entry from `reader` (decompressed, CRC checked when read to
-/// the end), whose declared uncompressed size is `size`.
-fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
-    let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
+/// Read the NPY header at the start of `reader`, an entry of `size` bytes,
+/// and check that the data it announces fills the rest of the entry.
+fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
     let mut prefix = [0u8; 12];
     let preamble = if size < 10 {
         return Err(Error::format("the npy entry is too short"));
     } else {
-        read_exact(&mut reader, &mut prefix[..10])?;
+        read_exact(reader, &mut prefix[..10])?;
         if prefix[6] >= 2 && size >= 12 {
-            read_exact(&mut reader, &mut prefix[10..12])?;
+            read_exact(reader, &mut prefix[10..12])?;
             12
         } else {
             10
@@ -217,7 +216,7 @@ fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
         return Err(Error::format("npy header is longer than its entry"));
     }
     let mut text = vec![0u8; header_len];
-    read_exact(&mut reader, &mut text)?;
+    read_exact(reader, &mut text)?;
     let header = npy::parse_header(&text, preamble)?;
     let data_len = header.data_len()?;
     if total_header + data_len != size {
@@ -227,8 +226,23 @@ fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
             header.shape
         )));
     }
-    let mut data = AlignedBytes::zeroed(data_len)?;
-    read_exact(&mut reader, data.as_mut_slice())?;
+    Ok(header)
+}
+
+/// Read the data of `header` from `reader` into new memory.
+fn read_npy_data(reader: &mut impl Read, header: &Header) -> Result<AlignedBytes> {
+    let mut data = AlignedBytes::zeroed(header.data_len()?)?;
+    read_exact(reader, data.as_mut_slice())?;
+    Ok(data)
+}
+
+/// Read an NPY entry from `reader` (decompressed, CRC checked when read to
+/// the end), whose declared uncompressed size is `size`.
+fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
+    let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
+    let header = read_npy_header(&mut reader, size)?;
+    let data = read_npy_data(&mut reader, &header)?;
+
     // reading to the end makes the zip reader check the CRC, and finds data
     // past the declared size
     let mut extra = [0u8; 1];
@@ -359,11 +373,17 @@ fn missing(name: &str, error: ZipError) -> Error {
 /// given by the caller): STORED entries are viewed in place, and copied
 /// only when misaligned, byte-swapped or in Fortran order; compressed
 /// entries are inflated into new memory.
-pub(crate) struct BufferSource {
-    archive: ZipArchive<Cursor<Buffer>>,
+///
+/// The archive's structure (central directory, local and NPY headers) is
+/// read through `R`: the buffer itself (`Cursor<Buffer>`), or for a mapped
+/// file the file, so that a mapped load touches no page of the mapping
+/// but those of the arrays it views.
+pub(crate) struct BufferSource<R: Read + Seek> {
+    archive: ZipArchive<R>,
     buffer: Buffer,
     names: BTreeSet<String>,
     check_crc: bool,
+    view_labels: bool,
 }
 
 impl AsRef<[u8]> for Buffer {
@@ -372,23 +392,37 @@ impl AsRef<[u8]> for Buffer {
     }
 }
 
-impl BufferSource {
-    /// With `check_crc`, the CRC of every viewed entry is checked (a pass
-    /// over the data); without it, the cost of loading does not depend on
-    /// the size of the data.
-    pub fn new(buffer: Buffer, check_crc: bool) -> Result<Self> {
-        let archive = ZipArchive::new(Cursor::new(buffer.clone())).map_err(zip_error)?;
+impl BufferSource<Cursor<Buffer>> {
+    /// Entries of the archive in `buffer`, viewing it; every CRC is checked.
+    pub fn new(buffer: Buffer) -> Result<Self> {
+        BufferSource::with_reader(Cursor::new(buffer.clone()), buffer, true, true)
+    }
+}
+
+impl<R: Read + Seek> BufferSource<R> {
+    /// Entries of the archive in `buffer`, whose structure is read from
+    /// `reader` (the same bytes). With `check_crc`, the CRC of every viewed
+    /// entry is checked (a pass over its data); with `view_labels`, labels
+    /// view the buffer too, otherwise they are read through `reader`.
+    pub fn with_reader(
+        reader: R,
+        buffer: Buffer,
+        check_crc: bool,
+        view_labels: bool,
+    ) -> Result<Self> {
+        let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         Ok(BufferSource {
             archive,
             buffer,
             names,
             check_crc,
+            view_labels,
         })
     }
 }
 
-impl Source for BufferSource {
+impl<R: Read + Seek> Source for BufferSource<R> {
     fn names(&self) -> &BTreeSet<String> {
         &self.names
     }
@@ -399,52 +433,40 @@ impl Source for BufferSource {
             .archive
             .index_for_name(name)
             .ok_or_else(|| Error::format(format!("the archive has no entry '{name}'")))?;
-        let (method, start, compressed, size, crc) = {
-            let file = self
-                .archive
-                .by_index_raw(index)
-                .map_err(|e| missing(name, e))?;
-            if file.encrypted() {
-                return Err(context(Error::format(
-                    "encrypted entries are not supported",
-                )));
-            }
-            (
-                file.compression(),
-                file.data_start(),
-                file.compressed_size(),
-                file.size(),
-                file.crc32(),
-            )
-        };
+        let mut raw = self
+            .archive
+            .by_index_raw(index)
+            .map_err(|e| missing(name, e))?;
+        if raw.encrypted() {
+            return Err(context(Error::format(
+                "encrypted entries are not supported",
+            )));
+        }
+        let (method, compressed, size) = (raw.compression(), raw.compressed_size(), raw.size());
         check_declared_size(name, method, size, compressed)?;
         if method != CompressionMethod::Stored {
+            drop(raw);
             let file = self.archive.by_index(index).map_err(|e| missing(name, e))?;
             return read_npy(file, size).map_err(context);
         }
-        let start = start.ok_or_else(|| Error::format("entry has no data offset"))?;
+        let start = raw
+            .data_start()
+            .ok_or_else(|| Error::format("entry has no data offset"))?;
         let entry = usize::try_from(start)
             .ok()
             .zip(usize::try_from(compressed).ok())
             .and_then(|(start, len)| self.buffer.slice(start, len).ok())
             .ok_or_else(|| context(Error::format("entry data lies outside the archive")))?;
-        if self.check_crc && crc32fast::hash(entry.as_slice()) != crc {
+        if self.check_crc && crc32fast::hash(entry.as_slice()) != raw.crc32() {
             return Err(context(Error::format("CRC mismatch: the data is corrupt")));
         }
-        let header = npy::read_header(entry.as_slice()).map_err(context)?;
-        let data_len = header.data_len().map_err(context)?;
-        if header.len.checked_add(data_len) != Some(entry.len()) {
-            return Err(context(Error::format(format!(
-                "npy data is {} bytes, but the shape {:?} needs {data_len}",
-                entry.len().saturating_sub(header.len),
-                header.shape
-            ))));
-        }
-        let data = entry.slice(header.len, data_len)?;
-        Ok(Npy {
-            header,
-            payload: Payload::View(data),
-        })
+        let header = read_npy_header(&mut raw, entry.len()).map_err(context)?;
+        let payload = if matches!(header.descr, Descr::Fields(_)) && !self.view_labels {
+            Payload::Owned(read_npy_data(&mut raw, &header).map_err(context)?)
+        } else {
+            Payload::View(entry.slice(header.len, header.data_len()?)?)
+        };
+        Ok(Npy { header, payload })
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
