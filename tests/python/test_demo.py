@@ -61,3 +61,28 @@ def test_full_workload_is_794_mb_without_allocating_it():
     samples = n_keys * (n_samples * 2 + n_grad * 3) * 4
     assert round((values + samples) / 1e6) == 794
     assert isinstance(blockmap.__version__, str)
+
+
+def test_small_bench_runs_every_file_operation(tmp_path):
+    markdown = tmp_path / "bench.md"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "blockmap",
+            "bench",
+            "--small",
+            "--repeat",
+            "1",
+            "--markdown",
+            str(markdown),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    for operation in ("save to a file", "load from a file, all data read", "mapped load"):
+        assert operation in result.stdout
+        assert operation in markdown.read_text()
+    assert "failed" not in result.stdout

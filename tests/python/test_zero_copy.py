@@ -354,7 +354,6 @@ def test_map_shares_memory_of_copied_input(rng):
 
 PEAK_MEMORY_CODE = textwrap.dedent(
     """
-    import resource
     import sys
 
     import numpy as np
@@ -363,7 +362,12 @@ PEAK_MEMORY_CODE = textwrap.dedent(
 
 
     def peak_kib():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        # VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's peak
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+        raise RuntimeError("no VmHWM in /proc/self/status")
 
 
     dtype = sys.argv[1]
