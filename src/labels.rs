@@ -149,14 +149,20 @@ impl Labels {
     /// which proves them unique in one cheap pass: labels are most often
     /// sorted, and then no hash index is needed until the first lookup.
     fn is_strictly_increasing(&self) -> bool {
-        let size = self.size();
-        if size == 0 {
-            return self.count() <= 1;
+        let raw = self.raw();
+        match self.size() {
+            0 => self.count() <= 1,
+            // the common shapes, compared without slice machinery
+            1 => raw.windows(2).all(|w| w[0] < w[1]),
+            2 => raw
+                .chunks_exact(2)
+                .zip(raw.chunks_exact(2).skip(1))
+                .all(|(p, r)| (p[0], p[1]) < (r[0], r[1])),
+            size => raw
+                .chunks_exact(size)
+                .zip(raw.chunks_exact(size).skip(1))
+                .all(|(previous, row)| previous < row),
         }
-        self.raw()
-            .chunks_exact(size)
-            .zip(self.raw().chunks_exact(size).skip(1))
-            .all(|(previous, row)| previous < row)
     }
 
     /// Labels from an int32 buffer holding `count x names.len()` values.

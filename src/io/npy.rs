@@ -104,10 +104,7 @@ pub fn header_extent(prefix: &[u8]) -> Result<(usize, usize)> {
 pub fn parse_header(text: &[u8], preamble: usize) -> Result<Header> {
     let text =
         std::str::from_utf8(text).map_err(|_| Error::format("npy header is not valid text"))?;
-    let mut parser = Parser {
-        text: text.as_bytes(),
-        pos: 0,
-    };
+    let mut parser = Parser { text, pos: 0 };
     let value = parser.value(0)?;
     parser.skip_space();
     if parser.pos != parser.text.len() {
@@ -118,7 +115,7 @@ pub fn parse_header(text: &[u8], preamble: usize) -> Result<Header> {
     };
     let (mut descr, mut fortran_order, mut shape) = (None, None, None);
     for (key, value) in items {
-        match key.as_str() {
+        match key {
             "descr" => descr = Some(parse_descr(&value)?),
             "fortran_order" => match value {
                 Value::Bool(b) => fortran_order = Some(b),
@@ -165,7 +162,7 @@ fn parse_descr(value: &Value) -> Result<Descr> {
                         [Value::Str(name), Value::Str(descr)] => {
                             let (dtype, order) = DType::parse_descr(descr)
                                 .map_err(|e| Error::format(e.to_string()))?;
-                            parsed.push((name.clone(), dtype, order));
+                            parsed.push((name.to_string(), dtype, order));
                         }
                         _ => {
                             return Err(Error::format(
@@ -198,39 +195,43 @@ fn parse_shape(value: &Value) -> Result<Vec<usize>> {
         .collect()
 }
 
-/// The values the header grammar knows.
+/// The values the header grammar knows; strings borrow the header text.
 #[derive(Debug)]
-enum Value {
-    Str(String),
+enum Value<'a> {
+    Str(&'a str),
     Bool(bool),
     Int(i64),
-    Tuple(Vec<Value>),
-    List(Vec<Value>),
-    Dict(Vec<(String, Value)>),
+    Tuple(Vec<Value<'a>>),
+    List(Vec<Value<'a>>),
+    Dict(Vec<(&'a str, Value<'a>)>),
 }
 
 struct Parser<'a> {
-    text: &'a [u8],
+    text: &'a str,
     pos: usize,
 }
 
 /// Nesting deeper than this is refused (the real grammar needs 3).
 const MAX_DEPTH: usize = 4;
 
-impl Parser<'_> {
+impl<'a> Parser<'a> {
+    fn bytes(&self) -> &'a [u8] {
+        self.text.as_bytes()
+    }
+
     fn error(&self, what: &str) -> Error {
         Error::format(format!("invalid npy header at byte {}: {what}", self.pos))
     }
 
     fn skip_space(&mut self) {
-        while self.pos < self.text.len() && self.text[self.pos].is_ascii_whitespace() {
+        while self.pos < self.text.len() && self.bytes()[self.pos].is_ascii_whitespace() {
             self.pos += 1;
         }
     }
 
     fn peek(&mut self) -> Option<u8> {
         self.skip_space();
-        self.text.get(self.pos).copied()
+        self.bytes().get(self.pos).copied()
     }
 
     fn expect(&mut self, byte: u8) -> Result<()> {
@@ -242,7 +243,7 @@ impl Parser<'_> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value> {
+    fn value(&mut self, depth: usize) -> Result<Value<'a>> {
         if depth > MAX_DEPTH {
             return Err(self.error("nested too deeply"));
         }
@@ -300,8 +301,8 @@ impl Parser<'_> {
             Some(quote @ (b'\'' | b'"')) => {
                 self.pos += 1;
                 let start = self.pos;
-                while self.pos < self.text.len() && self.text[self.pos] != quote {
-                    if self.text[self.pos] == b'\\' {
+                while self.pos < self.text.len() && self.bytes()[self.pos] != quote {
+                    if self.bytes()[self.pos] == b'\\' {
                         return Err(self.error("escapes in strings are not supported"));
                     }
                     self.pos += 1;
@@ -309,35 +310,33 @@ impl Parser<'_> {
                 if self.pos >= self.text.len() {
                     return Err(self.error("unterminated string"));
                 }
-                let string = std::str::from_utf8(&self.text[start..self.pos])
-                    .map_err(|_| self.error("invalid text in string"))?
-                    .to_string();
+                // quotes are ASCII, so both ends are character boundaries
+                let string = &self.text[start..self.pos];
                 self.pos += 1;
                 Ok(Value::Str(string))
             }
-            Some(b'T') if self.text[self.pos..].starts_with(b"True") => {
+            Some(b'T') if self.bytes()[self.pos..].starts_with(b"True") => {
                 self.pos += 4;
                 Ok(Value::Bool(true))
             }
-            Some(b'F') if self.text[self.pos..].starts_with(b"False") => {
+            Some(b'F') if self.bytes()[self.pos..].starts_with(b"False") => {
                 self.pos += 5;
                 Ok(Value::Bool(false))
             }
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.pos;
-                if self.text[self.pos] == b'-' {
+                if self.bytes()[self.pos] == b'-' {
                     self.pos += 1;
                 }
-                while self.pos < self.text.len() && self.text[self.pos].is_ascii_digit() {
+                while self.pos < self.text.len() && self.bytes()[self.pos].is_ascii_digit() {
                     self.pos += 1;
                 }
-                let digits = std::str::from_utf8(&self.text[start..self.pos])
-                    .map_err(|_| self.error("invalid number"))?;
+                let digits = &self.text[start..self.pos];
                 let n = digits
                     .parse::<i64>()
                     .map_err(|_| self.error(&format!("invalid or too large integer '{digits}'")))?;
                 // Python 2 numpy wrote long integers as `3L`
-                if self.text.get(self.pos) == Some(&b'L') {
+                if self.bytes().get(self.pos) == Some(&b'L') {
                     self.pos += 1;
                 }
                 Ok(Value::Int(n))
