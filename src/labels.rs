@@ -125,44 +125,36 @@ impl Labels {
                 values.shape()
             )));
         }
+        let index = if assume_unique {
+            None
+        } else {
+            unique_rows(&names, as_i32(&values), values.shape()[0])?
+        };
         let labels = Labels(Arc::new(Inner {
             names,
             values,
             index: OnceLock::new(),
         }));
-        if !assume_unique && !labels.is_strictly_increasing() {
-            let (index, duplicate) = Index::build(labels.raw(), labels.size(), labels.count());
-            if let Some((first, second)) = duplicate {
-                return Err(Error::invalid(format!(
-                    "labels {} have the entry {:?} twice (rows {first} and {second})",
-                    Names(labels.names()),
-                    labels.row(first)
-                )));
-            }
+        if let Some(index) = index {
             // the cell is new and owned here, so this cannot fail
             let _ = labels.0.index.set(index);
         }
         Ok(labels)
     }
 
-    /// Whether the rows are in strictly increasing (lexicographic) order,
-    /// which proves them unique in one cheap pass: labels are most often
-    /// sorted, and then no hash index is needed until the first lookup.
-    fn is_strictly_increasing(&self) -> bool {
-        let raw = self.raw();
-        match self.size() {
-            0 => self.count() <= 1,
-            // the common shapes, compared without slice machinery
-            1 => raw.windows(2).all(|w| w[0] < w[1]),
-            2 => raw
-                .chunks_exact(2)
-                .zip(raw.chunks_exact(2).skip(1))
-                .all(|(p, r)| (p[0], p[1]) < (r[0], r[1])),
-            size => raw
-                .chunks_exact(size)
-                .zip(raw.chunks_exact(size).skip(1))
-                .all(|(previous, row)| previous < row),
+    /// Check that `names` are valid and the `count` rows of `values`
+    /// (row-major, one value per name) are unique, as [`Labels::from_array`]
+    /// does, without making Labels.
+    pub fn check(names: &[String], values: &[i32], count: usize) -> Result<()> {
+        check_names(names)?;
+        if count.checked_mul(names.len()) != Some(values.len()) {
+            return Err(Error::invalid(format!(
+                "{} label values for {count} entries of {} dimensions",
+                values.len(),
+                names.len()
+            )));
         }
+        unique_rows(names, values, count).map(drop)
     }
 
     /// Labels from an int32 buffer holding `count x names.len()` values.
@@ -229,10 +221,7 @@ impl Labels {
 
     /// The values as a flat row-major slice.
     pub fn raw(&self) -> &[i32] {
-        self.0
-            .values
-            .as_slice::<i32>()
-            .expect("labels values are int32 (checked at construction)")
+        as_i32(&self.0.values)
     }
 
     /// Entry `i`; panics when `i >= count()` like slice indexing.
@@ -283,6 +272,50 @@ impl Labels {
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
+}
+
+/// The values of an int32 array (checked by the callers).
+fn as_i32(values: &Array) -> &[i32] {
+    values
+        .as_slice::<i32>()
+        .expect("labels values are int32 (checked at construction)")
+}
+
+/// Whether the rows are in strictly increasing (lexicographic) order,
+/// which proves them unique in one cheap pass: labels are most often
+/// sorted, and then no hash index is needed until the first lookup.
+fn is_strictly_increasing(raw: &[i32], size: usize, count: usize) -> bool {
+    match size {
+        0 => count <= 1,
+        // the common shapes, compared without slice machinery
+        1 => raw.windows(2).all(|w| w[0] < w[1]),
+        2 => raw
+            .chunks_exact(2)
+            .zip(raw.chunks_exact(2).skip(1))
+            .all(|(p, r)| (p[0], p[1]) < (r[0], r[1])),
+        size => raw
+            .chunks_exact(size)
+            .zip(raw.chunks_exact(size).skip(1))
+            .all(|(previous, row)| previous < row),
+    }
+}
+
+/// Check that the rows are unique; returns the hash index when one had to
+/// be built (unsorted rows).
+fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Index>> {
+    let size = names.len();
+    if is_strictly_increasing(raw, size, count) {
+        return Ok(None);
+    }
+    let (index, duplicate) = Index::build(raw, size, count);
+    if let Some((first, second)) = duplicate {
+        return Err(Error::invalid(format!(
+            "labels {} have the entry {:?} twice (rows {first} and {second})",
+            Names(names),
+            &raw[first * size..(first + 1) * size]
+        )));
+    }
+    Ok(Some(index))
 }
 
 fn check_names(names: &[String]) -> Result<()> {

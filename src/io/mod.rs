@@ -240,14 +240,15 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
     let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
         .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
     let buffer = Buffer::from_mmap_copy_on_write(map);
-    // the structure and the (small) labels are read from the file, so that
-    // only the pages of the arrays are ever touched through the mapping
+    // the structure (central directory, local and NPY headers) is read from
+    // the file, and labels are checked on a copy read from the file: the
+    // load touches no page of the mapping and allocates nothing for data
     let mut source = read::BufferSource::with_reader(
         cached::CachedFile::new(file)
             .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?,
         buffer,
         false,
-        false,
+        true,
     )
     .map_err(in_file)?;
     from_source(&mut source, kind).map_err(in_file)

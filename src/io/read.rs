@@ -125,6 +125,8 @@ fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
 pub(crate) struct Npy {
     header: Header,
     payload: Payload,
+    /// labels whose names and uniqueness were already checked
+    checked: bool,
 }
 
 impl Npy {
@@ -168,7 +170,7 @@ impl Npy {
         let names: Vec<String> = fields.iter().map(|(name, _, _)| name.clone()).collect();
         let shape = [count, names.len()];
         let buffer = self.payload.into_buffer(DType::I4, order, false, &shape)?;
-        Labels::from_buffer(names, count, buffer, false)
+        Labels::from_buffer(names, count, buffer, self.checked)
     }
 }
 
@@ -254,6 +256,7 @@ fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     Ok(Npy {
         header,
         payload: Payload::Owned(data),
+        checked: false,
     })
 }
 
@@ -383,7 +386,11 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     buffer: Buffer,
     names: BTreeSet<String>,
     check_crc: bool,
-    view_labels: bool,
+    /// check labels on a copy read through the reader (reused between
+    /// entries) instead of reading them through the buffer
+    check_labels_from_reader: bool,
+    scratch: Vec<u8>,
+    scratch_values: Vec<i32>,
 }
 
 impl AsRef<[u8]> for Buffer {
@@ -395,20 +402,22 @@ impl AsRef<[u8]> for Buffer {
 impl BufferSource<Cursor<Buffer>> {
     /// Entries of the archive in `buffer`, viewing it; every CRC is checked.
     pub fn new(buffer: Buffer) -> Result<Self> {
-        BufferSource::with_reader(Cursor::new(buffer.clone()), buffer, true, true)
+        BufferSource::with_reader(Cursor::new(buffer.clone()), buffer, true, false)
     }
 }
 
 impl<R: Read + Seek> BufferSource<R> {
     /// Entries of the archive in `buffer`, whose structure is read from
     /// `reader` (the same bytes). With `check_crc`, the CRC of every viewed
-    /// entry is checked (a pass over its data); with `view_labels`, labels
-    /// view the buffer too, otherwise they are read through `reader`.
+    /// entry is checked (a pass over its data). With
+    /// `check_labels_from_reader`, labels are checked on a copy read through
+    /// `reader` into reused memory, and then view the buffer: for a mapped
+    /// file, neither new memory nor pages of the mapping are used.
     pub fn with_reader(
         reader: R,
         buffer: Buffer,
         check_crc: bool,
-        view_labels: bool,
+        check_labels_from_reader: bool,
     ) -> Result<Self> {
         let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
@@ -417,7 +426,9 @@ impl<R: Read + Seek> BufferSource<R> {
             buffer,
             names,
             check_crc,
-            view_labels,
+            check_labels_from_reader,
+            scratch: Vec::new(),
+            scratch_values: Vec::new(),
         })
     }
 }
@@ -461,18 +472,61 @@ impl<R: Read + Seek> Source for BufferSource<R> {
             return Err(context(Error::format("CRC mismatch: the data is corrupt")));
         }
         let header = read_npy_header(&mut raw, entry.len()).map_err(context)?;
-        let payload = if matches!(header.descr, Descr::Fields(_)) && !self.view_labels {
-            Payload::Owned(read_npy_data(&mut raw, &header).map_err(context)?)
-        } else {
-            Payload::View(entry.slice(header.len, header.data_len()?)?)
-        };
-        Ok(Npy { header, payload })
+        let checked = self.check_labels_from_reader
+            && check_labels(
+                &mut self.scratch,
+                &mut self.scratch_values,
+                &header,
+                &mut raw,
+            )
+            .map_err(context)?;
+        let payload = Payload::View(entry.slice(header.len, header.data_len()?)?);
+        Ok(Npy {
+            header,
+            payload,
+            checked,
+        })
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
         let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
         read_text(file, name, limit)
     }
+}
+
+/// Check the labels `header` describes on a copy of their data read from
+/// `raw` into `scratch` (reused between calls); false when they are not
+/// native int32 labels (those are converted, and checked, on a copy).
+fn check_labels(
+    scratch: &mut Vec<u8>,
+    values: &mut Vec<i32>,
+    header: &Header,
+    raw: &mut impl Read,
+) -> Result<bool> {
+    let Descr::Fields(fields) = &header.descr else {
+        return Ok(false);
+    };
+    if fields
+        .iter()
+        .any(|(_, dtype, order)| *dtype != DType::I4 || *order != ByteOrder::NATIVE)
+    {
+        // converted (and checked) on a copy anyway
+        return Ok(false);
+    }
+    let [count] = header.shape[..] else {
+        return Ok(false);
+    };
+    scratch.resize(header.data_len()?, 0);
+    read_exact(raw, scratch)?;
+    values.clear();
+    values.extend(
+        scratch
+            .chunks_exact(4)
+            .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+    );
+    let names: Vec<String> = fields.iter().map(|(name, _, _)| name.clone()).collect();
+    Labels::check(&names, values, count)?;
+    Ok(true)
 }
 
 /// Labels from a bare NPY file held in `buffer` (viewed when possible).
@@ -490,6 +544,7 @@ pub(crate) fn labels_from_npy(buffer: Buffer) -> Result<Labels> {
     Npy {
         header,
         payload: Payload::View(data),
+        checked: false,
     }
     .into_labels()
 }
