@@ -13,6 +13,7 @@ pub mod dtype;
 pub mod error;
 pub mod io;
 pub mod labels;
+pub mod pickle;
 pub mod tensor;
 
 #[cfg(feature = "python")]

@@ -5,7 +5,7 @@ Everything here is re-exported from :mod:`blockmap`; import it from there.
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import IO, Any, ClassVar, TypeAlias, final, overload
+from typing import IO, Any, ClassVar, SupportsIndex, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -30,6 +30,7 @@ __all__ = [
     "_load_path",
     "_load_buffer",
     "_verify_path",
+    "_reconstruct",
 ]
 
 __version__: str
@@ -43,6 +44,8 @@ def _save_file(file: IO[bytes], data: _Data) -> None: ...
 def _load_path(path: str | os.PathLike[str], kind: str, mmap: bool) -> Any: ...
 def _load_buffer(buffer: Buffer, kind: str) -> Any: ...
 def _verify_path(path: str | os.PathLike[str]) -> None: ...
+def _reconstruct(version: int, *args: Any) -> Any:
+    """Rebuild a pickled Labels, TensorBlock or TensorMap (see docs/pickle.md)."""
 
 class BlockMapError(Exception):
     """Base class of every error blockmap raises."""
@@ -116,6 +119,8 @@ class Labels:
     def __hash__(self) -> int: ...
     def __copy__(self) -> Labels: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> Labels: ...
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
     def save(self, file: _File) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
@@ -169,6 +174,8 @@ class TensorBlock:
     __hash__: ClassVar[None]  # type: ignore[assignment]
     def __copy__(self) -> TensorBlock: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorBlock: ...
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
     def save(self, file: _File) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
@@ -218,6 +225,8 @@ class TensorMap:
     __hash__: ClassVar[None]  # type: ignore[assignment]
     def __copy__(self) -> TensorMap: ...
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorMap: ...
+    def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
+        """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
     def save(self, file: _File) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod

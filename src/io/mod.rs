@@ -18,6 +18,7 @@
 mod cached;
 pub mod npy;
 mod read;
+pub(crate) use read::native_buffer;
 mod write;
 
 use std::fs::{File, OpenOptions};
@@ -73,11 +74,9 @@ pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
     }
 }
 
-/// The archive (or NPY file) of `data`, in memory blockmap owns.
-pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
-    // allocate an upper bound of the size (untouched pages of a large
-    // zeroed allocation cost nothing), write, then keep the written part
-    let bound = match data {
+/// An upper bound of the size of the archive (or NPY file) of `data`.
+pub fn save_size_bound(data: DataRef<'_>) -> usize {
+    match data {
         DataRef::Tensor(map) => write::size_bound(write::tensor_entries(map).into_iter()),
         DataRef::Block(block) => {
             let mut entries = Vec::new();
@@ -85,9 +84,21 @@ pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
             write::size_bound(entries.into_iter())
         }
         DataRef::Labels(labels) => write::labels_size(labels),
-    };
-    let mut bytes = AlignedBytes::zeroed(bound)?;
-    let written = save(SliceWriter::new(bytes.as_mut_slice()), data)?.len;
+    }
+}
+
+/// Write `data` into `bytes` (at least [`save_size_bound`] long); returns
+/// the number of bytes written.
+pub fn save_into(bytes: &mut [u8], data: DataRef<'_>) -> Result<usize> {
+    Ok(save(SliceWriter::new(bytes), data)?.len)
+}
+
+/// The archive (or NPY file) of `data`, in memory blockmap owns.
+pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
+    // allocate an upper bound of the size (untouched pages of a large
+    // zeroed allocation cost nothing), write, then keep the written part
+    let mut bytes = AlignedBytes::zeroed(save_size_bound(data))?;
+    let written = save_into(bytes.as_mut_slice(), data)?;
     Buffer::from(bytes).slice(0, written)
 }
 

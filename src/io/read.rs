@@ -85,6 +85,18 @@ impl Payload {
     }
 }
 
+/// `buffer` as native, C-ordered, aligned data of `dtype` (see
+/// `Payload::into_buffer`): the same memory when it already is, a copy
+/// otherwise.
+pub(crate) fn native_buffer(
+    buffer: Buffer,
+    dtype: DType,
+    order: ByteOrder,
+    shape: &[usize],
+) -> Result<Buffer> {
+    Payload::View(buffer).into_buffer(dtype, order, false, shape)
+}
+
 /// Reverse the bytes of every element (complex numbers: of each half).
 fn swap_bytes(data: &mut [u8], dtype: DType) {
     let size = match dtype {

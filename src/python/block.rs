@@ -216,6 +216,14 @@ impl PyTensorBlock {
         self.block.gradients().contains_key(parameter)
     }
 
+    /// Pickle support: out-of-band buffers over this object's memory with
+    /// protocol 5, the ``.mts`` archive in a bytearray before (see
+    /// ``docs/pickle.md``).
+    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        let data = super::io::extract_data(slf.as_any())?;
+        super::pickle::reduce(slf.py(), data, protocol)
+    }
+
     /// Save to a path or binary file object (see ``blockmap.save``).
     fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
         call_io(slf.py(), "save", (file, slf)).map(drop)

@@ -15,7 +15,7 @@ use crate::io::{self, Data, DataRef, Kind};
 
 /// An owned copy of the metadata of something to save (its arrays are
 /// shared, not copied), so that the GIL can be released while saving.
-fn extract_data(data: &Bound<'_, PyAny>) -> PyResult<Data> {
+pub fn extract_data(data: &Bound<'_, PyAny>) -> PyResult<Data> {
     if let Ok(map) = data.cast::<PyTensorMap>() {
         return Ok(Data::Tensor(map.try_borrow()?.map.clone()));
     }
@@ -34,7 +34,7 @@ fn extract_data(data: &Bound<'_, PyAny>) -> PyResult<Data> {
     ))
 }
 
-fn as_ref(data: &Data) -> DataRef<'_> {
+pub fn as_ref(data: &Data) -> DataRef<'_> {
     match data {
         Data::Tensor(map) => DataRef::Tensor(map),
         Data::Block(block) => DataRef::Block(block),
@@ -42,7 +42,16 @@ fn as_ref(data: &Data) -> DataRef<'_> {
     }
 }
 
-fn kind(py: Python<'_>, kind: &str) -> PyResult<Kind> {
+/// The name of the kind of `data`, as `parse_kind` reads it.
+pub fn kind_name(data: &Data) -> &'static str {
+    match data {
+        Data::Tensor(_) => "tensor",
+        Data::Block(_) => "block",
+        Data::Labels(_) => "labels",
+    }
+}
+
+pub fn parse_kind(py: Python<'_>, kind: &str) -> PyResult<Kind> {
     match kind {
         "tensor" => Ok(Kind::Tensor),
         "block" => Ok(Kind::Block),
@@ -51,7 +60,7 @@ fn kind(py: Python<'_>, kind: &str) -> PyResult<Kind> {
     }
 }
 
-fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
+pub fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
     Ok(match data {
         Data::Tensor(map) => Py::new(py, PyTensorMap { map })?.into_any(),
         Data::Block(block) => Py::new(
@@ -176,7 +185,7 @@ fn _save_buffer<'py>(
 /// Load `kind` from `path`, mapped when `mmap` is true.
 #[pyfunction]
 fn _load_path(py: Python<'_>, path: PathBuf, kind: &str, mmap: bool) -> PyResult<Py<PyAny>> {
-    let kind = self::kind(py, kind)?;
+    let kind = parse_kind(py, kind)?;
     let data = py.detach(|| io::load_path(&path, kind, mmap))?;
     to_python(py, data)
 }
@@ -184,7 +193,7 @@ fn _load_path(py: Python<'_>, path: PathBuf, kind: &str, mmap: bool) -> PyResult
 /// Load `kind` from a bytes-like object, viewing it where possible.
 #[pyfunction]
 fn _load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: &str) -> PyResult<Py<PyAny>> {
-    let kind = self::kind(py, kind)?;
+    let kind = parse_kind(py, kind)?;
     let buffer = buffer_from_python(buffer)?;
     let data = py.detach(|| io::load_buffer(buffer, kind))?;
     to_python(py, data)

@@ -3,6 +3,7 @@
 use numpy::PyReadonlyArray2;
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use pyo3::types::{PyList, PySlice, PyString};
 
 use super::array::{as_ndarray, int32_row, to_numpy_read_only};
@@ -254,6 +255,14 @@ impl PyLabels {
 
     fn __len__(&self) -> usize {
         self.labels.count()
+    }
+
+    /// Pickle support: out-of-band buffers over this object's memory with
+    /// protocol 5, the ``.mts`` archive in a bytearray before (see
+    /// ``docs/pickle.md``).
+    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        let data = super::io::extract_data(slf.as_any())?;
+        super::pickle::reduce(slf.py(), data, protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).

@@ -7,6 +7,7 @@ mod block;
 mod errors;
 mod io;
 mod labels;
+mod pickle;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -20,5 +21,6 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<block::PyTensorBlock>()?;
     module.add_class::<tensor::PyTensorMap>()?;
     io::register(module)?;
+    pickle::register(module)?;
     Ok(())
 }

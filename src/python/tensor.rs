@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
+use pyo3::types::PyTuple;
 use pyo3::types::{PyDict, PyList};
 
 use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
@@ -307,6 +308,14 @@ impl PyTensorMap {
     /// Set the info value of ``key``.
     fn set_info(&mut self, key: String, value: String) {
         self.map.set_info(key, value);
+    }
+
+    /// Pickle support: out-of-band buffers over this object's memory with
+    /// protocol 5, the ``.mts`` archive in a bytearray before (see
+    /// ``docs/pickle.md``).
+    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        let data = super::io::extract_data(slf.as_any())?;
+        super::pickle::reduce(slf.py(), data, protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).

@@ -1,0 +1,114 @@
+//! Pickle support: `__reduce_ex__` of Labels, TensorBlock and TensorMap and
+//! the reconstructor `blockmap._blockmap._reconstruct` (see docs/pickle.md).
+//!
+//! - protocol >= 5: `_reconstruct(1, header, *buffers)`, one
+//!   `pickle.PickleBuffer` per array over the memory the object holds;
+//! - protocol < 5: `_reconstruct(0, kind, archive)`, the `.mts` archive in a
+//!   `bytearray`.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyByteArray, PyByteArrayMethods, PyBytes, PyTuple};
+
+use super::array::{buffer_from_python, BufferOwner};
+use super::errors::{type_name, Class};
+use super::io::{as_ref, kind_name, parse_kind, to_python};
+use crate::io::{self, Data};
+use crate::pickle;
+
+static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+static RECONSTRUCT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+/// The version of the in-band `.mts` form (protocol < 5).
+const ARCHIVE_VERSION: u32 = 0;
+
+/// `(reconstructor, args)` for pickling `data` with `protocol`.
+pub fn reduce<'py>(py: Python<'py>, data: Data, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+    let reconstruct = RECONSTRUCT.import(py, "blockmap._blockmap", "_reconstruct")?;
+    let mut args: Vec<Bound<'py, PyAny>> = Vec::new();
+    if protocol >= 5 {
+        let (header, buffers) = py.detach(|| pickle::dump(as_ref(&data)))?;
+        let pickle_buffer = PICKLE_BUFFER.import(py, "pickle", "PickleBuffer")?;
+        args.push(pickle::VERSION.into_pyobject(py)?.into_any());
+        args.push(PyBytes::new(py, &header).into_any());
+        for buffer in buffers {
+            let owner = Bound::new(py, BufferOwner::new(buffer))?;
+            args.push(pickle_buffer.call1((owner,))?);
+        }
+    } else {
+        let bound = io::save_size_bound(as_ref(&data));
+        let mut written = 0;
+        let archive = PyByteArray::new_with(py, bound, |bytes| {
+            written = io::save_into(bytes, as_ref(&data))?;
+            Ok(())
+        })?;
+        archive.resize(written)?;
+        args.push(ARCHIVE_VERSION.into_pyobject(py)?.into_any());
+        args.push(kind_name(&data).into_pyobject(py)?.into_any());
+        args.push(archive.into_any());
+    }
+    PyTuple::new(
+        py,
+        [reconstruct.clone(), PyTuple::new(py, args)?.into_any()],
+    )
+}
+
+/// Rebuild a Labels, TensorBlock or TensorMap from what `__reduce_ex__`
+/// gave: `(1, header, *buffers)` or `(0, kind, archive)`. Buffers can be
+/// any object exporting a buffer: viewed when contiguous and aligned,
+/// copied otherwise; read-only buffers give read-only arrays.
+#[pyfunction]
+#[pyo3(signature = (version, *args))]
+fn _reconstruct(
+    py: Python<'_>,
+    version: &Bound<'_, PyAny>,
+    args: &Bound<'_, PyTuple>,
+) -> PyResult<Py<PyAny>> {
+    let format_error = |message: String| Class::FormatError.err(py, message);
+    let version: i64 = version.extract().map_err(|_| {
+        format_error(format!(
+            "the pickle format version must be an integer, got {}",
+            type_name(version)
+        ))
+    })?;
+    match version {
+        1 => {
+            let Some(header) = args.iter().next() else {
+                return Err(format_error("the pickle has no header".into()));
+            };
+            let header = buffer_from_python(&header)?;
+            let buffers = args
+                .iter()
+                .skip(1)
+                .map(|b| buffer_from_python(&b))
+                .collect::<PyResult<Vec<_>>>()?;
+            let data = py.detach(|| pickle::load(header.as_slice(), buffers))?;
+            to_python(py, data)
+        }
+        0 => {
+            let [kind, archive] = &args.iter().collect::<Vec<_>>()[..] else {
+                return Err(format_error(format!(
+                    "a version 0 pickle has a kind and an archive, got {} arguments",
+                    args.len()
+                )));
+            };
+            let kind = parse_kind(
+                py,
+                &kind.extract::<String>().map_err(|_| {
+                    format_error("the kind of a version 0 pickle must be a string".into())
+                })?,
+            )?;
+            let archive = buffer_from_python(archive)?;
+            let data = py.detach(|| io::load_buffer(archive, kind))?;
+            to_python(py, data)
+        }
+        other => Err(format_error(format!(
+            "unknown pickle format version {other}: this blockmap reads versions 0 and 1; \
+             the pickle may come from a newer blockmap"
+        ))),
+    }
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(_reconstruct, module)?)
+}
