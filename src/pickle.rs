@@ -69,7 +69,8 @@ enum Header {
 }
 
 fn labels_header(labels: &Labels, buffers: &mut Vec<Buffer>) -> LabelsHeader {
-    buffers.push(labels.values().buffer().clone());
+    // labels never change: their memory is handed out read-only
+    buffers.push(labels.values().buffer().clone().into_read_only());
     LabelsHeader {
         names: labels.names().to_vec(),
         count: labels.count(),
@@ -104,7 +105,8 @@ fn block_header(block: &TensorBlock, gradient: bool, buffers: &mut Vec<Buffer>) 
 /// The header (serialized) and the buffers of `data`, in wire order: for a
 /// map the keys, then each block; for a block its values, samples,
 /// components, properties (not for gradients), then its gradients sorted
-/// by parameter, recursively. The buffers share the data's memory.
+/// by parameter, recursively. The buffers share the data's memory; those of
+/// labels are read-only.
 pub fn dump(data: DataRef<'_>) -> Result<(Vec<u8>, Vec<Buffer>)> {
     let mut buffers = Vec::new();
     let header = match data {
@@ -289,6 +291,8 @@ mod tests {
         assert_eq!(buffers.len(), 7);
         assert!(header.len() < 1000);
         let pointers: Vec<_> = buffers.iter().map(Buffer::as_ptr).collect();
+        assert!(!buffers[0].is_writable(), "labels are handed out read-only");
+        assert!(buffers[1].is_writable(), "values are writable");
         let Data::Tensor(loaded) = load(&header, buffers).unwrap() else {
             panic!()
         };

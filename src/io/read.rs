@@ -56,16 +56,27 @@ impl Payload {
         shape: &[usize],
     ) -> Result<Buffer> {
         let swap = order != ByteOrder::NATIVE && dtype.size() > 1;
-        let aligned = match &self {
-            Payload::Owned(_) => true,
-            Payload::View(buffer) => buffer.is_aligned_to(dtype.alignment()),
+        let (aligned, writable) = match &self {
+            Payload::Owned(_) => (true, true),
+            Payload::View(buffer) => (
+                buffer.is_aligned_to(dtype.alignment()),
+                buffer.is_writable(),
+            ),
+        };
+        // a copy of read-only memory stays read-only
+        let keep_access = |buffer: Buffer| {
+            if writable {
+                buffer
+            } else {
+                buffer.into_read_only()
+            }
         };
         let transpose = fortran && shape.len() > 1;
         if !swap && !transpose {
             return Ok(match self {
                 Payload::Owned(bytes) => Buffer::from(bytes),
                 Payload::View(buffer) if aligned => buffer,
-                Payload::View(buffer) => Buffer::copy_from(buffer.as_slice())?,
+                Payload::View(buffer) => keep_access(Buffer::copy_from(buffer.as_slice())?),
             });
         }
         let mut out = if transpose {
@@ -81,7 +92,7 @@ impl Payload {
         if swap {
             swap_bytes(out.as_mut_slice(), dtype);
         }
-        Ok(Buffer::from(out))
+        Ok(keep_access(Buffer::from(out)))
     }
 }
 

@@ -307,7 +307,13 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
         let bytes: Vec<u8> = PyMemoryView::from(obj)?
             .call_method0("tobytes")?
             .extract()?;
-        return Ok(Buffer::copy_from(&bytes)?);
+        let copy = Buffer::copy_from(&bytes)?;
+        // a copy of read-only memory stays read-only
+        return Ok(if export.readonly() {
+            copy.into_read_only()
+        } else {
+            copy
+        });
     }
     let len = export.len_bytes();
     let writable = !export.readonly();

@@ -65,7 +65,7 @@ fn _reconstruct(
     args: &Bound<'_, PyTuple>,
 ) -> PyResult<Py<PyAny>> {
     let format_error = |message: String| Class::FormatError.err(py, message);
-    let version: i64 = version.extract().map_err(|_| {
+    let version = super::labels::saturating_index(version).ok_or_else(|| {
         format_error(format!(
             "the pickle format version must be an integer, got {}",
             type_name(version)
