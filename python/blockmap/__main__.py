@@ -3,10 +3,11 @@
 Commands:
     demo    build the benchmark workload W with blockmap and metatensor-core,
             and print what each map holds and how long building took; then
-            save, load and map it through files, next to numpy.
-    bench   time operations on W (save, load, mapped load, ...) with blockmap,
-            numpy and metatensor-core, each in a fresh process; print the
-            medians, their ratios and the targets they meet.
+            save, load and map it through files, and pickle it (protocol 5
+            out-of-band and in-band, protocol 4), next to numpy.
+    bench   time operations on W (save, load, mapped load, pickle dumps and
+            loads) with blockmap, numpy and metatensor-core, each in a fresh
+            process; print the medians, their ratios and the targets they meet.
 """
 
 from __future__ import annotations
@@ -32,13 +33,14 @@ def _parser() -> argparse.ArgumentParser:
         description="Build the benchmark workload W (about 0.8 GB of arrays) with blockmap "
         "and with metatensor-core from the same numpy arrays; print what each map holds, "
         "the median build time and the peak resident memory growth; then time saving, "
-        "loading and mapping W through files next to numpy, each run in a fresh process.",
+        "loading and mapping W through files, and pickling and unpickling it, next to numpy "
+        "and metatensor-core, each run in a fresh process.",
     )
     _demo.add_arguments(demo)
     demo.set_defaults(run=_demo.run)
     bench = commands.add_parser(
         "bench",
-        help="time save, load and mapped load of W against numpy and metatensor-core",
+        help="time save, load, mapped load and pickle of W against numpy and metatensor-core",
         description="Time operations on the benchmark workload W with blockmap, numpy and "
         "metatensor-core on the same arrays, each run in a fresh process; print medians of "
         "the time and of the peak resident memory growth, blockmap's ratios to the others, "

@@ -18,6 +18,13 @@ The parent collects the runs and reports medians. Files that load operations
 read are written once per benchmark run, by one separate process, into a
 temporary directory deleted at the end; they are read from the page cache.
 
+Operations come in families, one table each: ``files`` (save, load, mapped
+load) and ``pickle`` (protocol 5 with out-of-band buffers, dumps and loads
+together; protocol 5 in-band and protocol 4, dumps and loads apart). The bytes
+that a pickle ``loads`` reads are made in the worker before timing, from the
+object built there; the bytes a ``dumps`` makes are loaded back after timing
+and checked against W.
+
 Operations live in a registry, :data:`OPERATIONS`: an :class:`Operation` maps each
 library that supports it to an :class:`Implementation`; :func:`register` adds one,
 and :data:`TARGETS` holds the goals checked on the numbers. A library missing
@@ -30,6 +37,7 @@ import argparse
 import datetime
 import json
 import os
+import pickle
 import platform
 import shutil
 import statistics
@@ -57,6 +65,7 @@ from ._demo import (
     format_seconds,
     measure,
     print_table,
+    short_name,
 )
 
 __all__ = [
@@ -76,6 +85,7 @@ __all__ = [
     "main",
     "memory_goal",
     "register",
+    "relative_memory_goal",
     "register_prepared",
     "run",
     "run_bench",
@@ -452,6 +462,130 @@ register(
         },
     )
 )
+
+
+# ---------------------------------------------------------------------------
+# Operations: pickle
+# ---------------------------------------------------------------------------
+
+#: Library -> (the object's name in the timed calls, its builder from W's arrays).
+#: numpy pickles the flat list of :func:`flat_arrays`.
+PICKLED: dict[str, tuple[str, Callable[[_workload.WorkloadArrays], Any]]] = {
+    "blockmap": ("tensor", _workload.build_blockmap),
+    "numpy": ("arrays", flat_arrays),
+    OTHER_NAME: ("tensor", _workload.build_metatensor),
+}
+
+
+def _check_unpickled(context: Context, library: str, loaded: Any) -> str:
+    """Raise :class:`CheckError` unless an unpickled object holds W."""
+    if library == "numpy":
+        if not isinstance(loaded, list):
+            raise CheckError(f"unpickled a {type(loaded).__name__}, expected a list")
+        return _check_list(context, loaded)
+    return _check_map(context, loaded)
+
+
+def _first_values(library: str, loaded: Any) -> np.ndarray:
+    """The first block's values of an unpickled object (numpy: the first array)."""
+    return np.asarray(loaded[0] if library == "numpy" else loaded.block(0).values)
+
+
+def _pickle_oob(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer], Any]:
+    """Protocol 5 with out-of-band buffers, dumps then loads, as dask and ray do."""
+    buffers: list[pickle.PickleBuffer] = []
+    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
+    return data, buffers, pickle.loads(data, buffers=buffers)
+
+
+def _finish_oob(library: str) -> Callable[[Context, Any, Any], str]:
+    def finish(context: Context, state: Any, result: Any) -> str:
+        data, buffers, loaded = result
+        checked = _check_unpickled(context, library, loaded)
+        shared = np.shares_memory(_first_values(library, loaded), context.arrays.blocks[0].values)
+        return (
+            f"stream {format_bytes(len(data))} + {len(buffers)} "
+            f"buffer{'' if len(buffers) == 1 else 's'}, "
+            f"{'views' if shared else 'copies'} the source; {checked}"
+        )
+
+    return finish
+
+
+def _dumps_setup(library: str, protocol: int) -> Callable[[Context], Any]:
+    def setup(context: Context) -> tuple[Any, int]:
+        return PICKLED[library][1](context.arrays), protocol
+
+    return setup
+
+
+def _dumps(state: tuple[Any, int]) -> bytes:
+    return pickle.dumps(state[0], protocol=state[1])
+
+
+def _finish_dumps(library: str) -> Callable[[Context, Any, Any], str]:
+    def finish(context: Context, state: Any, data: bytes) -> str:
+        return f"pickle {format_bytes(len(data))}; " + _check_unpickled(
+            context, library, pickle.loads(data)
+        )
+
+    return finish
+
+
+def _loads_setup(library: str, protocol: int) -> Callable[[Context], Any]:
+    def setup(context: Context) -> bytes:
+        # Only the bytes are kept: the object they come from is released.
+        return pickle.dumps(PICKLED[library][1](context.arrays), protocol=protocol)
+
+    return setup
+
+
+def _loads(data: bytes) -> Any:
+    return pickle.loads(data)
+
+
+def _finish_loads(library: str) -> Callable[[Context, Any, Any], str]:
+    def finish(context: Context, state: Any, loaded: Any) -> str:
+        return _check_unpickled(context, library, loaded)
+
+    return finish
+
+
+def _register_pickle(name: str, title: str, kind: str, protocol: int) -> None:
+    """Register a pickle operation of ``kind`` ``oob``, ``dumps`` or ``loads``."""
+    implementations: dict[str, Implementation] = {}
+    for library, (obj, build) in PICKLED.items():
+        if kind == "oob":
+            implementations[library] = Implementation(
+                call=f"bufs = []; data = pickle.dumps({obj}, protocol=5, "
+                "buffer_callback=bufs.append); pickle.loads(data, buffers=bufs)",
+                setup=lambda c, build=build: build(c.arrays),
+                run=_pickle_oob,
+                finish=_finish_oob(library),
+            )
+        elif kind == "dumps":
+            implementations[library] = Implementation(
+                call=f"pickle.dumps({obj}, protocol={protocol})",
+                setup=_dumps_setup(library, protocol),
+                run=_dumps,
+                finish=_finish_dumps(library),
+            )
+        else:
+            implementations[library] = Implementation(
+                call=f"pickle.loads(data) (data = pickle.dumps({obj}, protocol={protocol}), "
+                "made before, not timed)",
+                setup=_loads_setup(library, protocol),
+                run=_loads,
+                finish=_finish_loads(library),
+            )
+    register(Operation(name, title, "pickle", implementations))
+
+
+_register_pickle("p5oob", "pickle p5 out-of-band dumps + loads", "oob", 5)
+_register_pickle("p5dumps", "pickle p5 in-band dumps", "dumps", 5)
+_register_pickle("p5loads", "pickle p5 in-band loads", "loads", 5)
+_register_pickle("p4dumps", "pickle p4 dumps", "dumps", 4)
+_register_pickle("p4loads", "pickle p4 loads", "loads", 4)
 
 
 # ---------------------------------------------------------------------------
@@ -860,7 +994,37 @@ def memory_goal(text: str, operation: str, fraction: float) -> Goal:
     return Goal(text, (operation,), evaluate)
 
 
-#: Goals checked on the numbers (issue 3, "Benchmark", and its memory bound on save).
+def relative_memory_goal(
+    text: str, operation: str, reference: tuple[str, str], slack: float
+) -> Goal:
+    """Goal: blockmap's peak memory growth in ``operation`` at most that of
+    ``reference``, an ``(operation, library)`` pair, plus ``slack`` of it."""
+
+    def evaluate(result: BenchResult) -> tuple[bool, str] | None:
+        ours = result.measurement(operation, LIBRARIES[0])
+        theirs = result.measurement(*reference)
+        if ours is None or theirs is None:
+            return None
+        limit = max(theirs.peak_growth, 0) * (1.0 + slack)
+        detail = (
+            f"{format_growth(ours.peak_growth)} vs {format_growth(theirs.peak_growth)} "
+            f"(limit {format_growth(int(limit))} = {short_name(reference[1])} + {slack:.0%})"
+        )
+        return ours.peak_growth <= limit, detail
+
+    return Goal(text, tuple(dict.fromkeys((operation, reference[0]))), evaluate)
+
+
+#: The in-band pickle operations (issue 4): name -> the title's short form.
+IN_BAND_PICKLES: dict[str, str] = {
+    "p5dumps": "p5 in-band dumps",
+    "p5loads": "p5 in-band loads",
+    "p4dumps": "p4 dumps",
+    "p4loads": "p4 loads",
+}
+
+#: Goals checked on the numbers: issue 3 ("Benchmark", and its memory bound on
+#: save) for files, issue 4 ("Benchmark") for pickle.
 TARGETS: list[Goal] = [
     time_goal("save: at most 1.0x numpy's time", "save", ("save", "numpy"), 1.0),
     time_goal("save: at least 3x faster than metatensor-core", "save", ("save", OTHER_NAME), 1 / 3),
@@ -870,6 +1034,33 @@ TARGETS: list[Goal] = [
         "mapped load: under 1% of the full load's time", "mmap", ("load", LIBRARIES[0]), 0.01
     ),
     memory_goal("save: peak memory growth under 2% of the data", "save", 0.02),
+    time_goal(
+        "p5 out-of-band dumps + loads: within 2x of numpy's time",
+        "p5oob",
+        ("p5oob", "numpy"),
+        2.0,
+    ),
+    time_goal(
+        "p5 out-of-band dumps + loads: at least 1000x faster than metatensor-core",
+        "p5oob",
+        ("p5oob", OTHER_NAME),
+        1 / 1000,
+    ),
+    memory_goal(
+        "p5 out-of-band dumps + loads: peak memory growth under 1% of the data (metadata only)",
+        "p5oob",
+        0.01,
+    ),
+    *(
+        goal
+        for name, short in IN_BAND_PICKLES.items()
+        for goal in (
+            time_goal(f"{short}: at most 1.0x numpy's time", name, (name, "numpy"), 1.0),
+            relative_memory_goal(
+                f"{short}: peak memory growth <= numpy + 5%", name, (name, "numpy"), 0.05
+            ),
+        )
+    ),
 ]
 
 
@@ -914,7 +1105,7 @@ def print_report(result: BenchResult, file: TextIO | None = None, markdown: bool
         print(file=out)
     targets = check_targets(result)
     if targets:
-        print("## Targets\n" if markdown else "targets (issue 3):", file=out)
+        print("## Targets\n" if markdown else "targets:", file=out)
         if result.small:
             print("(--small: W is too small for these verdicts to mean anything)", file=out)
             if markdown:
@@ -991,8 +1182,10 @@ def write_markdown(result: BenchResult, path: Path, command: str) -> None:
             "Each cell is the median over fresh processes of the operation's time alone "
             "(`time.perf_counter`) and of its peak resident memory growth (the kernel's "
             "peak-RSS mark is reset just before the operation). Each process builds W's "
-            "arrays from the same seed and the operation's input before timing, and checks "
-            "the loaded data against W after. Files to load are written once per run and "
+            "arrays from the same seed and the operation's input before timing (for pickle "
+            "loads: the object and its pickle, made in that process), and checks the "
+            "loaded data against W after (for pickle dumps: the pickle, loaded back). "
+            "Files to load are written once per run and "
             "read from the page cache; dirty pages are flushed (`os.sync`) before every "
             "run, so no run pays for an earlier one's writes, and one untimed warm-up "
             "run of each operation comes first (the first run after a large write is "

@@ -8,8 +8,10 @@ peak resident memory while building.
 
 Each section is a function that prints its own table through
 :func:`print_table`; further sections add their rows the same way. The files
-section saves, loads and maps W through the machinery of ``python -m blockmap
-bench`` (:mod:`blockmap._bench`): each run in a fresh process, next to numpy.
+section saves, loads and maps W, and the pickle section pickles and unpickles
+it (protocol 5 out-of-band and in-band, protocol 4), through the machinery of
+``python -m blockmap bench`` (:mod:`blockmap._bench`): each run in a fresh
+process, next to numpy and metatensor-core.
 """
 
 from __future__ import annotations
@@ -58,6 +60,9 @@ OTHER_NAME = "metatensor-core"
 #: Operations of the files section, and its runs of each (fewer than ``bench``'s).
 FILE_OPERATIONS: tuple[str, ...] = ("save", "load", "mmap")
 FILE_REPEAT = 3
+#: Operations of the pickle section, and its runs of each.
+PICKLE_OPERATIONS: tuple[str, ...] = ("p5oob", "p5dumps", "p5loads", "p4dumps", "p4loads")
+PICKLE_REPEAT = 3
 
 
 # ---------------------------------------------------------------------------
@@ -383,6 +388,24 @@ def section_files(small: bool, repeat: int) -> None:
     _bench.print_report(result)
 
 
+def section_pickle(small: bool, repeat: int) -> None:
+    """Pickle and unpickle W with blockmap, numpy and metatensor-core.
+
+    Protocol 5 with out-of-band buffers (dumps and loads timed together, as dask
+    and ray move data), protocol 5 in-band and protocol 4 (dumps and loads timed
+    apart), through the ``bench`` machinery as :func:`section_files` does.
+    """
+    from . import _bench  # _bench imports this module
+
+    print(
+        "W through pickle, next to numpy and metatensor-core: each run is a fresh "
+        "process that builds W's arrays and the object (and, for loads, its pickle) "
+        "first, not timed"
+    )
+    result = _bench.run_bench(PICKLE_OPERATIONS, repeat, small, progress=sys.stderr)
+    _bench.print_report(result)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``demo`` options to ``parser``."""
     parser.add_argument(
@@ -440,6 +463,7 @@ def run(args: argparse.Namespace) -> int:
     del made, arrays, block, rows
     gc.collect()
     section_files(args.small, min(args.repeat, FILE_REPEAT))
+    section_pickle(args.small, min(args.repeat, PICKLE_REPEAT))
     return 0
 
 
@@ -447,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m blockmap demo``: parse ``argv`` and run the demo."""
     parser = argparse.ArgumentParser(
         prog="python -m blockmap demo",
-        description="Build the benchmark workload W with blockmap and metatensor-core.",
+        description="Build the benchmark workload W with blockmap and metatensor-core; "
+        "then move it through files and pickle next to numpy, each run in a fresh process.",
     )
     add_arguments(parser)
     return run(parser.parse_args(argv))
