@@ -266,9 +266,27 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
 }
 
 /// Check a file completely: archive structure, every CRC, and the data
-/// model's rules.
-pub fn verify_path(path: &Path, kind: Kind) -> Result<()> {
-    load_path(path, kind, false).map(drop)
+/// model's rules. Returns what the file holds: Labels (a bare NPY file), a
+/// TensorMap (an archive with `keys.npy`) or a TensorBlock.
+pub fn verify_path(path: &Path) -> Result<Kind> {
+    let in_file = |e: Error| e.context(format!("'{}'", path.display()));
+    let mut file = open(path)?;
+    let mut magic = [0u8; 6];
+    let is_npy = file.read_exact(&mut magic).is_ok() && &magic == npy::MAGIC;
+    let kind = if is_npy {
+        Kind::Labels
+    } else {
+        file.seek(std::io::SeekFrom::Start(0))
+            .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?;
+        let source = read::ReaderSource::new(BufReader::new(file)).map_err(in_file)?;
+        if read::Source::names(&source).contains("keys.npy") {
+            Kind::Tensor
+        } else {
+            Kind::Block
+        }
+    };
+    load_path(path, kind, false)?;
+    Ok(kind)
 }
 
 #[cfg(test)]

@@ -197,7 +197,7 @@ fn paths_mapped_and_atomic() {
     )
     .unwrap();
     assert_eq!(mapped, other);
-    verify_path(&path, Kind::Tensor).unwrap();
+    assert_eq!(verify_path(&path).unwrap(), Kind::Tensor);
 
     // a failed save leaves nothing behind
     let missing_dir = dir.join("missing").join("map.mts");

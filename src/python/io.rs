@@ -202,25 +202,8 @@ fn _load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: &str) -> PyResu
 /// Check the file at `path` completely.
 #[pyfunction]
 fn _verify_path(py: Python<'_>, path: PathBuf) -> PyResult<()> {
-    let labels = std::fs::File::open(&path)
-        .and_then(|mut file| {
-            let mut magic = [0u8; 6];
-            std::io::Read::read_exact(&mut file, &mut magic).map(|()| magic)
-        })
-        .is_ok_and(|magic| &magic == io::npy::MAGIC);
-    let kind = if labels {
-        Kind::Labels
-    } else {
-        // a block archive has no keys.npy; try the map layout first
-        Kind::Tensor
-    };
-    let result = py.detach(|| io::verify_path(&path, kind));
-    match result {
-        Err(crate::Error::Format(message)) if message.contains("no entry 'keys.npy'") => {
-            Ok(py.detach(|| io::verify_path(&path, Kind::Block))?)
-        }
-        other => Ok(other?),
-    }
+    py.detach(|| io::verify_path(&path))?;
+    Ok(())
 }
 
 /// Call a function of the Python module `blockmap.io`.
