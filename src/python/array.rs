@@ -18,7 +18,7 @@ use pyo3::buffer::PyUntypedBuffer;
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyMemoryView};
+use pyo3::types::{PyBytes, PyBytesMethods, PyDict, PyMemoryView};
 
 use super::errors::{invalid, wrong_type};
 use crate::array::{byte_len, Array};
@@ -323,5 +323,130 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
         Some(ptr) => Ok(unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) }),
         None if len == 0 => Ok(Buffer::empty()),
         None => Err(invalid(py, "the buffer has no memory")),
+    }
+}
+
+extern "C" {
+    /// CPython's resize of a `bytes` object that nothing else references
+    /// yet (it is exported by the interpreter; `pyo3-ffi` keeps it private).
+    fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, size: ffi::Py_ssize_t) -> c_int;
+}
+
+/// Writes into memory that may be uninitialised, never reading it: the
+/// `Write + Seek` target for building a `bytes` object in place.
+struct RawWriter {
+    start: *mut u8,
+    capacity: usize,
+    position: usize,
+    len: usize,
+}
+
+impl std::io::Write for RawWriter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let end = self
+            .position
+            .checked_add(data.len())
+            .filter(|&end| end <= self.capacity)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::WriteZero, "buffer full"))?;
+        // SAFETY: `start` points to `capacity` writable bytes (see
+        // `bytes_with`), `position..end` lies inside them, and `data` is a
+        // Rust slice, so it cannot overlap a bytes object being built.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.start.add(self.position), data.len())
+        };
+        self.position = end;
+        self.len = self.len.max(end);
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl std::io::Seek for RawWriter {
+    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
+        let target = match from {
+            std::io::SeekFrom::Start(offset) => usize::try_from(offset).ok(),
+            std::io::SeekFrom::Current(offset) => isize::try_from(offset)
+                .ok()
+                .and_then(|o| self.position.checked_add_signed(o)),
+            std::io::SeekFrom::End(offset) => isize::try_from(offset)
+                .ok()
+                .and_then(|o| self.len.checked_add_signed(o)),
+        };
+        self.position = target
+            .filter(|&p| p <= self.capacity)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
+        Ok(self.position as u64)
+    }
+}
+
+/// A `bytes` object written in place by `write` (into at most `capacity`
+/// bytes, through a `Write + Seek`), then shrunk to what was written: one
+/// pass over the data, no copy.
+pub fn bytes_with<'py, W>(
+    py: Python<'py>,
+    capacity: usize,
+    write: W,
+) -> PyResult<Bound<'py, PyBytes>>
+where
+    W: FnOnce(&mut dyn WriteSeek) -> crate::Result<()>,
+{
+    let size = ffi::Py_ssize_t::try_from(capacity)
+        .map_err(|_| invalid(py, "the data is too large for a bytes object"))?;
+    // SAFETY: with a null pointer, PyBytes_FromStringAndSize returns a new,
+    // owned bytes object of `size` uninitialised bytes (or null on error).
+    let mut object = unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
+    if object.is_null() {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `object` is a non-null bytes object; its storage of
+    // `capacity` bytes is referenced only here, and RawWriter only writes it.
+    let start = unsafe { ffi::PyBytes_AsString(object) }.cast::<u8>();
+    let mut writer = RawWriter {
+        start,
+        capacity,
+        position: 0,
+        len: 0,
+    };
+    let result = write(&mut writer);
+    if let Err(error) = result {
+        // SAFETY: `object` is the owned reference created above.
+        unsafe { ffi::Py_DECREF(object) };
+        return Err(error.into());
+    }
+    // `len <= capacity`, which fits in Py_ssize_t (checked above)
+    let len = writer.len as ffi::Py_ssize_t;
+    // SAFETY: nothing else references `object` yet, as _PyBytes_Resize
+    // requires; on failure it releases the object and sets it to null.
+    if unsafe { _PyBytes_Resize(&mut object, len) } < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    // SAFETY: `object` is an owned, non-null reference to a bytes object.
+    Ok(unsafe { Bound::from_owned_ptr(py, object) }.cast_into()?)
+}
+
+/// `Write + Seek` as one object-safe trait.
+pub trait WriteSeek: std::io::Write + std::io::Seek {}
+
+impl<T: std::io::Write + std::io::Seek> WriteSeek for T {}
+
+/// The bytes of a `bytes` object that pickle gave to a reconstructor, as a
+/// **writable** buffer. Bytes are immutable by contract; this follows numpy,
+/// which unpickles large arrays as writable views of the `bytes` objects
+/// pickle creates for them: such an object is new, and referenced only by
+/// the reconstructor's arguments, so no one else can see the writes.
+pub fn buffer_from_pickled_bytes(bytes: &Bound<'_, PyBytes>) -> Buffer {
+    let data = bytes.as_bytes();
+    let len = data.len();
+    match NonNull::new(data.as_ptr().cast_mut()) {
+        // SAFETY: the bytes object (kept alive by the owner) holds `len`
+        // bytes at a fixed address for its whole life; writes through views
+        // are accepted as explained above.
+        Some(ptr) if len > 0 => unsafe {
+            Buffer::from_foreign(ptr, len, true, Box::new(bytes.clone().unbind()))
+        },
+        _ => Buffer::empty(),
     }
 }

@@ -4,13 +4,13 @@
 //! - protocol >= 5: `_reconstruct(1, header, *buffers)`, one
 //!   `pickle.PickleBuffer` per array over the memory the object holds;
 //! - protocol < 5: `_reconstruct(0, kind, archive)`, the `.mts` archive in a
-//!   `bytearray`.
+//!   `bytes` object (a `bytearray` is read too).
 
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyByteArray, PyByteArrayMethods, PyBytes, PyTuple};
+use pyo3::types::{PyBytes, PyTuple};
 
-use super::array::{buffer_from_python, BufferOwner};
+use super::array::{buffer_from_pickled_bytes, buffer_from_python, bytes_with, BufferOwner};
 use super::errors::{type_name, Class};
 use super::io::{as_ref, kind_name, parse_kind, to_python};
 use crate::io::{self, Data};
@@ -36,13 +36,12 @@ pub fn reduce<'py>(py: Python<'py>, data: Data, protocol: i64) -> PyResult<Bound
             args.push(pickle_buffer.call1((owner,))?);
         }
     } else {
+        // `bytes`, not `bytearray`: before protocol 5, pickle copies a
+        // bytearray through bytes(self) on dumps and back on loads
         let bound = io::save_size_bound(as_ref(&data));
-        let mut written = 0;
-        let archive = PyByteArray::new_with(py, bound, |bytes| {
-            written = io::save_into(bytes, as_ref(&data))?;
-            Ok(())
+        let archive = bytes_with(py, bound, |writer| {
+            io::save(writer, as_ref(&data)).map(drop)
         })?;
-        archive.resize(written)?;
         args.push(ARCHIVE_VERSION.into_pyobject(py)?.into_any());
         args.push(kind_name(&data).into_pyobject(py)?.into_any());
         args.push(archive.into_any());
@@ -98,7 +97,10 @@ fn _reconstruct(
                     format_error("the kind of a version 0 pickle must be a string".into())
                 })?,
             )?;
-            let archive = buffer_from_python(archive)?;
+            let archive = match archive.cast_exact::<PyBytes>() {
+                Ok(bytes) => buffer_from_pickled_bytes(bytes),
+                Err(_) => buffer_from_python(archive)?,
+            };
             let data = py.detach(|| io::load_buffer(archive, kind))?;
             to_python(py, data)
         }
