@@ -243,11 +243,11 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
     if !mmap {
         return load(BufReader::with_capacity(1 << 16, file), kind).map_err(in_file);
     }
-    // SAFETY: a private mapping of a file opened read-only. The memory stays
-    // valid while the mapping (owned by the buffer) lives. Were another
-    // process to truncate the file, reading the lost pages would fault:
-    // the documented risk of every file mapping; blockmap itself only
-    // replaces files by renaming (see `save_path`), which never truncates.
+    // The documented risk of every file mapping: were another process to
+    // truncate the file, reading the lost pages would fault. blockmap itself
+    // only replaces files by renaming (see `save_path`), never truncating.
+    // SAFETY: a private mapping of a file opened read-only; its memory stays
+    // valid while the mapping (owned by the buffer) lives.
     let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
         .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
     let buffer = Buffer::from_mmap_copy_on_write(map);
