@@ -221,10 +221,17 @@ pub fn load<R: Read + Seek>(mut reader: R, kind: Kind) -> Result<Data> {
 /// Load from an archive in memory, viewing what can be viewed (see the
 /// module docs); CRCs are checked.
 pub fn load_buffer(buffer: Buffer, kind: Kind) -> Result<Data> {
+    load_buffer_checked(buffer, kind, true)
+}
+
+/// [`load_buffer`], checking CRCs or not (a pickle, like numpy's, carries
+/// no checksum of its own: the structure and the data model's rules are
+/// checked all the same).
+pub fn load_buffer_checked(buffer: Buffer, kind: Kind, check_crc: bool) -> Result<Data> {
     if kind == Kind::Labels {
         return read::labels_from_npy(buffer).map(Data::Labels);
     }
-    from_source(&mut read::BufferSource::new(buffer)?, kind)
+    from_source(&mut read::BufferSource::new(buffer, check_crc)?, kind)
 }
 
 fn open(path: &Path) -> Result<File> {

@@ -423,9 +423,10 @@ impl AsRef<[u8]> for Buffer {
 }
 
 impl BufferSource<Cursor<Buffer>> {
-    /// Entries of the archive in `buffer`, viewing it; every CRC is checked.
-    pub fn new(buffer: Buffer) -> Result<Self> {
-        BufferSource::with_reader(Cursor::new(buffer.clone()), buffer, true, false)
+    /// Entries of the archive in `buffer`, viewing it; with `check_crc`,
+    /// every CRC is checked.
+    pub fn new(buffer: Buffer, check_crc: bool) -> Result<Self> {
+        BufferSource::with_reader(Cursor::new(buffer.clone()), buffer, check_crc, false)
     }
 }
 

@@ -101,7 +101,7 @@ fn _reconstruct(
                 Ok(bytes) => buffer_from_pickled_bytes(bytes),
                 Err(_) => buffer_from_python(archive)?,
             };
-            let data = py.detach(|| io::load_buffer(archive, kind))?;
+            let data = py.detach(|| io::load_buffer_checked(archive, kind, false))?;
             to_python(py, data)
         }
         other => Err(format_error(format!(

@@ -285,6 +285,18 @@ def _flip_payload(entry):
     return edit
 
 
+#: Version 0 archives whose payload bytes were changed: pickles carry no
+#: checksum (as with numpy arrays), so these load, with the changed values;
+#: what matters is that nothing crashes. test_pickle.py checks both.
+FLIPPED_V0 = {
+    "keys": (_v0(_flip_payload("keys.npy")), "keys.npy"),
+    "block values": (
+        _v0(_flip_payload("values.npy"), data=lambda: crafted_map().block_by_id(1)),
+        "values.npy",
+    ),
+}
+
+
 def _v0_only_kind():
     kind, _ = _archive_parts()
     return _reconstruct(0, kind)
@@ -468,16 +480,10 @@ CRAFTED = {
     "version_float": (_version(1.5), "blockmap", None),
     # version 0: the .mts archive in a bytearray
     "v0_corrupt_archive_middle": (_v0(_flip(0.5)), "blockmap", None),
-    "v0_corrupt_keys_payload": (_v0(_flip_payload("keys.npy")), "blockmap", "CRC"),
     "v0_corrupt_archive_start": (_v0(_flip(0.0)), "blockmap", None),
     "v0_corrupt_archive_end": (_v0(_flip(0.999)), "blockmap", None),
     "v0_truncated_archive": (_v0(lambda a: a[: len(a) // 2]), "blockmap", None),
     "v0_empty_archive": (_v0(lambda a: b""), "blockmap", None),
-    "v0_corrupt_block_archive": (
-        _v0(_flip_payload("values.npy"), data=lambda: crafted_map().block_by_id(1)),
-        "blockmap",
-        None,
-    ),
     "v0_corrupt_labels_archive": (
         _v0(_flip(0.05), data=lambda: crafted_map().keys),
         "blockmap",

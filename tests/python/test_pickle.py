@@ -36,7 +36,7 @@ from io_cases import (
     labels,
     make_map,
 )
-from pickle_cases import CRAFTED, identity, wire_arrays
+from pickle_cases import CRAFTED, FLIPPED_V0, crafted_map, identity, wire_arrays
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
@@ -838,7 +838,6 @@ def test_crafted_cases_run_in_process_raise_blockmap_errors():
         "values_buffer_longer": blockmap.FormatError,
         "keys_not_unique": blockmap.ValidationError,
         "version_2": blockmap.FormatError,
-        "v0_corrupt_keys_payload": blockmap.FormatError,
     }
     for name, error in cases.items():
         case, _, match = CRAFTED[name]
@@ -1156,3 +1155,15 @@ def test_protocol_4_loads_are_writable_and_independent(rng):
     values[...] = 7
     np.testing.assert_array_equal(tensor.block(0).values, before)
     assert (loaded.block(0).values == 7).all()
+
+
+@pytest.mark.parametrize("name", sorted(FLIPPED_V0))
+def test_version_0_payloads_are_not_checksummed(name):
+    """A pickle, like numpy's, carries no checksum: a version 0 archive with a
+    changed payload byte loads (CRCs are not checked, see docs/pickle.md), and
+    the change shows in the data; the structure is still checked."""
+    case, _ = FLIPPED_V0[name]
+    loaded = case()
+    original = crafted_map() if name == "keys" else crafted_map().block_by_id(1)
+    assert type(loaded) is type(original)
+    assert loaded != original
