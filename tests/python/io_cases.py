@@ -445,3 +445,37 @@ def run_child(code, *args, timeout=120):
     )
     lines = result.stdout.strip().splitlines()
     return json.loads(lines[-1]) if lines else None
+
+
+def assert_labels_identical(a, b):
+    assert a == b
+    assert a.names == b.names
+    assert a.values.dtype == np.int32
+    assert a.values.shape == b.values.shape
+    np.testing.assert_array_equal(a.values, b.values)
+
+
+def assert_identical(loaded, data):
+    """``==`` and, independently of it, every field compared by hand."""
+    assert type(loaded) is type(data)
+    assert loaded == data
+    if isinstance(data, Labels):
+        assert_labels_identical(loaded, data)
+        return
+    if isinstance(data, TensorMap):
+        assert_labels_identical(loaded.keys, data.keys)
+        assert len(loaded) == len(data)
+        assert loaded.info() == data.info()
+    pairs = list(zip(all_blocks(loaded), all_blocks(data), strict=True))
+    for (name, ours), (expected_name, theirs) in pairs:
+        assert name == expected_name
+        assert ours.values.dtype == theirs.values.dtype, name
+        assert ours.values.dtype.isnative, name
+        assert ours.values.shape == theirs.values.shape, name
+        assert ours.values.tobytes() == theirs.values.tobytes(), name
+        assert_labels_identical(ours.samples, theirs.samples)
+        assert len(ours.components) == len(theirs.components)
+        for a, b in zip(ours.components, theirs.components, strict=True):
+            assert_labels_identical(a, b)
+        assert_labels_identical(ours.properties, theirs.properties)
+        assert ours.gradients_list() == theirs.gradients_list(), name

@@ -20,6 +20,7 @@ from io_cases import (
     MAP_CASES,
     all_blocks,
     archive_entries,
+    assert_identical,
     block_with_gradients,
     expected_entry_names,
     labels,
@@ -133,62 +134,6 @@ METHODS = [
 LABELS_METHODS = [m for m in METHODS if "mmap" not in m]
 
 
-def _assert_labels_identical(a, b):
-    assert a == b
-    assert a.names == b.names
-    assert a.values.dtype == np.int32
-    assert a.values.shape == b.values.shape
-    np.testing.assert_array_equal(a.values, b.values)
-
-
-def _assert_identical(loaded, data):
-    """``==`` and, independently of it, every field compared by hand."""
-    assert type(loaded) is type(data)
-    assert loaded == data
-    if isinstance(data, Labels):
-        _assert_labels_identical(loaded, data)
-        return
-    if isinstance(data, TensorMap):
-        _assert_labels_identical(loaded.keys, data.keys)
-        assert len(loaded) == len(data)
-        assert loaded.info() == data.info()
-    pairs = list(zip(all_blocks(loaded), all_blocks(data), strict=True))
-    for (name, ours), (expected_name, theirs) in pairs:
-        assert name == expected_name
-        assert ours.values.dtype == theirs.values.dtype, name
-        assert ours.values.shape == theirs.values.shape, name
-        assert ours.values.tobytes() == theirs.values.tobytes(), name
-        _assert_labels_identical(ours.samples, theirs.samples)
-        assert len(ours.components) == len(theirs.components)
-        for a, b in zip(ours.components, theirs.components, strict=True):
-            _assert_labels_identical(a, b)
-        _assert_labels_identical(ours.properties, theirs.properties)
-        assert ours.gradients_list() == theirs.gradients_list(), name
-
-
-# --------------------------------------------------------------- round trips
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
-def test_round_trip_every_dtype(tmp_path, rng, dtype, method):
-    tensor = make_map(rng, dtype, info=INFO)
-    loaded = _round_trip(method, tensor, tmp_path)
-    _assert_identical(loaded, tensor)
-    for _, block in all_blocks(loaded):
-        assert block.values.dtype == np.dtype(dtype)
-        assert block.dtype == np.dtype(dtype)
-        assert block.values.dtype.isnative
-
-
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("case", MAP_CASES)
-def test_round_trip_map_cases(tmp_path, rng, case, method):
-    tensor = MAP_CASES[case](rng, np.float64)
-    loaded = _round_trip(method, tensor, tmp_path)
-    _assert_identical(loaded, tensor)
-
-
 def test_round_trip_cases_are_what_they_say(rng):
     """The shape cases really have 0, 1, 2 components, empty blocks, gradients
     two deep, zero blocks, info."""
@@ -211,14 +156,14 @@ def test_round_trip_cases_are_what_they_say(rng):
 def test_round_trip_block_cases(tmp_path, rng, case, method):
     block = BLOCK_CASES[case](rng, np.float64)
     loaded = _round_trip(method, block, tmp_path)
-    _assert_identical(loaded, block)
+    assert_identical(loaded, block)
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
 def test_round_trip_block_every_dtype(tmp_path, rng, dtype):
     block = block_with_gradients(rng, dtype)
     for method in ("pathlib", "bytesio", "buffer", "mmap", "methods_buffer"):
-        _assert_identical(_round_trip(method, block, tmp_path), block)
+        assert_identical(_round_trip(method, block, tmp_path), block)
 
 
 LABELS_ROUND_TRIP_CASES = {
@@ -232,7 +177,7 @@ LABELS_ROUND_TRIP_CASES = {
 def test_round_trip_labels(tmp_path, case, method):
     original = LABELS_ROUND_TRIP_CASES[case]()
     loaded = _round_trip(method, original, tmp_path)
-    _assert_identical(loaded, original)
+    assert_identical(loaded, original)
 
 
 def test_loaded_map_is_independent_of_the_file(tmp_path, rng):
@@ -242,7 +187,7 @@ def test_loaded_map_is_independent_of_the_file(tmp_path, rng):
     loaded = blockmap.load(path)
     os.remove(path)
     gc.collect()
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
 
 
 def test_save_to_file_object_writes_at_its_position(rng):
@@ -255,7 +200,7 @@ def test_save_to_file_object_writes_at_its_position(rng):
     end = stream.tell()
     assert stream.getvalue()[:4] == b"HEAD"
     stream.seek(4)
-    _assert_identical(blockmap.load(stream), tensor)
+    assert_identical(blockmap.load(stream), tensor)
     archive = stream.getvalue()[4:end]
     assert archive == bytes(blockmap.save_buffer(tensor))
 
@@ -286,7 +231,7 @@ def test_save_appends_mts_extension(tmp_path, rng, kind, as_str):
         target = tmp_path / name
         blockmap.save(str(target) if as_str else target, data)
         assert (tmp_path / expected).is_file()
-        _assert_identical(load(tmp_path / expected), data)
+        assert_identical(load(tmp_path / expected), data)
     assert sorted(os.listdir(tmp_path)) == ["data.mts", "old.npz.mts", "x.mts"]
 
 
@@ -307,15 +252,15 @@ def test_load_does_not_append_extension(tmp_path, rng):
         blockmap.load(tmp_path / "data")
     with pytest.raises(MissingFileError):
         blockmap.load(str(tmp_path / "data"), mmap=True)
-    _assert_identical(blockmap.load(tmp_path / "data.mts"), tensor)
+    assert_identical(blockmap.load(tmp_path / "data.mts"), tensor)
 
 
 def test_load_reads_any_extension(tmp_path, rng):
     tensor = make_map(rng)
     blockmap.save(tmp_path / "data.mts", tensor)
     os.rename(tmp_path / "data.mts", tmp_path / "data.npz")
-    _assert_identical(blockmap.load(tmp_path / "data.npz"), tensor)
-    _assert_identical(blockmap.load(tmp_path / "data.npz", mmap=True), tensor)
+    assert_identical(blockmap.load(tmp_path / "data.npz"), tensor)
+    assert_identical(blockmap.load(tmp_path / "data.npz", mmap=True), tensor)
 
 
 # --------------------------------------------------- zero copy: mapped files
@@ -342,7 +287,7 @@ def test_mapped_values_are_views_of_one_file_mapping(tmp_path, rng):
     payloads = {e.name: e.payload_start for e in archive_entries(raw)}
 
     loaded = blockmap.load(path, mmap=True)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     bases = set()
     checked = 0
     for name, block in all_blocks(loaded):
@@ -400,8 +345,8 @@ def test_writing_to_mapped_values_never_changes_the_file(tmp_path, rng):
         with pytest.raises(ValueError):
             values.flags.writeable = True
     assert path.read_bytes() == before
-    _assert_identical(blockmap.load(path, mmap=True), tensor)
-    _assert_identical(blockmap.load(path), tensor)
+    assert_identical(blockmap.load(path, mmap=True), tensor)
+    assert_identical(blockmap.load(path), tensor)
 
 
 # ------------------------------------------------------ zero copy: buffers
@@ -424,7 +369,7 @@ def test_load_buffer_views_a_writable_buffer(rng, buffer_type):
     memory = np.frombuffer(buffer, dtype=np.uint8)
 
     loaded = blockmap.load_buffer(buffer)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     for name, block in all_blocks(loaded):
         values = block.values
         assert np.shares_memory(values, memory), name
@@ -442,7 +387,7 @@ def test_load_buffer_of_bytes_is_read_only_view(rng):
     tensor = make_map(rng, np.float64)
     raw = bytes(blockmap.save_buffer(tensor))
     loaded = blockmap.load_buffer(raw)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     memory = np.frombuffer(raw, dtype=np.uint8)
     for name, block in all_blocks(loaded):
         values = block.values
@@ -459,19 +404,19 @@ def test_load_buffer_of_save_buffer_shares_its_memory(rng):
     tensor = make_map(rng, np.float64)
     buffer = blockmap.save_buffer(tensor)
     loaded = blockmap.load_buffer(buffer)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     memory = np.frombuffer(buffer, dtype=np.uint8)
     for name, block in all_blocks(loaded):
         assert np.shares_memory(block.values, memory), name
     from_method = TensorMap.load_buffer(tensor.save_buffer())
-    _assert_identical(from_method, tensor)
+    assert_identical(from_method, tensor)
 
 
 def test_load_block_buffer_views_the_buffer(rng):
     block = block_with_gradients(rng)
     buffer = bytearray(blockmap.save_buffer(block))
     loaded = blockmap.load_block_buffer(buffer)
-    _assert_identical(loaded, block)
+    assert_identical(loaded, block)
     memory = np.frombuffer(buffer, dtype=np.uint8)
     for name, item in all_blocks(loaded):
         assert np.shares_memory(item.values, memory), name
@@ -516,7 +461,7 @@ def test_load_buffer_misaligned_buffer_copies(rng, dtype):
     storage[1:] = raw
     shifted = memoryview(storage)[1:]
     loaded = blockmap.load_buffer(shifted)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     for name, block in all_blocks(loaded):
         assert block.values.flags.aligned, name
         assert _address(block.values) % np.dtype(dtype).alignment == 0, name
@@ -734,7 +679,7 @@ def test_reads_numpy_written_archives(tmp_path, rng, dtype, variant):
         blockmap.load(path),
         blockmap.load(path, mmap=True),
     ):
-        _assert_identical(loaded, tensor)
+        assert_identical(loaded, tensor)
         for _, block in all_blocks(loaded):
             assert block.values.dtype.isnative
             assert block.values.flags.c_contiguous
@@ -747,7 +692,7 @@ def test_reads_numpy_written_labels(tmp_path):
     path = tmp_path / "labels.mts"
     with open(path, "wb") as f:  # np.save(path) would append ".npy"
         np.save(f, labels_record(original))
-    _assert_identical(blockmap.load_labels(path), original)
+    assert_identical(blockmap.load_labels(path), original)
 
 
 # ------------------------------------------------------------ atomic writes
@@ -1205,5 +1150,5 @@ def test_pathlike_objects_are_paths(tmp_path, rng):
     tensor = make_map(rng)
     blockmap.save(PathLike(tmp_path / "data"), tensor)
     assert os.listdir(tmp_path) == ["data.mts"]
-    _assert_identical(blockmap.load(PathLike(tmp_path / "data.mts")), tensor)
-    _assert_identical(blockmap.load(PathLike(tmp_path / "data.mts"), mmap=True), tensor)
+    assert_identical(blockmap.load(PathLike(tmp_path / "data.mts")), tensor)
+    assert_identical(blockmap.load(PathLike(tmp_path / "data.mts"), mmap=True), tensor)

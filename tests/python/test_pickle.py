@@ -32,6 +32,7 @@ from io_cases import (
     LABELS_CASES,
     MAP_CASES,
     all_blocks,
+    assert_identical,
     block_with_gradients,
     labels,
     make_map,
@@ -73,40 +74,6 @@ def _round_trip(data, mode):
     return pickle.loads(stream, buffers=buffers)
 
 
-def _assert_labels_identical(a, b):
-    assert a == b
-    assert a.names == b.names
-    assert a.values.dtype == np.int32
-    assert a.values.shape == b.values.shape
-    np.testing.assert_array_equal(a.values, b.values)
-
-
-def _assert_identical(loaded, data):
-    """``==`` and, independently of it, every field compared by hand."""
-    assert type(loaded) is type(data)
-    assert loaded == data
-    if isinstance(data, Labels):
-        _assert_labels_identical(loaded, data)
-        return
-    if isinstance(data, TensorMap):
-        _assert_labels_identical(loaded.keys, data.keys)
-        assert len(loaded) == len(data)
-        assert loaded.info() == data.info()
-    pairs = list(zip(all_blocks(loaded), all_blocks(data), strict=True))
-    for (name, ours), (expected_name, theirs) in pairs:
-        assert name == expected_name
-        assert ours.values.dtype == theirs.values.dtype, name
-        assert ours.values.dtype.isnative, name
-        assert ours.values.shape == theirs.values.shape, name
-        assert ours.values.tobytes() == theirs.values.tobytes(), name
-        _assert_labels_identical(ours.samples, theirs.samples)
-        assert len(ours.components) == len(theirs.components)
-        for a, b in zip(ours.components, theirs.components, strict=True):
-            _assert_labels_identical(a, b)
-        _assert_labels_identical(ours.properties, theirs.properties)
-        assert ours.gradients_list() == theirs.gradients_list(), name
-
-
 def _assert_no_shared_memory(loaded, data):
     for (name, ours), (_, theirs) in zip(wire_arrays(loaded), wire_arrays(data), strict=True):
         assert not np.shares_memory(ours, theirs), name
@@ -140,7 +107,7 @@ def _reduce_5(data):
 @pytest.mark.parametrize("case", MAP_CASES)
 def test_map_cases_every_protocol(rng, case, mode):
     tensor = MAP_CASES[case](rng, np.float64)
-    _assert_identical(_round_trip(tensor, mode), tensor)
+    assert_identical(_round_trip(tensor, mode), tensor)
 
 
 def test_map_cases_are_what_they_say(rng):
@@ -157,7 +124,7 @@ def test_map_cases_are_what_they_say(rng):
 def test_every_dtype_every_protocol(rng, dtype, mode):
     tensor = make_map(rng, dtype, info=INFO)
     loaded = _round_trip(tensor, mode)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     for name, block in all_blocks(loaded):
         assert block.dtype == np.dtype(dtype), name
         assert block.values.dtype == np.dtype(dtype), name
@@ -167,7 +134,7 @@ def test_every_dtype_every_protocol(rng, dtype, mode):
 @pytest.mark.parametrize("case", BLOCK_CASES)
 def test_block_cases_every_protocol(rng, case, mode):
     block = BLOCK_CASES[case](rng, np.float64)
-    _assert_identical(_round_trip(block, mode), block)
+    assert_identical(_round_trip(block, mode), block)
 
 
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
@@ -175,7 +142,7 @@ def test_block_every_dtype_every_protocol(rng, dtype):
     block = block_with_gradients(rng, dtype)
     for mode in MODES:
         loaded = _round_trip(block, mode)
-        _assert_identical(loaded, block)
+        assert_identical(loaded, block)
         assert loaded.values.dtype == np.dtype(dtype), mode
 
 
@@ -183,7 +150,7 @@ def test_gradient_block_pickles_on_its_own(rng):
     gradient = block_with_gradients(rng).gradient("positions")
     assert gradient.gradients_list() == ["cell", "strain"]
     for mode in MODES:
-        _assert_identical(_round_trip(gradient, mode), gradient)
+        assert_identical(_round_trip(gradient, mode), gradient)
 
 
 LABELS_ROUND_TRIP_CASES = {
@@ -197,7 +164,7 @@ LABELS_ROUND_TRIP_CASES = {
 def test_labels_every_protocol(case, mode):
     original = LABELS_ROUND_TRIP_CASES[case]()
     loaded = _round_trip(original, mode)
-    _assert_identical(loaded, original)
+    assert_identical(loaded, original)
     # the lookup works on the rebuilt labels
     for i, entry in enumerate(original):
         assert loaded.position(entry) == i
@@ -208,9 +175,9 @@ def test_objects_nested_in_containers(rng, mode):
     tensor = make_map(rng, info=INFO)
     data = {"map": tensor, "block": tensor.block(1), "keys": tensor.keys, "again": tensor}
     loaded = _round_trip(data, mode)
-    _assert_identical(loaded["map"], tensor)
-    _assert_identical(loaded["block"], tensor.block(1))
-    _assert_identical(loaded["keys"], tensor.keys)
+    assert_identical(loaded["map"], tensor)
+    assert_identical(loaded["block"], tensor.block(1))
+    assert_identical(loaded["keys"], tensor.keys)
     # the pickler's memo: one object pickled twice is one object loaded
     assert loaded["again"] is loaded["map"]
 
@@ -330,7 +297,7 @@ def test_loads_views_the_buffers_it_is_given(rng, kind):
     buffers = []
     stream = pickle.dumps(data, protocol=5, buffer_callback=buffers.append)
     loaded = pickle.loads(stream, buffers=buffers)
-    _assert_identical(loaded, data)
+    assert_identical(loaded, data)
     # the buffers are the original's memory: the rebuilt object views it
     for (name, ours), (_, theirs) in zip(wire_arrays(loaded), wire_arrays(data), strict=True):
         assert _address(ours) == _address(theirs), name
@@ -342,7 +309,7 @@ def test_loads_views_fresh_aligned_buffers(rng):
     stream, buffers = _dumps(tensor, "5-oob")
     given = [_aligned(buffer.raw()) for buffer in buffers]
     loaded = pickle.loads(stream, buffers=given)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     arrays = wire_arrays(loaded)
     for buffer, (name, array) in zip(given, arrays, strict=True):
         assert _address(array) == _address(buffer), name
@@ -364,7 +331,7 @@ def test_rebuilt_map_keeps_the_original_memory_alive(rng):
     gc.collect()
     # allocate and fill memory that freed blocks would be reused for
     junk = [np.full(block.values.shape, 7.0) for _, block in all_blocks(expected)]
-    _assert_identical(loaded, expected)
+    assert_identical(loaded, expected)
     assert junk
 
 
@@ -377,7 +344,7 @@ def test_rebuilt_map_keeps_given_buffers_alive_until_it_goes(rng):
     del given, buffers
     gc.collect()
     assert all(reference() is not None for reference in references)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     values = loaded.block(1).gradient("positions").values
     del loaded
     gc.collect()
@@ -447,7 +414,7 @@ def test_read_only_values_give_read_only_buffers(rng):
     # loads in the same process: the rebuilt values are read-only too
     stream, buffers = _dumps(tensor, "5-oob")
     loaded = pickle.loads(stream, buffers=buffers)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     _assert_values_read_only(loaded)
 
 
@@ -496,7 +463,7 @@ def test_read_only_buffers_give_read_only_values(rng, kind):
     stream, buffers = _dumps(tensor, "5-oob")
     given = [READ_ONLY_KINDS[kind](buffer.raw()) for buffer in buffers]
     loaded = pickle.loads(stream, buffers=given)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     _assert_values_read_only(loaded)
 
 
@@ -506,7 +473,7 @@ def test_writable_buffers_give_writable_values(rng, kind):
     stream, buffers = _dumps(tensor, "5-oob")
     given = [WRITABLE_KINDS[kind](buffer.raw()) for buffer in buffers]
     loaded = pickle.loads(stream, buffers=given)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     _assert_values_writable(loaded)
     # writing goes to the given buffer
     loaded.block(0).values[0, 0, 0] = -99.0
@@ -524,7 +491,7 @@ def test_read_only_buffers_that_must_be_copied_give_read_only_values(rng, how):
     else:
         given = [_strided(buffer.raw(), writable=False) for buffer in buffers]
     loaded = pickle.loads(stream, buffers=given)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     _assert_values_read_only(loaded)
 
 
@@ -537,7 +504,7 @@ def test_in_band_protocol_5_copies(rng, kind):
     stream = pickle.dumps(data, protocol=5)
     assert len(stream) >= sum(array.nbytes for _, array in wire_arrays(data))
     loaded = pickle.loads(stream)
-    _assert_identical(loaded, data)
+    assert_identical(loaded, data)
     _assert_no_shared_memory(loaded, data)
     if kind != "labels":
         _assert_values_writable(loaded)
@@ -546,7 +513,7 @@ def test_in_band_protocol_5_copies(rng, kind):
 def test_in_band_protocol_5_keeps_read_only(rng):
     tensor = _read_only_map(rng)
     loaded = pickle.loads(pickle.dumps(tensor, protocol=5))
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     _assert_no_shared_memory(loaded, tensor)
     _assert_values_read_only(loaded)
 
@@ -559,14 +526,14 @@ def test_in_band_protocol_5_keeps_read_only(rng):
 def test_protocols_below_5_share_no_memory(rng, kind, protocol):
     data = _kinds(rng)[kind]
     loaded = pickle.loads(pickle.dumps(data, protocol=protocol))
-    _assert_identical(loaded, data)
+    assert_identical(loaded, data)
     _assert_no_shared_memory(loaded, data)
     if kind != "labels":
         _assert_values_writable(loaded)
         expected = copy.deepcopy(data)
         for _, block in all_blocks(loaded):
             block.values[...] = 0
-        _assert_identical(data, expected)
+        assert_identical(data, expected)
 
 
 def _assert_values_not_shared(copied, data):
@@ -581,19 +548,19 @@ def test_deepcopy_is_independent(rng, kind):
     data = _kinds(rng)[kind]
     before = pickle.loads(pickle.dumps(data, protocol=4))
     deep = copy.deepcopy(data)
-    _assert_identical(deep, data)
+    assert_identical(deep, data)
     if kind != "labels":
         _assert_values_not_shared(deep, data)
         for _, block in all_blocks(deep):
             block.values[...] = 1
         assert deep != data
-        _assert_identical(data, before)
+        assert_identical(data, before)
 
 
 def test_deepcopy_of_read_only_map_is_independent(rng):
     tensor = _read_only_map(rng)
     deep = copy.deepcopy(tensor)
-    _assert_identical(deep, tensor)
+    assert_identical(deep, tensor)
     _assert_values_not_shared(deep, tensor)
 
 
@@ -601,7 +568,7 @@ def test_deepcopy_of_read_only_map_is_independent(rng):
 def test_copy_shares_block_memory(rng, kind):
     data = _kinds(rng)[kind]
     shallow = copy.copy(data)
-    _assert_identical(shallow, data)
+    assert_identical(shallow, data)
     for (name, ours), (_, theirs) in zip(all_blocks(shallow), all_blocks(data), strict=True):
         assert _address(ours.values) == _address(theirs.values), name
     first = all_blocks(shallow)[0][1]
@@ -681,7 +648,7 @@ def test_reconstruct_accepts_every_kind_of_buffer(rng, kind):
     make, viewed, read_only = _kind_makers(arrays)[kind]
     given = [make(i, buffer.raw()) for i, buffer in enumerate(buffers)]
     loaded = _reconstruct(1, header, *given)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
         alignment = array.dtype.alignment
         assert array.flags.aligned, name
@@ -708,7 +675,7 @@ def test_misaligned_buffers_are_copied_into_aligned_memory(rng, dtype):
     for offset in (1, 2, 4, 8):
         given = [_aligned(buffer.raw(), offset=offset) for buffer in buffers]
         loaded = _reconstruct(1, header, *given)
-        _assert_identical(loaded, tensor)
+        assert_identical(loaded, tensor)
         for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
             # numpy's alignment of the element type (complex64: 4, complex128: 8)
             alignment = array.dtype.alignment
@@ -726,7 +693,7 @@ def test_non_contiguous_buffers_are_copied(rng):
     header, buffers = _reduce_5(tensor)
     given = [_strided(buffer.raw()) for buffer in buffers]
     loaded = _reconstruct(1, header, *given)
-    _assert_identical(loaded, tensor)
+    assert_identical(loaded, tensor)
     for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
         assert not np.shares_memory(array, buffer.base), name
         assert array.flags.c_contiguous, name
@@ -737,7 +704,7 @@ def test_non_contiguous_buffers_are_copied(rng):
     assert not values.flags.c_contiguous
     header, buffers = _reduce_5(block)
     loaded = _reconstruct(1, header, values, *buffers[1:])
-    _assert_identical(loaded, block)
+    assert_identical(loaded, block)
 
 
 def test_version_0_archive_accepts_every_kind_of_buffer(rng):
@@ -755,7 +722,7 @@ def test_version_0_archive_accepts_every_kind_of_buffer(rng):
         _strided(archive),
     ):
         loaded = _reconstruct(version, kind, given)
-        _assert_identical(loaded, tensor)
+        assert_identical(loaded, tensor)
         _assert_no_shared_memory(loaded, tensor)
 
 
@@ -964,10 +931,10 @@ def test_stored_pickles_still_load(kind, protocol):
     data = (DATA / name).read_bytes()
     assert data[:2] == bytes([0x80, protocol])
     expected = STORED[kind]()
-    _assert_identical(pickle.loads(data), expected)
+    assert_identical(pickle.loads(data), expected)
     # the file is what its name says: one _reconstruct call of that version
     unpickler = _RecordingUnpickler(__import__("io").BytesIO(data))
-    _assert_identical(unpickler.load(), expected)
+    assert_identical(unpickler.load(), expected)
     assert len(unpickler.calls) == 1
     (call,) = unpickler.calls
     assert call[0] == version
@@ -1091,7 +1058,7 @@ def _literal_tensor_expected():
 def test_version_1_wire_format_by_hand():
     loaded = _reconstruct(1, LITERAL_TENSOR_HEADER, *_literal_tensor_buffers())
     expected = _literal_tensor_expected()
-    _assert_identical(loaded, expected)
+    assert_identical(loaded, expected)
     # and what this version writes is that header
     header, buffers = _reduce_5(expected)
     assert json.loads(header) == json.loads(LITERAL_TENSOR_HEADER)
@@ -1112,10 +1079,10 @@ def test_version_1_block_and_labels_by_hand():
         [],
         Labels.range("p", 2),
     )
-    _assert_identical(block, expected)
+    assert_identical(block, expected)
     header = b'{"kind": "labels", "labels": {"names": ["a", "b"], "count": 2, "dtype": "<i4"}}'
     loaded = _reconstruct(1, header, _le([[1, 2], [-3, 4]], "<i4"))
-    _assert_identical(loaded, labels(["a", "b"], [[1, 2], [-3, 4]]))
+    assert_identical(loaded, labels(["a", "b"], [[1, 2], [-3, 4]]))
 
 
 def test_version_1_big_endian_buffers_are_swapped():
@@ -1126,7 +1093,7 @@ def test_version_1_big_endian_buffers_are_swapped():
     ]
     assert buffers[1] != _literal_tensor_buffers()[1]
     loaded = _reconstruct(1, header, *buffers)
-    _assert_identical(loaded, _literal_tensor_expected())
+    assert_identical(loaded, _literal_tensor_expected())
 
 
 # ----------------------------------------------------------- multiprocessing
@@ -1136,7 +1103,7 @@ def test_multiprocessing_spawn_round_trip(rng):
     tensor = make_map(rng, info=INFO)
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         returned = pool.apply(identity, (tensor,))
-    _assert_identical(returned, tensor)
+    assert_identical(returned, tensor)
     _assert_no_shared_memory(returned, tensor)
 
 
