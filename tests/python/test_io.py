@@ -134,6 +134,26 @@ METHODS = [
 LABELS_METHODS = [m for m in METHODS if "mmap" not in m]
 
 
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+def test_round_trip_every_dtype(tmp_path, rng, dtype, method):
+    tensor = make_map(rng, dtype, info=INFO)
+    loaded = _round_trip(method, tensor, tmp_path)
+    assert_identical(loaded, tensor)
+    for _, block in all_blocks(loaded):
+        assert block.values.dtype == np.dtype(dtype)
+        assert block.dtype == np.dtype(dtype)
+        assert block.values.dtype.isnative
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("case", MAP_CASES)
+def test_round_trip_map_cases(tmp_path, rng, case, method):
+    tensor = MAP_CASES[case](rng, np.float64)
+    loaded = _round_trip(method, tensor, tmp_path)
+    assert_identical(loaded, tensor)
+
+
 def test_round_trip_cases_are_what_they_say(rng):
     """The shape cases really have 0, 1, 2 components, empty blocks, gradients
     two deep, zero blocks, info."""
