@@ -213,7 +213,8 @@ pub fn load<R: Read + Seek>(mut reader: R, kind: Kind) -> Result<Data> {
         reader
             .read_to_end(&mut bytes)
             .map_err(|e| Error::io("reading labels", e))?;
-        return load_buffer(Buffer::copy_from(&bytes)?, kind);
+        // the bytes are viewed (copied only if misaligned for int32)
+        return load_buffer(Buffer::from_owner(bytes), kind);
     }
     from_source(&mut read::ReaderSource::new(reader)?, kind)
 }

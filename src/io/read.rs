@@ -254,19 +254,13 @@ fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
     Ok(header)
 }
 
-/// Read the data of `header` from `reader` into new memory.
-fn read_npy_data(reader: &mut impl Read, header: &Header) -> Result<AlignedBytes> {
-    let mut data = AlignedBytes::zeroed(header.data_len()?)?;
-    read_exact(reader, data.as_mut_slice())?;
-    Ok(data)
-}
-
 /// Read an NPY entry from `reader` (decompressed, CRC checked when read to
 /// the end), whose declared uncompressed size is `size`.
 fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
     let header = read_npy_header(&mut reader, size)?;
-    let data = read_npy_data(&mut reader, &header)?;
+    let mut data = AlignedBytes::zeroed(header.data_len()?)?;
+    read_exact(&mut reader, data.as_mut_slice())?;
 
     // reading to the end makes the zip reader check the CRC, and finds data
     // past the declared size

@@ -228,22 +228,13 @@ fn numpy_dtype(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(DType, ByteOrd
     })
 }
 
-/// How an array-like was brought in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Import {
-    /// its memory is viewed
-    Viewed,
-    /// it was copied once into a new C-ordered, aligned, native array
-    Copied,
-}
-
 /// Bring an array-like into blockmap.
 ///
 /// A C-contiguous, aligned, native-byte-order numpy array is kept without a
 /// copy: the result holds a buffer export of it, writable when the array is.
 /// Anything else is converted with `numpy.asarray` and, when it is not such
 /// an array, copied once into one.
-pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Import)> {
+pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
     let py = obj.py();
     let mut array = as_ndarray(obj)?;
     let (dtype, order) = numpy_dtype(&array, what)?;
@@ -257,12 +248,9 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Impor
     let behaved = flags.getattr("c_contiguous")?.extract::<bool>()?
         && flags.getattr("aligned")?.extract::<bool>()?
         && order == ByteOrder::NATIVE;
-    let import = if behaved {
-        Import::Viewed
-    } else {
+    if !behaved {
         array = copy_to_native(&array, &dtype.native_descr())?;
-        Import::Copied
-    };
+    }
 
     let export = PyUntypedBuffer::get(&array)?;
     let shape = export.shape().to_vec();
@@ -277,15 +265,23 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Impor
             format!("{what}: the array's buffer export does not match its dtype and shape"),
         ));
     }
+    Ok(Array::new(dtype, shape, hold(py, export)?)?)
+}
+
+/// A [`Buffer`] over a C-contiguous buffer export, holding the export: the
+/// memory stays valid and in place while the buffer (or any clone) lives,
+/// writable exactly when the export is.
+fn hold(py: Python<'_>, export: PyUntypedBuffer) -> PyResult<Buffer> {
+    debug_assert!(export.is_c_contiguous());
+    let len = export.len_bytes();
     let writable = !export.readonly();
-    let buffer = match NonNull::new(export.buf_ptr().cast::<u8>()) {
-        // SAFETY: an export keeps `len` bytes (checked above) valid, in place, and writable iff
+    match NonNull::new(export.buf_ptr().cast::<u8>()) {
+        // SAFETY: an export keeps its `len` contiguous bytes valid, in place, and writable iff
         // not read-only, until released: when `export`, moved into the buffer as its owner, drops.
-        Some(ptr) => unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) },
-        None if len == 0 => Buffer::empty(),
-        None => return Err(invalid(py, format!("{what}: the array has no memory"))),
-    };
-    Ok((Array::new(dtype, shape, buffer)?, import))
+        Some(ptr) => Ok(unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) }),
+        None if len == 0 => Ok(Buffer::empty()),
+        None => Err(invalid(py, "the buffer export has no memory")),
+    }
 }
 
 /// The bytes of any object exporting a buffer, as a [`Buffer`] holding the
@@ -303,27 +299,18 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
             ),
         )
     })?;
-    if !export.is_c_contiguous() {
-        let bytes: Vec<u8> = PyMemoryView::from(obj)?
-            .call_method0("tobytes")?
-            .extract()?;
-        let copy = Buffer::copy_from(&bytes)?;
-        // a copy of read-only memory stays read-only
-        return Ok(if export.readonly() {
-            copy.into_read_only()
-        } else {
-            copy
-        });
+    if export.is_c_contiguous() {
+        return hold(py, export);
     }
-    let len = export.len_bytes();
-    let writable = !export.readonly();
-    match NonNull::new(export.buf_ptr().cast::<u8>()) {
-        // SAFETY: an export keeps `len` bytes valid, in place, and writable iff not read-only,
-        // until released: when `export`, moved into the buffer as its owner, drops.
-        Some(ptr) => Ok(unsafe { Buffer::from_foreign(ptr, len, writable, Box::new(export)) }),
-        None if len == 0 => Ok(Buffer::empty()),
-        None => Err(invalid(py, "the buffer has no memory")),
-    }
+    // made contiguous by the buffer protocol, then copied into 64-byte aligned
+    // memory; a copy of read-only memory stays read-only
+    let contiguous = PyMemoryView::from(obj)?.call_method0("tobytes")?;
+    let copy = Buffer::copy_from(contiguous.cast::<PyBytes>()?.as_bytes())?;
+    Ok(if export.readonly() {
+        copy.into_read_only()
+    } else {
+        copy
+    })
 }
 
 extern "C" {

@@ -86,7 +86,7 @@ impl PyTensorBlock {
             .enumerate()
             .map(|(i, c)| extract_labels(&c?, &format!("component {i}")))
             .collect::<PyResult<Vec<_>>>()?;
-        let (values, _) = from_python(values, "values")?;
+        let values = from_python(values, "values")?;
         Ok(PyTensorBlock {
             block: TensorBlock::new(values, samples, components, properties)?,
             origin: Origin::Standalone,
