@@ -7,7 +7,8 @@
 //! - memory Rust allocated ([`AlignedBytes`], aligned to [`ALIGNMENT`] bytes);
 //! - a file mapping (`memmap2`);
 //! - a foreign owner: anything that pins memory it manages, such as a held
-//!   Python buffer export in the binding.
+//!   Python buffer export in the binding;
+//! - a shared-memory segment ([`SharedBytes`]) that other processes can map.
 //!
 //! Cloning or slicing a buffer never copies: it adds a reference to the
 //! owner, which is dropped exactly when the last clone or slice goes.
@@ -23,6 +24,7 @@ use std::ptr::NonNull;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::shm::SharedBytes;
 
 /// Alignment of the memory blockmap allocates, in bytes: enough for every
 /// element type and for SIMD loads, and the alignment of payloads in the
@@ -118,6 +120,7 @@ enum Storage {
     Rust(AlignedBytes),
     Mapped(Mapping),
     Foreign(Box<dyn Send + Sync>),
+    Shared(SharedBytes),
 }
 
 /// A file mapping owned by a buffer.
@@ -136,6 +139,8 @@ pub enum OwnerKind {
     Mapped,
     /// memory owned by someone else (e.g. a Python object)
     Foreign,
+    /// a shared-memory segment other processes can map
+    Shared,
 }
 
 /// Reference-counted bytes with an owner; see the [module docs](self).
@@ -295,6 +300,35 @@ impl Buffer {
             Storage::Rust(_) => OwnerKind::Rust,
             Storage::Mapped(_) => OwnerKind::Mapped,
             Storage::Foreign(_) => OwnerKind::Foreign,
+            Storage::Shared(_) => OwnerKind::Shared,
+        }
+    }
+
+    /// Where this buffer lies when its owner is a shared-memory segment:
+    /// the segment, and the offset of the buffer's first byte in it.
+    pub fn shared_segment(&self) -> Option<(&SharedBytes, usize)> {
+        match &*self.storage {
+            Storage::Shared(segment) => {
+                let offset = self.ptr.as_ptr() as usize - segment.as_slice().as_ptr() as usize;
+                Some((segment, offset))
+            }
+            _ => None,
+        }
+    }
+
+    /// The whole shared-memory segment this buffer lies in, as a buffer.
+    pub fn whole_segment(&self) -> Option<Buffer> {
+        match &*self.storage {
+            Storage::Shared(segment) => {
+                let bytes = segment.as_slice();
+                Some(Buffer {
+                    storage: Arc::clone(&self.storage),
+                    ptr: NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling()),
+                    len: bytes.len(),
+                    writable: self.writable,
+                })
+            }
+            _ => None,
         }
     }
 
@@ -310,6 +344,20 @@ impl From<AlignedBytes> for Buffer {
         let len = bytes.len;
         Buffer {
             storage: Arc::new(Storage::Rust(bytes)),
+            ptr,
+            len,
+            writable: true,
+        }
+    }
+}
+
+impl From<SharedBytes> for Buffer {
+    fn from(bytes: SharedBytes) -> Self {
+        let slice = bytes.as_slice();
+        let ptr = NonNull::new(slice.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        let len = slice.len();
+        Buffer {
+            storage: Arc::new(Storage::Shared(bytes)),
             ptr,
             len,
             writable: true,

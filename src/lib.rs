@@ -14,6 +14,7 @@ pub mod error;
 pub mod io;
 pub mod labels;
 pub mod pickle;
+pub mod shm;
 pub mod tensor;
 
 #[cfg(feature = "python")]

@@ -5,6 +5,9 @@ a :class:`TensorBlock` is a labeled N-d array with optional gradient blocks,
 and a :class:`TensorMap` is a set of blocks keyed by Labels.
 """
 
+import importlib
+
+from . import _hooks, _shared
 from ._blockmap import (
     BlockMapError,
     BlockMapIOError,
@@ -29,6 +32,9 @@ from .io import (
     save_buffer,
     verify,
 )
+
+_shared.register()
+_hooks.when_imported("distributed", lambda: importlib.import_module("blockmap.dask"))
 
 __all__ = [
     "BlockMapError",

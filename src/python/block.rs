@@ -9,6 +9,7 @@ use super::errors::{invalid, type_name, wrong_type};
 use super::io::call_io;
 use super::labels::PyLabels;
 use crate::block::TensorBlock;
+use crate::io::{Data, DataRef};
 use crate::labels::{Labels, Names};
 
 /// Where a Python block object comes from.
@@ -139,6 +140,23 @@ impl PyTensorBlock {
     #[getter]
     fn nbytes(&self) -> usize {
         self.block.nbytes()
+    }
+
+    /// Move the block's data (values, labels and gradients) into one shared
+    /// memory segment, in place, and return the block (see
+    /// ``TensorMap.share_memory``). For a block taken from a map, only this
+    /// block object changes, not the map.
+    fn share_memory(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
+        let py = slf.py();
+        if let Some(Data::Block(block)) = super::shm::share(py, DataRef::Block(&slf.block))? {
+            slf.block = block;
+        }
+        Ok(slf)
+    }
+
+    /// Whether all of the block's data lives in shared memory.
+    fn is_shared(&self) -> PyResult<bool> {
+        super::shm::is_shared(DataRef::Block(&self.block))
     }
 
     /// Add the gradient with respect to ``parameter``.

@@ -8,6 +8,7 @@ mod errors;
 mod io;
 mod labels;
 mod pickle;
+mod shm;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -22,5 +23,6 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<tensor::PyTensorMap>()?;
     io::register(module)?;
     pickle::register(module)?;
+    shm::register(module)?;
     Ok(())
 }

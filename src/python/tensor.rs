@@ -11,6 +11,7 @@ use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
 use super::errors::{invalid, type_name, wrong_type};
 use super::io::call_io;
 use super::labels::{saturating_index, PyLabels, PyLabelsEntry};
+use crate::io::{Data, DataRef};
 use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
 
@@ -217,6 +218,30 @@ impl PyTensorMap {
     #[getter]
     fn nbytes(&self) -> usize {
         self.map.nbytes()
+    }
+
+    /// Move the map's data (values, gradients and labels) into one shared
+    /// memory segment, in place, and return the map.
+    ///
+    /// Done once: a map already in shared memory is left as it is. Sending
+    /// the map to another process through ``multiprocessing`` (Queue, Pipe,
+    /// Pool, ProcessPoolExecutor) then sends only its metadata and a file
+    /// descriptor; the receiver maps the same memory, so writes by either
+    /// process are seen by the other. The memory is freed when the last
+    /// process drops its map. Blocks and arrays taken from the map before
+    /// the call keep viewing the old memory. Linux only.
+    fn share_memory(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
+        let py = slf.py();
+        if let Some(Data::Tensor(map)) = super::shm::share(py, DataRef::Tensor(&slf.map))? {
+            slf.map = map;
+        }
+        Ok(slf)
+    }
+
+    /// Whether all of the map's data lives in shared memory (see
+    /// ``share_memory``).
+    fn is_shared(&self) -> PyResult<bool> {
+        super::shm::is_shared(DataRef::Tensor(&self.map))
     }
 
     fn __len__(&self) -> usize {

@@ -1,0 +1,62 @@
+"""Sending TensorMaps, TensorBlocks and Labels that live in shared memory
+(after ``share_memory()``) through :mod:`multiprocessing`.
+
+A reducer registered with :class:`multiprocessing.reduction.ForkingPickler`
+(what Queue, Pipe, Pool, Process arguments and
+:class:`concurrent.futures.ProcessPoolExecutor` pickle with) sends such an
+object as its pickle header, one duplicated file descriptor per shared
+segment (:func:`multiprocessing.reduction.DupFd`, passed over a Unix socket)
+and where each array lies in the segments. The receiver maps the same
+segments: nothing is copied, and writes by either process are seen by the
+other. Objects not in shared memory are pickled as usual.
+
+A descriptor sent with ``DupFd`` outside of process start-up is held by the
+sender's resource sharer until the receiver unpickles the message; the
+sender must stay alive until then (as with torch's shared tensors).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from collections.abc import Sequence
+from multiprocessing.reduction import DupFd, ForkingPickler
+from typing import Any
+
+from . import _blockmap
+from ._blockmap import Labels, TensorBlock, TensorMap
+
+__all__ = ["register"]
+
+Shareable = TensorMap | TensorBlock | Labels
+
+
+def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
+    parts = _blockmap._shared_parts(obj)
+    if parts is None:
+        return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+    header, fds, locations = parts
+    return _rebuild, (header, [DupFd(fd) for fd in fds], locations)
+
+
+def _rebuild(
+    header: bytes,
+    handles: Sequence[Any],
+    locations: list[tuple[int, int, int, bool] | None],
+) -> Shareable:
+    fds: list[int] = []
+    try:
+        for handle in handles:
+            fds.append(handle.detach())
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    # takes ownership of the descriptors, also on error
+    return _blockmap._attach_shared(header, fds, locations)
+
+
+def register() -> None:
+    """Register the reducer with ``ForkingPickler`` (done on import of blockmap)."""
+    for cls in (TensorMap, TensorBlock, Labels):
+        ForkingPickler.register(cls, _reduce)

@@ -1,0 +1,69 @@
+"""dask.distributed serializers for TensorMap, TensorBlock and Labels.
+
+Registered with ``distributed.protocol.dask_serialize`` /
+``dask_deserialize`` as soon as both blockmap and distributed are imported
+(in either order: see :func:`blockmap._hooks.when_imported`), so nothing
+needs to be done on the client or the workers. Every array travels as its
+own out-of-band frame on every path, including the scheduler's, where
+plain pickle would use protocol 4 and the copying ``.mts`` archive.
+
+Frames are the protocol 5 pickle layout (docs/pickle.md): the header, then
+one frame per array. dask delivers them as byte memoryviews at any
+alignment; the reconstructor views aligned frames and copies only
+misaligned ones. A frame that arrives read-only for an array that was
+writable is copied once, as distributed does for numpy arrays, so that the
+receiver gets writable values exactly when the sender had them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distributed.protocol import dask_deserialize, dask_serialize
+
+from ._blockmap import FormatError, Labels, TensorBlock, TensorMap, _reconstruct
+
+__all__ = ["deserialize", "register", "serialize"]
+
+Serializable = TensorMap | TensorBlock | Labels
+
+
+def serialize(obj: Serializable) -> tuple[dict[str, Any], list[Any]]:
+    """``(header, frames)`` of ``obj``: no array data is copied."""
+    _, (version, header, *buffers) = obj.__reduce_ex__(5)
+    frames = [header, *(buffer.raw() for buffer in buffers)]
+    writeable = [not frame.readonly for frame in frames[1:]]
+    return {"version": version, "writeable": writeable}, frames
+
+
+def _with_writeable_flag(frame: Any, writeable: bool) -> memoryview:
+    view = memoryview(frame)
+    if writeable and view.readonly:
+        return memoryview(bytearray(view))
+    if not writeable and not view.readonly:
+        return view.toreadonly()
+    return view
+
+
+def deserialize(header: dict[str, Any], frames: list[Any]) -> Serializable:
+    """Rebuild what :func:`serialize` described, viewing the frames."""
+    writeable = header.get("writeable")
+    if not isinstance(writeable, list | tuple) or len(writeable) != len(frames) - 1:
+        raise FormatError(
+            f"the dask header describes {len(writeable or ())} buffers "
+            f"but {len(frames) - 1} frames arrived"
+        )
+    buffers = [
+        _with_writeable_flag(frame, bool(w)) for frame, w in zip(frames[1:], writeable, strict=True)
+    ]
+    return _reconstruct(header.get("version"), frames[0], *buffers)
+
+
+def register() -> None:
+    """Register :func:`serialize` and :func:`deserialize` for blockmap's types."""
+    for cls in (TensorMap, TensorBlock, Labels):
+        dask_serialize.register(cls)(serialize)
+        dask_deserialize.register(cls)(deserialize)
+
+
+register()
