@@ -9,7 +9,7 @@ from typing import IO, Any, ClassVar, SupportsIndex, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer
+from typing_extensions import Buffer, Self
 
 __all__ = [
     "__version__",
@@ -31,6 +31,8 @@ __all__ = [
     "_load_buffer",
     "_verify_path",
     "_reconstruct",
+    "_shared_parts",
+    "_attach_shared",
 ]
 
 __version__: str
@@ -46,6 +48,13 @@ def _load_buffer(buffer: Buffer, kind: str) -> Any: ...
 def _verify_path(path: str | os.PathLike[str]) -> None: ...
 def _reconstruct(version: int, *args: Any) -> Any:
     """Rebuild a pickled Labels, TensorBlock or TensorMap (see docs/pickle.md)."""
+
+def _shared_parts(
+    data: _Data,
+) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None]] | None: ...
+def _attach_shared(
+    header: bytes, fds: list[int], locations: list[tuple[int, int, int, bool] | None]
+) -> Any: ...
 
 class BlockMapError(Exception):
     """Base class of every error blockmap raises."""
@@ -163,6 +172,10 @@ class TensorBlock:
     @property
     def nbytes(self) -> int:
         """Bytes of array data: values, all labels, and gradients (recursively)."""
+    def share_memory(self) -> Self:
+        """Move the block's data into one shared-memory segment, in place."""
+    def is_shared(self) -> bool:
+        """Whether all of the block's data lives in shared memory."""
     def add_gradient(self, parameter: str, gradient: TensorBlock) -> None: ...
     def gradient(self, parameter: str) -> TensorBlock: ...
     def gradients_list(self) -> list[str]: ...
@@ -209,6 +222,14 @@ class TensorMap:
     @property
     def nbytes(self) -> int:
         """Bytes of array data: keys and every block's :attr:`TensorBlock.nbytes`."""
+    def share_memory(self) -> Self:
+        """Move the map's data into one shared-memory segment, in place.
+
+        Sending the map through multiprocessing then sends only metadata and
+        a file descriptor; the receiver maps the same memory.
+        """
+    def is_shared(self) -> bool:
+        """Whether all of the map's data lives in shared memory."""
     def __len__(self) -> int: ...
     def __iter__(self) -> Iterator[tuple[LabelsEntry, TensorBlock]]: ...
     def block(self, selection: _Selection = None, **kwargs: int) -> TensorBlock: ...
