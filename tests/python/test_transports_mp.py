@@ -1,0 +1,361 @@
+"""TensorMaps through multiprocessing: Pool, Queue, Pipe and
+ProcessPoolExecutor with every start method, plain (the protocol 4 fallback,
+a copy) and after ``share_memory()`` (metadata and a file descriptor: the
+receiver maps the same memory)."""
+
+import concurrent.futures
+import gc
+import multiprocessing
+import os
+import pickle
+import signal
+import subprocess
+import sys
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+import pytest
+from io_cases import assert_identical, make_map, zero_block_map
+from pickle_cases import identity
+
+import blockmap
+from blockmap import Labels, TensorBlock, TensorMap
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memfd shared memory is Linux only")
+
+METHODS = ["fork", "spawn", "forkserver"]
+SEGMENT = "memfd:blockmap"
+
+
+def _arrays(data):
+    """Every numpy array a map or block exposes: values and labels, recursively."""
+    if isinstance(data, TensorMap):
+        yield data.keys.values
+        for block in data.blocks():
+            yield from _arrays(block)
+        return
+    yield data.values
+    yield data.samples.values
+    for component in data.components:
+        yield component.values
+    yield data.properties.values
+    for parameter in data.gradients_list():
+        yield from _arrays(data.gradient(parameter))
+
+
+def _segment_ranges():
+    """Address ranges of this process's mappings of blockmap segments."""
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if SEGMENT in line:
+                start, end = line.split()[0].split("-")
+                yield int(start, 16), int(end, 16)
+
+
+def _in_segment(array):
+    if array.size == 0:
+        return True
+    address = array.__array_interface__["data"][0]
+    return any(
+        start <= address and address + array.nbytes <= end for start, end in _segment_ranges()
+    )
+
+
+def _open_segments():
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if SEGMENT in os.readlink(f"/proc/self/fd/{fd}"):
+                count += 1
+        except FileNotFoundError:
+            pass
+    return count
+
+
+def _double_first(tensor):
+    """In a worker: check the map is shared and writable, double its first
+    block's values in place, and describe what was seen."""
+    values = tensor.block(0).values
+    values *= 2
+    return tensor.is_shared(), bool(values.flags.writeable), float(values.sum())
+
+
+# ------------------------------------------------------------ plain, copied
+
+
+def _echo_queue(requests, answers):
+    answers.put(requests.get())
+
+
+def _echo_pipe(connection):
+    connection.send(connection.recv())
+    connection.close()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_plain_maps_through_pool_queue_and_pipe(rng, method):
+    context = multiprocessing.get_context(method)
+    tensor = make_map(rng, info={"unit": "eV"})
+
+    with context.Pool(1) as pool:
+        assert_identical(pool.apply(identity, (tensor,)), tensor)
+
+    requests, answers = context.Queue(), context.Queue()
+    child = context.Process(target=_echo_queue, args=(requests, answers))
+    child.start()
+    requests.put(tensor)
+    returned = answers.get(timeout=60)
+    child.join(timeout=60)
+    assert_identical(returned, tensor)
+
+    ours, theirs = context.Pipe()
+    child = context.Process(target=_echo_pipe, args=(theirs,))
+    child.start()
+    ours.send(tensor)
+    returned_by_pipe = ours.recv()
+    child.join(timeout=60)
+    assert_identical(returned_by_pipe, tensor)
+
+    # not shared: what came back is a copy
+    for mine, copied in zip(_arrays(tensor), _arrays(returned), strict=True):
+        assert not np.shares_memory(mine, copied)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_process_pool_executor(rng, method):
+    tensor = make_map(rng)
+    context = multiprocessing.get_context(method)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=context) as executor:
+        assert_identical(executor.submit(identity, tensor).result(), tensor)
+        shared = make_map(rng).share_memory()
+        expected = shared.block(0).values * 2
+        seen = executor.submit(_double_first, shared).result()
+    assert seen[:2] == (True, True)
+    np.testing.assert_array_equal(shared.block(0).values, expected)
+
+
+# ------------------------------------------------------------ shared memory
+
+
+def test_share_memory_moves_every_array_into_one_segment(rng):
+    tensor = make_map(rng, info={"unit": "eV"})
+    original = [array.copy() for array in _arrays(tensor)]
+    assert not tensor.is_shared()
+    assert tensor.share_memory() is tensor
+    assert tensor.is_shared()
+    for array, before in zip(_arrays(tensor), original, strict=True):
+        np.testing.assert_array_equal(array, before)
+        assert _in_segment(array), "array outside the shared segment"
+        assert array.ctypes.data % 64 == 0
+    assert tensor.info() == {"unit": "eV"}
+    assert tensor.block(0).values.flags.writeable
+    assert not tensor.keys.values.flags.writeable
+    # a second call changes nothing
+    address = tensor.block(0).values.ctypes.data
+    tensor.share_memory()
+    assert tensor.block(0).values.ctypes.data == address
+
+
+def test_share_memory_of_blocks_and_edge_cases(rng):
+    tensor = make_map(rng)
+    block = tensor.block(1)
+    block.share_memory()
+    assert block.is_shared()
+    assert not tensor.is_shared(), "sharing a block taken from a map leaves the map alone"
+    assert all(_in_segment(array) for array in _arrays(block))
+
+    empty = TensorMap(
+        Labels(["k"], np.array([[0]], dtype=np.int32)),
+        [TensorBlock(np.zeros((0, 2)), Labels.empty(["s"]), [], Labels.range("p", 2))],
+    )
+    assert empty.share_memory().is_shared()
+    assert zero_block_map().share_memory().is_shared()
+
+
+def test_read_only_data_stays_read_only(rng, tmp_path):
+    tensor = make_map(rng)
+    loaded = blockmap.load_buffer(bytes(tensor.save_buffer()))
+    assert not loaded.block(0).values.flags.writeable
+    loaded.share_memory()
+    assert not loaded.block(0).values.flags.writeable
+    blockmap.save(tmp_path / "data.mts", tensor)
+    mapped = blockmap.load(tmp_path / "data.mts", mmap=True).share_memory()
+    assert mapped.is_shared()
+    assert_identical(mapped, tensor)
+
+
+def test_shared_maps_pickle_to_metadata_only(rng):
+    tensor = make_map(rng, n_samples=(2000, 3000))
+    plain = ForkingPickler.dumps(tensor)
+    assert len(plain) > tensor.nbytes
+    tensor.share_memory()
+    shared = ForkingPickler.dumps(tensor)
+    assert len(shared) < 8_000, len(shared)
+    # plain pickle is unchanged: copies, as before
+    assert_identical(pickle.loads(pickle.dumps(tensor, protocol=4)), tensor)
+
+
+def _child_of_queue(requests, answers, done):
+    tensor = requests.get(timeout=60)
+    answers.put(_double_first(tensor))
+    answers.put(tensor.block(1).values.ctypes.data)
+    # send it back: the parent maps the same memory once more
+    answers.put(tensor)
+    done.wait(60)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_shared_map_through_a_queue_is_not_copied(rng, method):
+    context = multiprocessing.get_context(method)
+    tensor = make_map(rng).share_memory()
+    expected = tensor.block(0).values * 2
+    requests, answers, done = context.Queue(), context.Queue(), context.Event()
+    child = context.Process(target=_child_of_queue, args=(requests, answers, done))
+    child.start()
+    try:
+        requests.put(tensor)
+        is_shared, writable, total = answers.get(timeout=60)
+        assert (is_shared, writable) == (True, True)
+        assert total == pytest.approx(expected.sum())
+        # the child's write shows in the parent
+        np.testing.assert_array_equal(tensor.block(0).values, expected)
+        answers.get(timeout=60)
+        returned = answers.get(timeout=60)
+    finally:
+        done.set()
+        child.join(timeout=60)
+    assert returned.is_shared()
+    assert_identical(returned, tensor)
+    # a second mapping of the same memory: writes go both ways
+    returned.block(2).values[...] = -1
+    assert (tensor.block(2).values == -1).all()
+
+
+def _child_of_pipe(connection):
+    tensor = connection.recv()
+    connection.send(_double_first(tensor))
+    connection.close()
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_shared_map_through_pool_and_pipe(rng, method):
+    context = multiprocessing.get_context(method)
+    tensor = make_map(rng).share_memory()
+    expected = tensor.block(0).values * 2
+    with context.Pool(1) as pool:
+        assert pool.apply(_double_first, (tensor,))[:2] == (True, True)
+    np.testing.assert_array_equal(tensor.block(0).values, expected)
+
+    ours, theirs = context.Pipe()
+    child = context.Process(target=_child_of_pipe, args=(theirs,))
+    child.start()
+    ours.send(tensor)
+    assert ours.recv()[:2] == (True, True)
+    child.join(timeout=60)
+    np.testing.assert_array_equal(tensor.block(0).values, expected * 2)
+
+
+def test_shared_block_and_labels_through_a_queue(rng):
+    context = multiprocessing.get_context("spawn")
+    tensor = make_map(rng).share_memory()
+    block = tensor.block(0)
+    with context.Pool(1) as pool:
+        assert_identical(pool.apply(identity, (block,)), block)
+        assert pool.apply(identity, (tensor.keys,)) == tensor.keys
+
+
+LEAK_CHECK = r"""
+import gc, multiprocessing, os, signal, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_transports_mp import _open_segments, _segment_ranges, _hold_until_killed
+from io_cases import make_map
+
+def main():
+    context = multiprocessing.get_context(sys.argv[2])
+    tensor = make_map(np.random.default_rng(0)).share_memory()
+    requests, answers = context.Queue(), context.Queue()
+    child = context.Process(target=_hold_until_killed, args=(requests, answers))
+    child.start()
+    requests.put(tensor)
+    assert answers.get(timeout=60) == "mapped"
+    with open(f"/proc/{child.pid}/maps") as maps:
+        assert "memfd:blockmap" in maps.read(), "the child maps the segment"
+    os.kill(child.pid, signal.SIGKILL)
+    child.join(timeout=60)
+    assert child.exitcode == -signal.SIGKILL
+    assert _open_segments() == 1 and list(_segment_ranges())
+    del tensor
+    gc.collect()
+    assert _open_segments() == 0, "a segment descriptor is still open"
+    assert not list(_segment_ranges()), "a segment is still mapped"
+    print("clean")
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _hold_until_killed(requests, answers):
+    tensor = requests.get(timeout=60)
+    assert tensor.is_shared()
+    answers.put("mapped")
+    signal.pause()
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_no_segment_outlives_its_maps_even_when_a_worker_is_killed(tmp_path, method):
+    script = tmp_path / "leak_check.py"
+    script.write_text(LEAK_CHECK)
+    here = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run(
+        [sys.executable, str(script), here, method],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("clean")
+
+
+# ------------------------------------------------------------ hostile input
+
+
+def test_attach_refuses_bad_descriptors_and_locations(rng, tmp_path):
+    attach = blockmap._blockmap._attach_shared
+    tensor = make_map(rng).share_memory()
+    header, fds, locations = blockmap._blockmap._shared_parts(tensor)
+    assert len(fds) == 1
+
+    with pytest.raises(blockmap.ValidationError, match="file descriptor"):
+        attach(header, [-1], locations)
+
+    # a regular file is not a segment: refused, and the descriptor closed
+    path = tmp_path / "not-a-segment"
+    path.write_bytes(b"\0" * 4096)
+    fd = os.open(path, os.O_RDWR)
+    with pytest.raises(blockmap.ValidationError, match="not a blockmap shared-memory segment"):
+        attach(header, [fd], locations)
+    with pytest.raises(OSError):
+        os.fstat(fd)
+
+    def attempt(locations):
+        fd = os.dup(fds[0])
+        with pytest.raises(blockmap.BlockMapError):
+            attach(header, [fd], locations)
+        with pytest.raises(OSError):
+            os.fstat(fd)
+
+    first = locations[0]
+    attempt([(first[0], 2**62, first[2], True), *locations[1:]])
+    attempt([(5, *first[1:]), *locations[1:]])
+    attempt(locations[1:])
+    attempt([(first[0], first[1], first[2] + 8, True), *locations[1:]])
+    with pytest.raises(blockmap.FormatError):
+        attach(b"{", [os.dup(fds[0])], locations)
+
+    # the genuine parts still work
+    assert_identical(attach(header, [os.dup(fds[0])], locations), tensor)
+    assert blockmap._blockmap._shared_parts(make_map(rng)) is None
+    gc.collect()
