@@ -1301,5 +1301,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run(parser.parse_args(argv))
 
 
+# The transports family (dask, multiprocessing, ray, joblib) registers its
+# operations and goals into this module's registry.
+from . import _bench_transports  # noqa: E402, F401
+
 if __name__ == "__main__":
-    sys.exit(_worker_main())
+    # Run the worker of the imported module, whose registry the transports
+    # module filled (this file, run as __main__, is a separate module object).
+    from blockmap._bench import _worker_main as _imported_worker_main
+
+    sys.exit(_imported_worker_main())

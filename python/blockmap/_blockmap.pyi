@@ -5,11 +5,11 @@ Everything here is re-exported from :mod:`blockmap`; import it from there.
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import IO, Any, ClassVar, SupportsIndex, TypeAlias, final, overload
+from typing import IO, Any, ClassVar, Self, SupportsIndex, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer, Self
+from typing_extensions import Buffer
 
 __all__ = [
     "__version__",
