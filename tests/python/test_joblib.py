@@ -1,0 +1,196 @@
+"""TensorMaps, TensorBlocks and Labels as arguments and results of
+``joblib.Parallel``, with the loky, multiprocessing and threading backends.
+
+loky and multiprocessing pickle arguments and results with protocol 5, in
+band: the worker gets its own writable copy and the caller gets a new map.
+The threading backend passes the objects themselves.
+
+The module shuts loky's reusable executor down at the end and checks that
+no worker process it started is left.
+"""
+
+import os
+
+import numpy as np
+import pytest
+from io_cases import INFO, assert_identical, block_with_gradients, labels, make_map
+from joblib import Parallel, delayed
+from joblib.externals.loky import get_reusable_executor
+from pickle_cases import identity, wire_arrays
+
+from blockmap import Labels, TensorBlock, TensorMap
+
+BACKENDS = ["loky", "multiprocessing", "threading"]
+PROCESS_BACKENDS = ["loky", "multiprocessing"]
+
+
+def _children():
+    """``{pid: command line}`` of this process's children."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            if parent == os.getpid():
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    children[int(entry)] = cmdline.read().replace(b"\0", b" ").decode()
+        except (OSError, ValueError, IndexError):
+            continue  # the process ended meanwhile
+    return children
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_stray_workers():
+    """Shut loky's reusable executor down after the module and check that no
+    process started meanwhile remains, but the resource trackers (loky's and
+    multiprocessing's live as long as this process)."""
+    before = set(_children())
+    yield
+    get_reusable_executor().shutdown(wait=True)
+    left = {
+        pid: cmdline
+        for pid, cmdline in _children().items()
+        if pid not in before and "resource_tracker" not in cmdline
+    }
+    assert not left, f"worker processes left: {left}"
+
+
+# ------------------------------------------------- functions the workers run
+
+
+def _doubled_block(block):
+    doubled = TensorBlock(2 * block.values, block.samples, block.components, block.properties)
+    for parameter, gradient in block.gradients():
+        doubled.add_gradient(parameter, _doubled_block(gradient))
+    return doubled
+
+
+def doubled(tensor):
+    """A new map: the blocks of ``tensor`` with values (and gradients) doubled."""
+    result = TensorMap(tensor.keys, [_doubled_block(block) for block in tensor.blocks()])
+    for key, value in tensor.info().items():
+        result.set_info(key, value)
+    return result
+
+
+def summed(tensor):
+    """A new map: per block, the values summed over samples and components,
+    as one sample ``(_=0)`` with the block's properties."""
+    blocks = []
+    for block in tensor.blocks():
+        axes = tuple(range(block.values.ndim - 1))
+        values = block.values.sum(axis=axes).reshape(1, -1)
+        blocks.append(TensorBlock(values, Labels.single(), [], block.properties))
+    return TensorMap(tensor.keys, blocks)
+
+
+def scaled_in_place(tensor, factor):
+    """Multiplies every block's values (not the gradients) in place, returns
+    ``tensor``."""
+    for block in tensor.blocks():
+        block.values[...] *= factor
+    return tensor
+
+
+def _maps(rng):
+    return [
+        make_map(rng, info=INFO),
+        make_map(rng, np.float32, component_sizes=(3, 2), n_samples=(4, 1)),
+        make_map(rng, np.int64, gradients=False, n_samples=(5, 0, 2)),
+        make_map(rng, n_samples=(7,), nested=False),
+    ]
+
+
+def _assert_independent(returned, sent):
+    for (name, ours), (_, theirs) in zip(wire_arrays(returned), wire_arrays(sent), strict=True):
+        assert not np.shares_memory(ours, theirs), name
+
+
+# -------------------------------------------------------------------- tests
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_maps_in_maps_out(rng, backend):
+    tensors = _maps(rng)
+    results = Parallel(n_jobs=2, backend=backend)(delayed(doubled)(t) for t in tensors)
+    assert len(results) == len(tensors)
+    for result, tensor in zip(results, tensors, strict=True):
+        assert_identical(result, doubled(tensor))
+        assert result.info() == tensor.info()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_sums_per_block(rng, backend):
+    tensors = _maps(rng)
+    results = Parallel(n_jobs=2, backend=backend)(delayed(summed)(t) for t in tensors)
+    for result, tensor in zip(results, tensors, strict=True):
+        assert result.keys == tensor.keys
+        for block, original in zip(result.blocks(), tensor.blocks(), strict=True):
+            expected = original.values.sum(axis=tuple(range(original.values.ndim - 1)))
+            assert block.samples == Labels.single()
+            assert block.properties == original.properties
+            np.testing.assert_array_equal(block.values, expected.reshape(1, -1))
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_process_backends_send_copies(rng, backend):
+    """The worker edits its own writable copy; the caller's map is unchanged
+    and the result is a new, writable map."""
+    tensors = _maps(rng)[:2]
+    before = [tensor.copy() for tensor in tensors]
+    results = Parallel(n_jobs=2, backend=backend)(delayed(scaled_in_place)(t, 3) for t in tensors)
+    for result, tensor, original in zip(results, tensors, before, strict=True):
+        assert_identical(tensor, original)
+        _assert_independent(result, tensor)
+        for block, block_before in zip(result.blocks(), original.blocks(), strict=True):
+            np.testing.assert_array_equal(block.values, 3 * block_before.values)
+            assert block.values.flags.writeable
+            block.values[...] = 0  # the result is the caller's own
+        assert_identical(tensor, original)
+
+
+def test_threading_backend_passes_the_objects(rng):
+    """Threads share the caller's map: no copy, edits are seen."""
+    tensors = _maps(rng)[:2]
+    before = [tensor.copy() for tensor in tensors]
+    results = Parallel(n_jobs=2, backend="threading")(
+        delayed(scaled_in_place)(t, 3) for t in tensors
+    )
+    for result, tensor, original in zip(results, tensors, before, strict=True):
+        assert result is tensor
+        for block, block_before in zip(tensor.blocks(), original.blocks(), strict=True):
+            np.testing.assert_array_equal(block.values, 3 * block_before.values)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_blocks_and_labels(rng, backend):
+    data = [block_with_gradients(rng), labels(["a", "b"], [[0, 1], [2, 3]]), Labels.single()]
+    results = Parallel(n_jobs=2, backend=backend)(delayed(identity)(d) for d in data)
+    for result, sent in zip(results, data, strict=True):
+        assert_identical(result, sent)
+
+
+@pytest.mark.parametrize("backend", PROCESS_BACKENDS)
+def test_large_map(rng, backend):
+    """Maps of about 10 MB, above joblib's 1 MB threshold for memory-mapping numpy
+    arguments (which does not apply to maps: they are pickled), one per worker."""
+    tensors = [
+        make_map(rng, n_samples=(300, 400), component_sizes=(3,), n_properties=40) for _ in range(2)
+    ]
+    assert all(t.nbytes > 4_000_000 for t in tensors)
+    results = Parallel(n_jobs=2, backend=backend)(delayed(doubled)(t) for t in tensors)
+    for result, tensor in zip(results, tensors, strict=True):
+        assert_identical(result, doubled(tensor))
+        _assert_independent(result, tensor)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_shared_memory_map(rng, backend):
+    """A map in shared memory (``share_memory()``) is sent as well."""
+    tensor = make_map(rng).share_memory()
+    assert tensor.is_shared()
+    results = Parallel(n_jobs=2, backend=backend)(delayed(doubled)(t) for t in [tensor] * 2)
+    for result in results:
+        assert_identical(result, doubled(tensor))
