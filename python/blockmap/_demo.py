@@ -63,6 +63,9 @@ FILE_REPEAT = 3
 #: Operations of the pickle section, and its runs of each.
 PICKLE_OPERATIONS: tuple[str, ...] = ("p5oob", "p5dumps", "p5loads", "p4dumps", "p4loads")
 PICKLE_REPEAT = 3
+#: Operations of the transports section, and its runs of each.
+TRANSPORT_OPERATIONS: tuple[str, ...] = ("dask", "queueshm", "ray")
+TRANSPORT_REPEAT = 3
 
 
 # ---------------------------------------------------------------------------
@@ -406,6 +409,20 @@ def section_pickle(small: bool, repeat: int) -> None:
     _bench.print_report(result)
 
 
+def section_transports(small: bool, repeat: int) -> None:
+    """Send W to a dask worker and back, through a multiprocessing Queue after
+    ``share_memory()``, and through ray's object store, next to numpy's arrays,
+    through the ``bench`` machinery as :func:`section_files` does."""
+    from . import _bench  # _bench imports this module
+
+    print(
+        "W between processes, next to numpy: each run is a fresh process that starts "
+        "the engine (dask cluster, Queue child, ray) and warms it up first, not timed"
+    )
+    result = _bench.run_bench(TRANSPORT_OPERATIONS, repeat, small, progress=sys.stderr)
+    _bench.print_report(result)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the ``demo`` options to ``parser``."""
     parser.add_argument(
@@ -464,6 +481,7 @@ def run(args: argparse.Namespace) -> int:
     gc.collect()
     section_files(args.small, min(args.repeat, FILE_REPEAT))
     section_pickle(args.small, min(args.repeat, PICKLE_REPEAT))
+    section_transports(args.small, min(args.repeat, TRANSPORT_REPEAT))
     return 0
 
 
@@ -472,7 +490,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m blockmap demo",
         description="Build the benchmark workload W with blockmap and metatensor-core; "
-        "then move it through files and pickle next to numpy, each run in a fresh process.",
+        "then move it through files, pickle and transports (dask, multiprocessing, ray) next "
+        "to numpy, each run in a fresh process.",
     )
     add_arguments(parser)
     return run(parser.parse_args(argv))
