@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test demo build lint stubtest rust-test py-test clean
+.PHONY: all test demo bench build lint stubtest rust-test py-test clean
 
 all: test
 
@@ -44,6 +44,11 @@ test: build lint stubtest rust-test py-test
 
 demo: build
 	$(PY) -m blockmap demo
+
+# The whole benchmark harness on W (an hour or more: metatensor-core is slow,
+# every run is a fresh process); writes the report and its chart.
+bench: build
+	$(PY) -m blockmap bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
 
 clean:
 	rm -rf $(VENV) target

@@ -1210,6 +1210,53 @@ def write_markdown(result: BenchResult, path: Path, command: str) -> None:
             print(f"- {line}", file=out)
 
 
+#: Bar colours of the chart, per library.
+CHART_COLORS: dict[str, str] = {"blockmap": "#1b9e77", "numpy": "#7570b3", OTHER_NAME: "#d95f02"}
+
+
+def write_chart(result: BenchResult, path: Path) -> None:
+    """Write a bar chart of the median times (log scale) to ``path`` (PNG).
+
+    One group of bars per operation, one bar per library; operations a
+    library does not support, or whose runs failed, have no bar.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = list(result.operations)
+    width = 0.8 / len(LIBRARIES)
+    figure, axes = plt.subplots(figsize=(max(8.0, 0.9 * len(names) + 2.0), 5.0))
+    for index, library in enumerate(LIBRARIES):
+        positions, medians = [], []
+        for row, name in enumerate(names):
+            measurement = result.measurement(name, library)
+            if measurement is not None and measurement.median > 0.0:
+                positions.append(row + (index - (len(LIBRARIES) - 1) / 2) * width)
+                medians.append(measurement.median)
+        axes.bar(
+            positions,
+            medians,
+            width,
+            label=short_name(library),
+            color=CHART_COLORS.get(library),
+        )
+    axes.set_yscale("log")
+    axes.set_ylabel("median time (s), log scale")
+    axes.set_xticks(range(len(names)))
+    axes.set_xticklabels(names, rotation=30, ha="right")
+    axes.set_title(
+        f"workload W ({_workload_summary(result)}): medians of {_runs(result.repeat)}, "
+        "fresh process each; lower is better"
+    )
+    axes.grid(axis="y", which="major", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 def _workload_summary(result: BenchResult) -> str:
     size = "size unknown" if result.data_bytes is None else format_bytes(result.data_bytes)
     return f"--small, {size}" if result.small else size
@@ -1257,6 +1304,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="also write the report as markdown to FILE (e.g. docs/benchmarks.md)",
     )
+    parser.add_argument(
+        "--chart",
+        type=Path,
+        metavar="FILE",
+        help="also draw the median times as a bar chart (PNG, log scale) to FILE",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -1285,8 +1338,13 @@ def run(args: argparse.Namespace) -> int:
         if args.ops != list(OPERATIONS):
             command += f" --ops {','.join(args.ops)}"
         command += f" --markdown {args.markdown}"
+        if args.chart is not None:
+            command += f" --chart {args.chart}"
         write_markdown(result, args.markdown, command)
         print(f"markdown written to {args.markdown}")
+    if args.chart is not None:
+        write_chart(result, args.chart)
+        print(f"chart written to {args.chart}")
     return 1 if result.problems() else 0
 
 

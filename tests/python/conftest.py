@@ -4,6 +4,9 @@ The factories return plain numpy arrays next to the blocks they build, so a test
 can compare a block's data to the exact array it was built from.
 """
 
+import gc
+import os
+
 import numpy as np
 import pytest
 
@@ -135,3 +138,30 @@ def tensor(make_block, make_gradient):
         block.add_gradient("positions", gradient)
         blocks.append(block)
     return TensorMap(keys, blocks)
+
+
+def _open_blockmap_segments():
+    """File descriptors of this process open on blockmap shared-memory segments."""
+    count = 0
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except FileNotFoundError:  # not Linux: no segments either
+        return 0
+    for fd in fds:
+        try:
+            if "memfd:blockmap" in os.readlink(f"/proc/self/fd/{fd}"):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_leaked_segments():
+    """After each test module, no shared-memory segment is left open: every
+    map that was shared (or received shared) has been freed with it."""
+    before = _open_blockmap_segments()
+    yield
+    gc.collect()
+    leaked = _open_blockmap_segments() - before
+    assert leaked <= 0, f"{leaked} shared-memory segment(s) left open by this module"

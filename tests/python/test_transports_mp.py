@@ -191,6 +191,13 @@ def test_shared_maps_pickle_to_metadata_only(rng):
     tensor.share_memory()
     shared = ForkingPickler.dumps(tensor)
     assert len(shared) < 8_000, len(shared)
+    # receiving it (here, in the same process) maps the same memory again;
+    # until then the sender's resource sharer holds a duplicate descriptor
+    received = pickle.loads(shared)
+    assert_identical(received, tensor)
+    assert received.is_shared()
+    received.block(0).values[0, 0, 0] = 123.0
+    assert tensor.block(0).values[0, 0, 0] == 123.0
     # plain pickle is unchanged: copies, as before
     assert_identical(pickle.loads(pickle.dumps(tensor, protocol=4)), tensor)
 
