@@ -5,6 +5,7 @@ a :class:`TensorBlock` is a labeled N-d array with optional gradient blocks,
 and a :class:`TensorMap` is a set of blocks keyed by Labels.
 """
 
+import functools
 import importlib
 
 from . import _hooks, _shared
@@ -34,6 +35,8 @@ from .io import (
 )
 
 _shared.register()
+for _module in _shared.LOKY_REDUCTION_MODULES:
+    _hooks.when_imported(_module, functools.partial(_shared.register_loky, _module))
 _hooks.when_imported("distributed", lambda: importlib.import_module("blockmap.dask"))
 
 __all__ = [

@@ -3,7 +3,8 @@
 
 A reducer registered with :class:`multiprocessing.reduction.ForkingPickler`
 (what Queue, Pipe, Pool, Process arguments and
-:class:`concurrent.futures.ProcessPoolExecutor` pickle with) sends such an
+:class:`concurrent.futures.ProcessPoolExecutor` pickle with), and with loky's
+pickler (joblib's default backend), sends such an
 object as its pickle header, one duplicated file descriptor per shared
 segment (:func:`multiprocessing.reduction.DupFd`, passed over a Unix socket)
 and where each array lies in the segments. The receiver maps the same
@@ -17,6 +18,7 @@ sender must stay alive until then (as with torch's shared tensors).
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 from collections.abc import Sequence
@@ -26,7 +28,7 @@ from typing import Any
 from . import _blockmap
 from ._blockmap import Labels, TensorBlock, TensorMap
 
-__all__ = ["register"]
+__all__ = ["LOKY_REDUCTION_MODULES", "register", "register_loky"]
 
 Shareable = TensorMap | TensorBlock | Labels
 
@@ -60,3 +62,15 @@ def register() -> None:
     """Register the reducer with ``ForkingPickler`` (done on import of blockmap)."""
     for cls in (TensorMap, TensorBlock, Labels):
         ForkingPickler.register(cls, _reduce)
+
+
+#: loky's pickler (joblib's default backend) has its own reducer registry:
+#: blockmap registers there too, when that module is imported.
+LOKY_REDUCTION_MODULES = ("joblib.externals.loky.backend.reduction", "loky.backend.reduction")
+
+
+def register_loky(module: str) -> None:
+    """Register the reducer with the loky reduction module named ``module``."""
+    reduction = importlib.import_module(module)
+    for cls in (TensorMap, TensorBlock, Labels):
+        reduction.register(cls, _reduce)

@@ -3,13 +3,17 @@
 
 loky and multiprocessing pickle arguments and results with protocol 5, in
 band: the worker gets its own writable copy and the caller gets a new map.
-The threading backend passes the objects themselves.
+A map in shared memory goes through loky as metadata and a file descriptor
+(blockmap registers its reducer with loky's pickler). The threading backend
+passes the objects themselves.
 
 The module shuts loky's reusable executor down at the end and checks that
 no worker process it started is left.
 """
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -194,3 +198,54 @@ def test_shared_memory_map(rng, backend):
     results = Parallel(n_jobs=2, backend=backend)(delayed(doubled)(t) for t in [tensor] * 2)
     for result in results:
         assert_identical(result, doubled(tensor))
+
+
+def shared_and_doubled_in_place(tensor):
+    """In a worker: whether the map arrived in shared memory; doubles its
+    values in place."""
+    scaled_in_place(tensor, 2)
+    return tensor.is_shared()
+
+
+def test_shared_map_through_loky_is_not_copied(rng):
+    """loky's pickler uses blockmap's shared-memory reducer: the worker maps
+    the caller's segment, so its in-place writes are seen by the caller."""
+    tensor = make_map(rng).share_memory()
+    expected = [block.values * 2 for block in tensor.blocks()]
+    [arrived_shared] = Parallel(n_jobs=2, backend="loky")(
+        [delayed(shared_and_doubled_in_place)(tensor)]
+    )
+    assert arrived_shared
+    for block, values in zip(tensor.blocks(), expected, strict=True):
+        np.testing.assert_array_equal(block.values, values)
+    # and a shared result comes back mapped, not copied
+    [returned] = Parallel(n_jobs=2, backend="loky")([delayed(identity)(tensor)])
+    assert returned.is_shared()
+    returned.block(0).values[...] = -3
+    assert (tensor.block(0).values == -3).all()
+
+
+@pytest.mark.parametrize("blockmap_first", [True, False])
+def test_loky_registration_in_either_import_order(blockmap_first):
+    imports = ["import blockmap", "from joblib.externals.loky.backend import reduction"]
+    if not blockmap_first:
+        imports.reverse()
+    code = "\n".join(
+        [
+            *imports,
+            "import io",
+            "import numpy as np",
+            "tensor = blockmap.TensorMap(blockmap.Labels.range('k', 1), [blockmap.TensorBlock(",
+            "    np.zeros((1000, 100)), blockmap.Labels.range('s', 1000), [],",
+            "    blockmap.Labels.range('p', 100))]).share_memory()",
+            "buffer = io.BytesIO()",
+            "reduction.dump(tensor, buffer)",
+            "print(len(buffer.getvalue()))",
+        ]
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert result.returncode == 0, result.stderr
+    size = int(result.stdout.split()[0])
+    assert size < 5_000, f"the shared map was pickled in {size} bytes: copied"
