@@ -304,6 +304,16 @@ fn is_strictly_increasing(raw: &[i32], size: usize, count: usize) -> bool {
 /// be built (unsorted rows).
 fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Index>> {
     let size = names.len();
+    // Rows without dimensions are all equal, so more than one is a
+    // duplicate. Said before building the index: no data backs `count`
+    // then (an NPY header `'descr': [], 'shape': (10**12,)` announces zero
+    // bytes), and an index of that capacity would exhaust memory (fuzzing).
+    if size == 0 && count > 1 {
+        return Err(Error::invalid(format!(
+            "labels without dimensions have {count} entries: the entry [] is there \
+             twice (rows 0 and 1)"
+        )));
+    }
     if is_strictly_increasing(raw, size, count) {
         return Ok(None);
     }
