@@ -63,6 +63,13 @@ def _mapped(tensor, path):
     return blockmap.load(path, mmap=True)
 
 
+def _shared_file(_tensor, path):
+    """Every thread reads the same file, saved before the threads start."""
+    shared = path.parent / "shared.mts"
+    assert blockmap.load(shared, mmap=True) == blockmap.load_buffer(shared.read_bytes())
+    return blockmap.load(shared)
+
+
 def _buffer(tensor, _path):
     return blockmap.load_buffer(blockmap.save_buffer(tensor))
 
@@ -89,7 +96,7 @@ def _deepcopy(tensor, _path):
     return copy.deepcopy(tensor)
 
 
-OPERATIONS = [_p5_out_of_band, _p4, _file, _mapped, _buffer, _read, _deepcopy]
+OPERATIONS = [_p5_out_of_band, _p4, _file, _mapped, _shared_file, _buffer, _read, _deepcopy]
 
 
 def test_threads_pickle_save_and_read_one_map(tmp_path):
@@ -98,6 +105,7 @@ def test_threads_pickle_save_and_read_one_map(tmp_path):
         np.random.default_rng(11), n_samples=(100, 200, 150), n_properties=32, info=INFO
     )
     reference = copy.deepcopy(tensor)
+    blockmap.save(tmp_path / "shared.mts", tensor)
     results = {}
 
     def work(index, barrier):
