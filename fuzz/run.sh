@@ -15,6 +15,7 @@
 # OOMs go to artifacts/<target>/. Reproduce one with
 #     RUSTC_BOOTSTRAP=1 cargo fuzz run <target> artifacts/<target>/<file>
 #
+# Dictionaries of tokens (npy.dict, pickle.dict) help the mutations.
 # Limits: -rss_limit_mb=2048, -timeout=10 (seconds per input), and a
 # malloc limit per target: one allocation larger than what the largest
 # input (-max_len) can legitimately declare is reported as a finding.
@@ -36,9 +37,9 @@ targets=(${FUZZ_TARGETS:-npy_header load_archive pickle_load})
 
 options() {
     case "$1" in
-        npy_header) echo "-max_len=8192 -malloc_limit_mb=32" ;;
-        load_archive) echo "-max_len=65536 -malloc_limit_mb=96" ;;
-        pickle_load) echo "-max_len=65536 -malloc_limit_mb=32" ;;
+        npy_header) echo "-max_len=8192 -malloc_limit_mb=32 -dict=$PWD/npy.dict" ;;
+        load_archive) echo "-max_len=65536 -malloc_limit_mb=96 -dict=$PWD/npy.dict" ;;
+        pickle_load) echo "-max_len=65536 -malloc_limit_mb=32 -dict=$PWD/pickle.dict" ;;
         *) echo "unknown fuzz target '$1'" >&2; return 1 ;;
     esac
 }
