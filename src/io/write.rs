@@ -113,9 +113,14 @@ impl<W: Seek> Seek for Fuse<W> {
     }
 }
 
+/// Array data goes to the zip writer through a scratch buffer of this size.
+const SNAPSHOT_PIECE: usize = 256 * 1024;
+
 struct Archive<W: Write + Seek> {
     zip: ZipWriter<Fuse<W>>,
     blown: Rc<Cell<bool>>,
+    /// where array data is copied piece by piece before it is written
+    scratch: Vec<u8>,
 }
 
 impl<W: Write + Seek> Archive<W> {
@@ -127,8 +132,29 @@ impl<W: Write + Seek> Archive<W> {
         self.zip.write_all(data).map_err(write_error)
     }
 
+    /// An array's entry. Its memory may be written by another thread
+    /// (through a numpy view) while it is saved: the zip writer reads what
+    /// it is given twice (to write it, then to update the CRC), so each
+    /// piece is first copied into the scratch buffer, and the CRC always
+    /// describes the bytes written. The file then holds a snapshot of each
+    /// piece, and loads. The scratch piece stays in the CPU cache, so the
+    /// array's memory is read once instead of twice.
     fn array(&mut self, name: &str, array: &Array) -> Result<()> {
-        self.entry(name, &array_npy_header(array), array.bytes())
+        let header = array_npy_header(array);
+        let data = array.bytes();
+        self.zip
+            .start_file(name, options(header.len() + data.len()))
+            .map_err(zip_error)?;
+        self.zip.write_all(&header).map_err(write_error)?;
+        if self.scratch.len() < SNAPSHOT_PIECE.min(data.len()) {
+            self.scratch.resize(SNAPSHOT_PIECE.min(data.len()), 0);
+        }
+        for piece in data.chunks(SNAPSHOT_PIECE) {
+            let copy = &mut self.scratch[..piece.len()];
+            copy.copy_from_slice(piece);
+            self.zip.write_all(copy).map_err(write_error)?;
+        }
+        Ok(())
     }
 
     fn labels(&mut self, name: &str, labels: &Labels) -> Result<()> {
@@ -162,6 +188,7 @@ impl<W: Write + Seek> Archive<W> {
         Archive {
             zip: ZipWriter::new(fuse),
             blown,
+            scratch: Vec::new(),
         }
     }
 

@@ -66,8 +66,9 @@ def test_full_workload_is_794_mb_without_allocating_it():
     assert isinstance(blockmap.__version__, str)
 
 
-def test_small_bench_runs_every_file_operation(tmp_path):
+def test_small_bench_runs_every_operation_and_draws_the_chart(tmp_path):
     markdown = tmp_path / "bench.md"
+    chart = tmp_path / "bench.png"
     result = subprocess.run(
         [
             sys.executable,
@@ -79,13 +80,26 @@ def test_small_bench_runs_every_file_operation(tmp_path):
             "1",
             "--markdown",
             str(markdown),
+            "--chart",
+            str(chart),
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr
-    for operation in ("save to a file", "load from a file, all data read", "mapped load"):
+    for operation in (
+        "save to a file",
+        "load from a file, all data read",
+        "mapped load",
+        "pickle p4 dumps",
+        "dask: scatter to a worker + gather",
+        "multiprocessing Queue after share_memory()",
+        "ray: put + get",
+        "joblib Parallel(n_jobs=2)",
+    ):
         assert operation in result.stdout
         assert operation in markdown.read_text()
     assert "failed" not in result.stdout
+    assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert chart.stat().st_size > 10_000
