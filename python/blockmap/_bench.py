@@ -826,9 +826,11 @@ def run_bench(
     repeat: int = 5,
     small: bool = False,
     progress: TextIO | None = None,
+    libraries: Sequence[str] = LIBRARIES,
 ) -> BenchResult:
     """Measure ``operations`` (names in :data:`OPERATIONS`), ``repeat`` fresh
-    processes per library each, interleaving the libraries run by run.
+    processes per library each (of ``libraries``, by default all),
+    interleaving the libraries run by run.
 
     Prepared files are written first by one process into a temporary directory,
     which is deleted before returning. Progress lines go to ``progress``.
@@ -843,7 +845,9 @@ def run_bench(
     result = BenchResult(list(operations), repeat, small)
     if _metatensor_version() is None:
         result.missing[OTHER_NAME] = "not installed (pip install metatensor-core==0.2.6)"
-    libraries = [library for library in LIBRARIES if library not in result.missing]
+    libraries = [
+        library for library in LIBRARIES if library in libraries and library not in result.missing
+    ]
     work = [
         (name, library)
         for name in operations

@@ -417,9 +417,12 @@ def section_transports(small: bool, repeat: int) -> None:
 
     print(
         "W between processes, next to numpy: each run is a fresh process that starts "
-        "the engine (dask cluster, Queue child, ray) and warms it up first, not timed"
+        "the engine (dask cluster, Queue child, ray) and warms it up first, not timed "
+        "(metatensor-core, at a minute per dask run, is left to `python -m blockmap bench`)"
     )
-    result = _bench.run_bench(TRANSPORT_OPERATIONS, repeat, small, progress=sys.stderr)
+    result = _bench.run_bench(
+        TRANSPORT_OPERATIONS, repeat, small, progress=sys.stderr, libraries=("blockmap", "numpy")
+    )
     _bench.print_report(result)
 
 
