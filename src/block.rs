@@ -1,4 +1,4 @@
-//! TensorBlock: a labeled N-d array with optional gradient blocks.
+//! `TensorBlock`: a labeled N-d array with optional gradient blocks.
 
 use std::collections::BTreeMap;
 
@@ -170,7 +170,7 @@ impl TensorBlock {
             .raw()
             .chunks_exact(size)
             .map(|row| row[0])
-            .find(|&s| s < 0 || s as usize >= n_parent)
+            .find(|&s| !usize::try_from(s).is_ok_and(|s| s < n_parent))
         {
             return Err(context(format!(
                 "'sample' value {bad} is outside the block's {n_parent} samples"
@@ -298,7 +298,7 @@ mod tests {
         let n = samples.len();
         let mut rows = Vec::new();
         for (i, s) in samples.iter().enumerate() {
-            rows.extend([*s, i as i32]);
+            rows.extend([*s, i32::try_from(i).unwrap()]);
         }
         let mut components = vec![labels(&["c"], &[0, 1])];
         let mut shape = vec![n, 2, 4];

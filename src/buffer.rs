@@ -109,7 +109,7 @@ impl fmt::Debug for AlignedBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AlignedBytes")
             .field("len", &self.len)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -161,6 +161,12 @@ unsafe impl Sync for Buffer {}
 
 impl Buffer {
     /// An empty buffer.
+    ///
+    /// # Panics
+    ///
+    /// If the allocator cannot give the one byte an empty buffer holds
+    /// (so that its pointer is non-null and aligned), like any allocation
+    /// of a `Box` or `Vec`.
     pub fn empty() -> Self {
         Self::from(AlignedBytes::zeroed(0).expect("one byte can be allocated"))
     }
@@ -257,6 +263,7 @@ impl Buffer {
     }
 
     /// The same memory, never writable through views of this buffer.
+    #[must_use]
     pub fn into_read_only(mut self) -> Self {
         self.writable = false;
         self
@@ -371,7 +378,7 @@ impl fmt::Debug for Buffer {
             .field("len", &self.len)
             .field("writable", &self.writable)
             .field("owner", &self.owner_kind())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 

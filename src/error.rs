@@ -52,6 +52,7 @@ impl Error {
 
     /// The same error with `context` in front of its message (for
     /// [`Error::Invalid`] and [`Error::Format`]), e.g. the entry it concerns.
+    #[must_use]
     pub fn context(self, context: impl std::fmt::Display) -> Self {
         match self {
             Error::Invalid(message) => Error::Invalid(format!("{context}: {message}")),

@@ -1,4 +1,4 @@
-//! blockmap: labeled block tensors (TensorMap) whose data moves without
+//! blockmap: labeled block tensors (`TensorMap`) whose data moves without
 //! being copied.
 //!
 //! The core (everything here but the `python` module) is a plain Rust

@@ -31,7 +31,7 @@ impl fmt::Debug for SharedBytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedBytes")
             .field("len", &self.map.len())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -237,13 +237,12 @@ pub fn parts(data: DataRef<'_>) -> Result<Option<Parts>> {
             return Ok(None);
         };
         let start = segment.as_slice().as_ptr();
-        let index = match segments.iter().position(|s| s.as_ptr() == start) {
-            Some(index) => index,
-            None => {
-                // a view of the whole segment, keeping it alive
-                segments.extend(buffer.whole_segment());
-                segments.len() - 1
-            }
+        let index = if let Some(index) = segments.iter().position(|s| s.as_ptr() == start) {
+            index
+        } else {
+            // a view of the whole segment, keeping it alive
+            segments.extend(buffer.whole_segment());
+            segments.len() - 1
         };
         locations.push(Some(Location {
             segment: index,
@@ -369,12 +368,14 @@ mod tests {
         let ours = shared.blocks()[0].values().buffer().as_ptr().cast_mut();
         let theirs = attached.blocks()[0].values().buffer().as_ptr();
         assert_ne!(ours.cast_const(), theirs);
-        // SAFETY: the first value of the block (8 aligned bytes, writable
-        // shared memory) is written by this test only; nothing reads it at
-        // the same time.
-        unsafe { ours.cast::<f64>().write_volatile(42.0) };
-        // SAFETY: as above; the read is of 8 aligned bytes in the mapping.
-        assert_eq!(unsafe { theirs.cast::<f64>().read_volatile() }, 42.0);
+        // the bytes of the first value, compared as bytes: exact on purpose
+        let value = 42.0f64.to_ne_bytes();
+        // SAFETY: the first value of the block (8 bytes of writable shared
+        // memory) is written by this test only; nothing reads it at the same
+        // time.
+        unsafe { ours.cast::<[u8; 8]>().write_volatile(value) };
+        // SAFETY: as above; the read is of the same 8 bytes in the mapping.
+        assert_eq!(unsafe { theirs.cast::<[u8; 8]>().read_volatile() }, value);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! TensorMap: one block per key entry, plus an info map.
+//! `TensorMap`: one block per key entry, plus an info map.
 
 use std::collections::BTreeMap;
 

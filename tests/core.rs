@@ -23,7 +23,9 @@ impl Drop for Foreign {
 fn foreign_array(shape: Vec<usize>, released: &Arc<AtomicBool>) -> Array {
     let n = shape.iter().product();
     let owner = Box::new(Foreign {
-        data: (0..n).map(|i| i as f64).collect(),
+        data: (0..n)
+            .map(|i| f64::from(u32::try_from(i).expect("a small test array")))
+            .collect(),
         released: Arc::clone(released),
     });
     let ptr = NonNull::new(owner.data.as_ptr().cast_mut().cast::<u8>()).unwrap();
@@ -42,7 +44,7 @@ fn labels(names: &[&str], rows: impl IntoIterator<Item = Vec<i32>>) -> Labels {
 fn workload_block(n_samples: usize, released: &Arc<AtomicBool>) -> TensorBlock {
     let samples = labels(
         &["system", "atom"],
-        (0..n_samples as i32).map(|i| vec![i / 4, i % 4]),
+        (0..i32::try_from(n_samples).unwrap()).map(|i| vec![i / 4, i % 4]),
     );
     let o3_mu = labels(&["o3_mu"], [vec![-1], vec![0], vec![1]]);
     let properties = Labels::range("n", 5).unwrap();
@@ -82,7 +84,9 @@ fn a_map_over_foreign_memory_keeps_it_alive_and_releases_it() {
         "the map views the input"
     );
     assert_eq!(values.buffer().owner_kind(), OwnerKind::Foreign);
-    assert_eq!(values.as_slice::<f64>().unwrap()[7], 7.0);
+    // bit-exact on purpose: element 7 was written as exactly 7.0
+    let seventh = values.as_slice::<f64>().unwrap()[7];
+    assert_eq!(seventh.to_bits(), 7.0f64.to_bits());
     assert_eq!(map.sample_names(), vec!["system", "atom"]);
     assert_eq!(map.component_names(), vec!["o3_mu"]);
 

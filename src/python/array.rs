@@ -49,7 +49,7 @@ impl BufferOwner {
     /// `view` must point to a `Py_buffer` to fill, as Python guarantees when
     /// it calls `bf_getbuffer`.
     unsafe fn __getbuffer__(
-        slf: Bound<'_, Self>,
+        slf: &Bound<'_, Self>,
         view: *mut ffi::Py_buffer,
         flags: c_int,
     ) -> PyResult<()> {
@@ -222,8 +222,7 @@ fn numpy_dtype(array: &Bound<'_, PyAny>, what: &str) -> PyResult<(DType, ByteOrd
         let name = array
             .getattr("dtype")
             .and_then(|d| d.str())
-            .map(|s| s.to_string())
-            .unwrap_or(descr);
+            .map_or(descr, |s| s.to_string());
         wrong_type(array.py(), format!("{what}: unsupported dtype {name}: {e}"))
     })
 }
@@ -314,7 +313,7 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
 }
 
 extern "C" {
-    /// CPython's resize of a `bytes` object that nothing else references
+    /// `CPython`'s resize of a `bytes` object that nothing else references
     /// yet (it is exported by the interpreter; `pyo3-ffi` keeps it private).
     fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, size: ffi::Py_ssize_t) -> c_int;
 }
@@ -339,8 +338,8 @@ impl std::io::Write for RawWriter {
         // `bytes_with`), `position..end` lies inside them, and `data` is a
         // Rust slice, so it cannot overlap a bytes object being built.
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.start.add(self.position), data.len())
-        };
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.start.add(self.position), data.len());
+        }
         self.position = end;
         self.len = self.len.max(end);
         Ok(data.len())
@@ -372,11 +371,7 @@ impl std::io::Seek for RawWriter {
 /// A `bytes` object written in place by `write` (into at most `capacity`
 /// bytes, through a `Write + Seek`), then shrunk to what was written: one
 /// pass over the data, no copy.
-pub fn bytes_with<'py, W>(
-    py: Python<'py>,
-    capacity: usize,
-    write: W,
-) -> PyResult<Bound<'py, PyBytes>>
+pub fn bytes_with<W>(py: Python<'_>, capacity: usize, write: W) -> PyResult<Bound<'_, PyBytes>>
 where
     W: FnOnce(&mut dyn WriteSeek) -> crate::Result<()>,
 {
@@ -397,17 +392,22 @@ where
         position: 0,
         len: 0,
     };
-    let result = write(&mut writer);
-    if let Err(error) = result {
-        // SAFETY: `object` is the owned reference created above.
-        unsafe { ffi::Py_DECREF(object) };
-        return Err(error.into());
-    }
-    // `len <= capacity`, which fits in Py_ssize_t (checked above)
-    let len = writer.len as ffi::Py_ssize_t;
+    let len = write(&mut writer).map_err(PyErr::from).and_then(|()| {
+        // never fails: `len <= capacity`, which fits (checked above)
+        ffi::Py_ssize_t::try_from(writer.len)
+            .map_err(|_| invalid(py, "the data is too large for a bytes object"))
+    });
+    let len = match len {
+        Ok(len) => len,
+        Err(error) => {
+            // SAFETY: `object` is the owned reference created above.
+            unsafe { ffi::Py_DECREF(object) };
+            return Err(error);
+        }
+    };
     // SAFETY: nothing else references `object` yet, as _PyBytes_Resize
     // requires; on failure it releases the object and sets it to null.
-    if unsafe { _PyBytes_Resize(&mut object, len) } < 0 {
+    if unsafe { _PyBytes_Resize(&raw mut object, len) } < 0 {
         return Err(PyErr::fetch(py));
     }
     // SAFETY: `object` is an owned, non-null reference to a bytes object.

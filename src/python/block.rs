@@ -1,5 +1,7 @@
 //! `blockmap.TensorBlock`.
 
+use std::fmt::Write as _;
+
 use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
@@ -17,7 +19,7 @@ use crate::labels::{Labels, Names};
 pub enum Origin {
     /// built by the user (or a copy): may get gradients
     Standalone,
-    /// a block of a TensorMap
+    /// a block of a `TensorMap`
     MapBlock,
     /// a gradient of another block
     Gradient,
@@ -239,7 +241,7 @@ impl PyTensorBlock {
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
         let data = super::io::extract_data(slf.as_any())?;
-        super::pickle::reduce(slf.py(), data, protocol)
+        super::pickle::reduce(slf.py(), &data, protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
@@ -247,7 +249,7 @@ impl PyTensorBlock {
         call_io(slf.py(), "save", (file, slf)).map(drop)
     }
 
-    /// Load a TensorBlock from a path or binary file object (see ``blockmap.load``).
+    /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
     #[pyo3(signature = (file, mmap = false))]
     fn load<'py>(
@@ -289,11 +291,11 @@ impl PyTensorBlock {
     }
 
     /// ``copy.copy(block)``: a new block object sharing this one's memory.
-    fn __copy__(&self) -> PyResult<Self> {
-        Ok(PyTensorBlock {
+    fn __copy__(&self) -> Self {
+        PyTensorBlock {
             block: self.block.clone(),
             origin: Origin::Standalone,
-        })
+        }
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -334,7 +336,7 @@ pub fn block_repr(block: &TensorBlock) -> String {
     );
     if !block.gradients().is_empty() {
         let gradients: Vec<String> = block.gradients().keys().cloned().collect();
-        repr.push_str(&format!(", gradients={}", Names(&gradients)));
+        write!(repr, ", gradients={}", Names(&gradients)).expect("writing to a String cannot fail");
     }
     repr.push(')');
     repr

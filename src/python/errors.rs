@@ -62,7 +62,7 @@ impl Class {
         }
     }
 
-    fn bases<'py>(self, py: Python<'py>) -> Vec<Bound<'py, PyType>> {
+    fn bases(self, py: Python<'_>) -> Vec<Bound<'_, PyType>> {
         match self {
             Class::BlockMapError => vec![py.get_type::<PyException>()],
             Class::ValidationError => vec![
@@ -170,8 +170,7 @@ impl From<Error> for PyErr {
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".into())
+        .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// Add the exception classes to the module.

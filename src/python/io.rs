@@ -77,6 +77,8 @@ pub fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
 
 /// Save `data` to `path` atomically (the path is used as given).
 #[pyfunction]
+// pyo3 can only extract an owned `PathBuf` (there is no `&Path` argument)
+#[allow(clippy::needless_pass_by_value)]
 fn _save_path(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<()> {
     let data = extract_data(data)?;
     Ok(py.detach(|| io::save_path(&path, as_ref(&data)))?)
@@ -158,10 +160,12 @@ fn _save_file(file: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<()> 
         std::io::Write::flush(&mut writer).map_err(|e| crate::Error::io("flushing the file", e))
     });
     match result {
-        Ok(_) => Ok(()),
+        Ok(()) => Ok(()),
         // an exception raised by the file object: raise it as it is
         Err(crate::Error::Io { source, .. })
-            if source.get_ref().is_some_and(|e| e.is::<PyErr>()) =>
+            if source
+                .get_ref()
+                .is_some_and(<dyn std::error::Error + Send + Sync>::is::<PyErr>) =>
         {
             let error = source.into_inner().and_then(|e| e.downcast::<PyErr>().ok());
             Err(error.map_or_else(|| invalid(file.py(), "writing failed"), |e| *e))
@@ -184,6 +188,8 @@ fn _save_buffer<'py>(
 
 /// Load `kind` from `path`, mapped when `mmap` is true.
 #[pyfunction]
+// pyo3 can only extract an owned `PathBuf` (there is no `&Path` argument)
+#[allow(clippy::needless_pass_by_value)]
 fn _load_path(py: Python<'_>, path: PathBuf, kind: &str, mmap: bool) -> PyResult<Py<PyAny>> {
     let kind = parse_kind(py, kind)?;
     let data = py.detach(|| io::load_path(&path, kind, mmap))?;
@@ -201,6 +207,8 @@ fn _load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: &str) -> PyResu
 
 /// Check the file at `path` completely.
 #[pyfunction]
+// pyo3 can only extract an owned `PathBuf` (there is no `&Path` argument)
+#[allow(clippy::needless_pass_by_value)]
 fn _verify_path(py: Python<'_>, path: PathBuf) -> PyResult<()> {
     py.detach(|| io::verify_path(&path))?;
     Ok(())

@@ -116,19 +116,18 @@ fn extract_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResult<Array> {
     let int32 = array.call_method("astype", ("=i4",), Some(&kwargs))?;
     let int32: PyReadonlyArray2<'_, i32> = int32.extract()?;
     let view = int32.as_array();
-    let array = match view.as_slice() {
-        // `ndarray`'s `as_slice` is only for row-major (C) layout
-        Some(data) => Array::from_slice(shape, data)?,
+    // `ndarray`'s `as_slice` is only for row-major (C) layout
+    let array = if let Some(data) = view.as_slice() {
+        Array::from_slice(shape, data)?
+    } else {
         // otherwise gather in row-major order
-        None => {
-            let data: Vec<i32> = view.iter().copied().collect();
-            Array::from_slice(shape, &data)?
-        }
+        let data: Vec<i32> = view.iter().copied().collect();
+        Array::from_slice(shape, &data)?
     };
     Ok(array)
 }
 
-/// An entry given as a LabelsEntry or a sequence of integers; `None` when
+/// An entry given as a `LabelsEntry` or a sequence of integers; `None` when
 /// an integer does not fit in int32 (such an entry cannot be present).
 fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<Option<Vec<i32>>> {
     if let Ok(entry) = entry.cast::<PyLabelsEntry>() {
@@ -169,12 +168,12 @@ pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
     } else {
         Some(index)
     };
-    match resolved {
-        Some(i) if i >= 0 && (i as usize) < len => Ok(i as usize),
-        _ => Err(PyIndexError::new_err(format!(
-            "index {index} is out of range for {len} entries"
-        ))),
-    }
+    resolved
+        .and_then(|i| usize::try_from(i).ok())
+        .filter(|&i| i < len)
+        .ok_or_else(|| {
+            PyIndexError::new_err(format!("index {index} is out of range for {len} entries"))
+        })
 }
 
 #[pymethods]
@@ -237,8 +236,8 @@ impl PyLabels {
         values.get_item((PySlice::full(py), d))
     }
 
-    /// Position of ``entry`` (a LabelsEntry or a sequence of integers), or
-    /// ``None`` when it is not present.
+    /// Position of ``entry`` (a :class:`LabelsEntry` or a sequence of
+    /// integers), or ``None`` when it is not present.
     fn position(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         let Some(values) = extract_entry(entry)? else {
             return Ok(None);
@@ -262,7 +261,7 @@ impl PyLabels {
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
         let data = super::io::extract_data(slf.as_any())?;
-        super::pickle::reduce(slf.py(), data, protocol)
+        super::pickle::reduce(slf.py(), &data, protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
@@ -301,8 +300,8 @@ impl PyLabels {
         self.clone()
     }
 
-    /// ``labels[i]`` is entry ``i`` (a LabelsEntry); ``labels["name"]`` is
-    /// the column of that dimension.
+    /// ``labels[i]`` is entry ``i`` (a :class:`LabelsEntry`);
+    /// ``labels["name"]`` is the column of that dimension.
     fn __getitem__<'py>(
         &self,
         py: Python<'py>,

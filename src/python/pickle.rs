@@ -1,5 +1,6 @@
-//! Pickle support: `__reduce_ex__` of Labels, TensorBlock and TensorMap and
-//! the reconstructor `blockmap._blockmap._reconstruct` (see docs/pickle.md).
+//! Pickle support: `__reduce_ex__` of `Labels`, `TensorBlock` and
+//! `TensorMap` and the reconstructor `blockmap._blockmap._reconstruct` (see
+//! docs/pickle.md).
 //!
 //! - protocol >= 5: `_reconstruct(1, header, *buffers)`, one
 //!   `pickle.PickleBuffer` per array over the memory the object holds;
@@ -23,11 +24,11 @@ static RECONSTRUCT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 const ARCHIVE_VERSION: u32 = 0;
 
 /// `(reconstructor, args)` for pickling `data` with `protocol`.
-pub fn reduce<'py>(py: Python<'py>, data: Data, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+pub fn reduce<'py>(py: Python<'py>, data: &Data, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
     let reconstruct = RECONSTRUCT.import(py, "blockmap._blockmap", "_reconstruct")?;
     let mut args: Vec<Bound<'py, PyAny>> = Vec::new();
     if protocol >= 5 {
-        let (header, buffers) = py.detach(|| pickle::dump(as_ref(&data)))?;
+        let (header, buffers) = py.detach(|| pickle::dump(as_ref(data)))?;
         let pickle_buffer = PICKLE_BUFFER.import(py, "pickle", "PickleBuffer")?;
         args.push(pickle::VERSION.into_pyobject(py)?.into_any());
         args.push(PyBytes::new(py, &header).into_any());
@@ -38,12 +39,10 @@ pub fn reduce<'py>(py: Python<'py>, data: Data, protocol: i64) -> PyResult<Bound
     } else {
         // `bytes`, not `bytearray`: before protocol 5, pickle copies a
         // bytearray through bytes(self) on dumps and back on loads
-        let bound = io::save_size_bound(as_ref(&data));
-        let archive = bytes_with(py, bound, |writer| {
-            io::save(writer, as_ref(&data)).map(drop)
-        })?;
+        let bound = io::save_size_bound(as_ref(data));
+        let archive = bytes_with(py, bound, |writer| io::save(writer, as_ref(data)).map(drop))?;
         args.push(ARCHIVE_VERSION.into_pyobject(py)?.into_any());
-        args.push(kind_name(&data).into_pyobject(py)?.into_any());
+        args.push(kind_name(data).into_pyobject(py)?.into_any());
         args.push(archive.into_any());
     }
     PyTuple::new(
@@ -52,10 +51,10 @@ pub fn reduce<'py>(py: Python<'py>, data: Data, protocol: i64) -> PyResult<Bound
     )
 }
 
-/// Rebuild a Labels, TensorBlock or TensorMap from what `__reduce_ex__`
-/// gave: `(1, header, *buffers)` or `(0, kind, archive)`. Buffers can be
-/// any object exporting a buffer: viewed when contiguous and aligned,
-/// copied otherwise; read-only buffers give read-only arrays.
+/// Rebuild a `Labels`, `TensorBlock` or `TensorMap` from what
+/// `__reduce_ex__` gave: `(1, header, *buffers)` or `(0, kind, archive)`.
+/// Buffers can be any object exporting a buffer: viewed when contiguous and
+/// aligned, copied otherwise; read-only buffers give read-only arrays.
 #[pyfunction]
 #[pyo3(signature = (version, *args))]
 fn _reconstruct(

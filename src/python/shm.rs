@@ -1,5 +1,5 @@
 //! Shared memory in the binding: `share_memory()` / `is_shared()` on
-//! TensorMap and TensorBlock (in their pymethods), and the two functions
+//! `TensorMap` and `TensorBlock` (in their pymethods), and the two functions
 //! the multiprocessing reducer of `python/blockmap/_shared.py` uses to send
 //! shared data as metadata plus file descriptors (see docs/transports.md).
 
@@ -37,8 +37,8 @@ type WireLocation = Option<(usize, usize, usize, bool)>;
 /// What `_shared_parts` returns: `(header, fds, locations)`.
 type WireParts<'py> = (Bound<'py, PyBytes>, Vec<RawFd>, Vec<WireLocation>);
 
-/// `(header, fds, locations)` for a TensorMap, TensorBlock or Labels whose
-/// memory lives in shared segments, `None` otherwise. The descriptors
+/// `(header, fds, locations)` for a `TensorMap`, `TensorBlock` or `Labels`
+/// whose memory lives in shared segments, `None` otherwise. The descriptors
 /// belong to `data` and stay valid while it lives: the caller duplicates
 /// them before sending.
 #[pyfunction]

@@ -1,6 +1,7 @@
 //! `blockmap.TensorMap`.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
@@ -27,8 +28,8 @@ pub struct PyTensorMap {
     pub map: TensorMap,
 }
 
-/// A selection given as an index, a dict, a LabelsEntry, a one-entry
-/// Labels or keyword arguments.
+/// A selection given as an index, a dict, a `LabelsEntry`, a one-entry
+/// `Labels` or keyword arguments.
 enum Selection {
     All,
     Index(isize),
@@ -224,12 +225,12 @@ impl PyTensorMap {
     /// memory segment, in place, and return the map.
     ///
     /// Done once: a map already in shared memory is left as it is. Sending
-    /// the map to another process through ``multiprocessing`` (Queue, Pipe,
-    /// Pool, ProcessPoolExecutor) then sends only its metadata and a file
-    /// descriptor; the receiver maps the same memory, so writes by either
-    /// process are seen by the other. The memory is freed when the last
-    /// process drops its map. Blocks and arrays taken from the map before
-    /// the call keep viewing the old memory. Linux only.
+    /// the map to another process through ``multiprocessing`` (``Queue``,
+    /// ``Pipe``, ``Pool``, ``ProcessPoolExecutor``) then sends only its
+    /// metadata and a file descriptor; the receiver maps the same memory, so
+    /// writes by either process are seen by the other. The memory is freed
+    /// when the last process drops its map. Blocks and arrays taken from the
+    /// map before the call keep viewing the old memory. Linux only.
     fn share_memory(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
         let py = slf.py();
         if let Some(Data::Tensor(map)) = super::shm::share(py, DataRef::Tensor(&slf.map))? {
@@ -249,8 +250,9 @@ impl PyTensorMap {
     }
 
     /// The one block matching the selection: an index, a dict of key
-    /// values, a LabelsEntry, a one-entry Labels or keyword arguments. With
-    /// no selection, the map must have exactly one block.
+    /// values, a :class:`LabelsEntry`, a one-entry :class:`Labels` or
+    /// keyword arguments. With no selection, the map must have exactly one
+    /// block.
     #[pyo3(signature = (selection = None, **kwargs))]
     fn block(
         &self,
@@ -340,7 +342,7 @@ impl PyTensorMap {
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
         let data = super::io::extract_data(slf.as_any())?;
-        super::pickle::reduce(slf.py(), data, protocol)
+        super::pickle::reduce(slf.py(), &data, protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
@@ -348,7 +350,7 @@ impl PyTensorMap {
         call_io(slf.py(), "save", (file, slf)).map(drop)
     }
 
-    /// Load a TensorMap from a path or binary file object (see ``blockmap.load``).
+    /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
     #[pyo3(signature = (file, mmap = false))]
     fn load<'py>(
@@ -412,13 +414,20 @@ impl PyTensorMap {
 }
 
 fn tensor_repr(map: &TensorMap) -> String {
+    let mut repr = String::new();
+    write_tensor_repr(&mut repr, map).expect("writing to a String cannot fail");
+    repr
+}
+
+fn write_tensor_repr(repr: &mut String, map: &TensorMap) -> std::fmt::Result {
     let blocks = map.blocks();
-    let mut repr = format!(
+    write!(
+        repr,
         "TensorMap(keys={}, {} block{}",
         Names(map.keys().names()),
         blocks.len(),
         if blocks.len() == 1 { "" } else { "s" }
-    );
+    )?;
     if let Some(first) = blocks.first() {
         let dtypes: Vec<String> = blocks.iter().map(|b| b.dtype().to_string()).collect();
         let dtype = if dtypes.iter().all(|d| *d == dtypes[0]) {
@@ -426,34 +435,38 @@ fn tensor_repr(map: &TensorMap) -> String {
         } else {
             "mixed".into()
         };
-        repr.push_str(&format!(
+        write!(
+            repr,
             ", samples={}, components={}, properties={}",
             Names(first.samples().names()),
             Names(&first.component_names()),
             Names(first.properties().names())
-        ));
+        )?;
         if !first.gradients().is_empty() {
             let gradients: Vec<String> = first.gradients().keys().cloned().collect();
-            repr.push_str(&format!(", gradients={}", Names(&gradients)));
+            write!(repr, ", gradients={}", Names(&gradients))?;
         }
-        repr.push_str(&format!(", dtype={dtype}"));
+        write!(repr, ", dtype={dtype}")?;
         if blocks.len() <= 2 {
             for (i, block) in blocks.iter().enumerate() {
-                repr.push_str(&format!(
+                write!(
+                    repr,
                     ", {}: {}",
                     describe_entry(map.keys(), i),
                     block_repr(block)
-                ));
+                )?;
             }
         }
     }
-    repr.push_str(&format!(", {})", human_bytes(map.nbytes())));
-    repr
+    write!(repr, ", {})", human_bytes(map.nbytes()))
 }
 
 /// `794.1 MB`.
 fn human_bytes(bytes: usize) -> String {
     let units = ["B", "kB", "MB", "GB", "TB"];
+    // display only: the value is rounded to one decimal, so the precision
+    // an `f64` lacks above 2^53 bytes cannot show
+    #[allow(clippy::cast_precision_loss)]
     let mut value = bytes as f64;
     let mut unit = 0;
     while value >= 1000.0 && unit + 1 < units.len() {
