@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test demo bench build lint stubtest rust-test py-test clean
+.PHONY: all test demo bench fuzz check-memory build lint stubtest rust-test py-test clean
 
 all: test
 
@@ -49,6 +49,16 @@ demo: build
 # every run is a fresh process); writes the report and its chart.
 bench: build
 	$(PY) -m blockmap bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
+
+# Each cargo-fuzz target for FUZZ_SECONDS, one after another (not part of
+# `make test`; needs `cargo install cargo-fuzz --locked`, see fuzz/README.md).
+FUZZ_SECONDS ?= 60
+fuzz:
+	fuzz/run.sh $(FUZZ_SECONDS)
+
+# The Rust test binaries under valgrind memcheck: no errors, no definite leaks.
+check-memory:
+	scripts/check-memory.sh
 
 clean:
 	rm -rf $(VENV) target
