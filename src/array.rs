@@ -23,7 +23,7 @@ pub fn byte_len(dtype: DType, shape: &[usize]) -> Result<usize> {
     shape
         .iter()
         .try_fold(dtype.size(), |acc, &dim| acc.checked_mul(dim))
-        .filter(|&len| len <= isize::MAX as usize)
+        .filter(|&len| isize::try_from(len).is_ok())
         .ok_or_else(|| Error::invalid(format!("array shape {shape:?} is too large")))
 }
 

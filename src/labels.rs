@@ -170,6 +170,10 @@ impl Labels {
 
     /// One entry with one dimension `_` of value 0, for maps or blocks
     /// without real keys or samples.
+    ///
+    /// # Panics
+    ///
+    /// Never: these labels are valid (a unit test builds them).
     pub fn single() -> Self {
         Labels::new(vec!["_"], &[0]).expect("valid labels")
     }

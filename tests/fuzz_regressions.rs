@@ -103,7 +103,7 @@ fn labels_without_dimensions_with_many_entries() {
         .unwrap();
     let one = [
         &one[..8],
-        &((one.len() - 10) as u16).to_le_bytes(),
+        &u16::try_from(one.len() - 10).unwrap().to_le_bytes(),
         &one[10..],
     ]
     .concat();

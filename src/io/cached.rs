@@ -61,7 +61,9 @@ impl Read for CachedFile {
                 return Ok(0);
             }
         }
-        let offset = (self.position - self.block_start) as usize;
+        // within the cached block: less than BLOCK bytes past its start
+        let offset = usize::try_from(self.position - self.block_start)
+            .map_err(|_| std::io::Error::other("position outside the cached block"))?;
         let n = buf.len().min(self.block.len() - offset);
         buf[..n].copy_from_slice(&self.block[offset..offset + n]);
         self.position += n as u64;
@@ -112,8 +114,9 @@ mod tests {
                 }
                 got += n;
             }
-            let end = (start as usize + len).min(data.len());
-            assert_eq!(&out[..got], &data[start as usize..end], "{start} {len}");
+            let start = usize::try_from(start).unwrap();
+            let end = (start + len).min(data.len());
+            assert_eq!(&out[..got], &data[start..end], "{start} {len}");
         }
         assert_eq!(file.seek(SeekFrom::End(-4)).unwrap(), 19_996);
         assert!(file.seek(SeekFrom::Current(-20_000)).is_err());

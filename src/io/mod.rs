@@ -1,8 +1,8 @@
-//! The `.mts` format (metatensor's): save and load TensorMap, TensorBlock
+//! The `.mts` format (metatensor's): save and load `TensorMap`, `TensorBlock`
 //! and Labels through any `Write`/`Read + Seek`, a path, memory blockmap
 //! owns, a caller's bytes or a file mapping.
 //!
-//! A TensorMap or TensorBlock is a ZIP archive of NPY arrays (see
+//! A `TensorMap` or `TensorBlock` is a ZIP archive of NPY arrays (see
 //! `docs/format.md`); Labels alone are a bare NPY file.
 //!
 //! - Saving streams array memory straight into the archive; to a path, it
@@ -35,9 +35,9 @@ use crate::tensor::TensorMap;
 /// What a file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
-    /// a TensorMap archive
+    /// a `TensorMap` archive
     Tensor,
-    /// a TensorBlock archive
+    /// a `TensorBlock` archive
     Block,
     /// a bare NPY file of Labels
     Labels,
@@ -230,7 +230,7 @@ pub fn load_buffer(buffer: Buffer, kind: Kind) -> Result<Data> {
 /// checked all the same).
 pub fn load_buffer_checked(buffer: Buffer, kind: Kind, check_crc: bool) -> Result<Data> {
     if kind == Kind::Labels {
-        return read::labels_from_npy(buffer).map(Data::Labels);
+        return read::labels_from_npy(&buffer).map(Data::Labels);
     }
     from_source(&mut read::BufferSource::new(buffer, check_crc)?, kind)
 }
@@ -256,9 +256,9 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
     // only replaces files by renaming (see `save_path`), never truncating.
     // SAFETY: a private mapping of a file opened read-only; its memory stays
     // valid while the mapping (owned by the buffer) lives.
-    let map = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
+    let mapping = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
         .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
-    let buffer = Buffer::from_mmap_copy_on_write(map);
+    let buffer = Buffer::from_mmap_copy_on_write(mapping);
     // the structure (central directory, local and NPY headers) is read from
     // the file, and labels are checked on a copy read from the file: the
     // load touches no page of the mapping and allocates nothing for data
@@ -275,7 +275,7 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
 
 /// Check a file completely: archive structure, every CRC, and the data
 /// model's rules. Returns what the file holds: Labels (a bare NPY file), a
-/// TensorMap (an archive with `keys.npy`) or a TensorBlock.
+/// `TensorMap` (an archive with `keys.npy`) or a `TensorBlock`.
 pub fn verify_path(path: &Path) -> Result<Kind> {
     let in_file = |e: Error| e.context(format!("'{}'", path.display()));
     let mut file = open(path)?;

@@ -56,7 +56,7 @@ impl Header {
         self.shape
             .iter()
             .try_fold(self.item_size(), |acc, &dim| acc.checked_mul(dim))
-            .filter(|&len| len <= isize::MAX as usize)
+            .filter(|&len| isize::try_from(len).is_ok())
             .ok_or_else(|| Error::format(format!("npy shape {:?} is too large", self.shape)))
     }
 }
@@ -363,8 +363,9 @@ pub fn labels_descr(names: &[String]) -> String {
 
 /// A complete NPY preamble + header for C-ordered data, padded with spaces
 /// so that its length is a multiple of [`HEADER_ALIGNMENT`]. Version 1.0,
-/// or 2.0 when the header does not fit in 65535 bytes.
-pub fn write_header(descr: &str, shape: &[usize]) -> Vec<u8> {
+/// or 2.0 when the header does not fit in 65535 bytes; an error when it
+/// does not fit in 4 GiB either (labels with that many names).
+pub fn write_header(descr: &str, shape: &[usize]) -> Result<Vec<u8>> {
     let shape = match shape {
         [] => "()".to_string(),
         [n] => format!("({n},)"),
@@ -378,24 +379,22 @@ pub fn write_header(descr: &str, shape: &[usize]) -> Vec<u8> {
         let unpadded = preamble + dict.len() + 1;
         unpadded.div_ceil(HEADER_ALIGNMENT) * HEADER_ALIGNMENT - preamble
     };
-    let (version, preamble) = if padded(10) <= usize::from(u16::MAX) {
-        (1u8, 10)
+    let (version, preamble, length) = if let Ok(short) = u16::try_from(padded(10)) {
+        (1u8, 10, short.to_le_bytes().to_vec())
     } else {
-        (2u8, 12)
+        let long = u32::try_from(padded(12))
+            .map_err(|_| Error::invalid("the NPY header would be larger than 4 GiB"))?;
+        (2u8, 12, long.to_le_bytes().to_vec())
     };
     let header_len = padded(preamble);
     let mut out = Vec::with_capacity(preamble + header_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[version, 0]);
-    if version == 1 {
-        out.extend_from_slice(&(header_len as u16).to_le_bytes());
-    } else {
-        out.extend_from_slice(&(header_len as u32).to_le_bytes());
-    }
+    out.extend_from_slice(&length);
     out.extend_from_slice(dict.as_bytes());
     out.resize(preamble + header_len - 1, b' ');
     out.push(b'\n');
-    out
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -405,7 +404,7 @@ mod tests {
     #[test]
     fn round_trip() {
         for shape in [vec![], vec![3], vec![3, 3, 4], vec![0, 2]] {
-            let bytes = write_header(&simple_descr(DType::F8), &shape);
+            let bytes = write_header(&simple_descr(DType::F8), &shape).unwrap();
             assert_eq!(bytes.len() % 64, 0);
             assert_eq!(*bytes.last().unwrap(), b'\n');
             let header = read_header(&bytes).unwrap();
@@ -415,7 +414,7 @@ mod tests {
             assert!(!header.fortran_order);
         }
         let names = vec!["system".to_string(), "atom".to_string()];
-        let bytes = write_header(&labels_descr(&names), &[5]);
+        let bytes = write_header(&labels_descr(&names), &[5]).unwrap();
         let header = read_header(&bytes).unwrap();
         assert_eq!(header.item_size(), 8);
         assert_eq!(header.data_len().unwrap(), 40);
@@ -486,7 +485,7 @@ mod tests {
     #[test]
     fn long_headers_use_version_2() {
         let names: Vec<String> = (0..3000).map(|i| format!("dimension_{i}")).collect();
-        let bytes = write_header(&labels_descr(&names), &[1]);
+        let bytes = write_header(&labels_descr(&names), &[1]).unwrap();
         assert_eq!(bytes[6], 2);
         assert_eq!(bytes.len() % 64, 0);
         let header = read_header(&bytes).unwrap();

@@ -1,6 +1,6 @@
 //! Reading `.mts` archives: entries from a reader (copied, CRC checked) or
 //! from an archive already in memory (viewed in place when possible), then
-//! the TensorMap / TensorBlock / Labels they describe.
+//! the `TensorMap` / `TensorBlock` / Labels they describe.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Cursor, Read, Seek};
@@ -548,7 +548,7 @@ fn check_labels(
 }
 
 /// Labels from a bare NPY file held in `buffer` (viewed when possible).
-pub(crate) fn labels_from_npy(buffer: Buffer) -> Result<Labels> {
+pub(crate) fn labels_from_npy(buffer: &Buffer) -> Result<Labels> {
     let header = npy::read_header(buffer.as_slice())?;
     let data_len = header.data_len()?;
     if header.len.checked_add(data_len) != Some(buffer.len()) {
@@ -570,7 +570,7 @@ pub(crate) fn labels_from_npy(buffer: Buffer) -> Result<Labels> {
 /// The largest info.json accepted.
 const MAX_INFO_LEN: usize = 64 << 20;
 
-/// Read the TensorMap of an archive.
+/// Read the `TensorMap` of an archive.
 pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
     let keys = source
         .npy("keys.npy")
@@ -633,8 +633,8 @@ pub(crate) fn block(
         .map(str::to_string)
         .collect();
     for parameter in parameters {
-        let gradient_prefix = format!("{gradients_prefix}{parameter}/");
-        let gradient = self::block(source, &gradient_prefix, Some(&block))
+        let prefix_of_gradient = format!("{gradients_prefix}{parameter}/");
+        let gradient = self::block(source, &prefix_of_gradient, Some(&block))
             .map_err(|e| e.context(format!("gradient '{parameter}'")))?;
         block.add_gradient(&parameter, gradient)?;
     }
@@ -663,10 +663,10 @@ mod tests {
     fn byte_swapping() {
         let mut data = 1.5f64.to_be_bytes().to_vec();
         swap_bytes(&mut data, DType::F8);
-        assert_eq!(f64::from_ne_bytes(data.try_into().unwrap()), 1.5);
+        assert_eq!(data, 1.5f64.to_ne_bytes());
         let mut complex: Vec<u8> = [1.0f32.to_be_bytes(), 2.0f32.to_be_bytes()].concat();
         swap_bytes(&mut complex, DType::C8);
-        assert_eq!(f32::from_ne_bytes(complex[..4].try_into().unwrap()), 1.0);
-        assert_eq!(f32::from_ne_bytes(complex[4..].try_into().unwrap()), 2.0);
+        assert_eq!(complex[..4], 1.0f32.to_ne_bytes());
+        assert_eq!(complex[4..], 2.0f32.to_ne_bytes());
     }
 }

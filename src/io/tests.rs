@@ -15,7 +15,7 @@ fn labels(names: &[&str], values: &[i32]) -> Labels {
 fn filled(dtype: DType, shape: &[usize]) -> Array {
     let n: usize = shape.iter().product::<usize>() * dtype.size();
     let bytes: Vec<u8> = (0..n)
-        .map(|i| (i * 7 % 251) as u8 & if dtype == DType::B1 { 1 } else { 0xff })
+        .map(|i| u8::try_from(i * 7 % 251).unwrap() & if dtype == DType::B1 { 1 } else { 0xff })
         .collect();
     Array::new(dtype, shape.to_vec(), Buffer::copy_from(&bytes).unwrap()).unwrap()
 }

@@ -18,6 +18,10 @@ use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
+/// [`ALIGNMENT`] as the zip writer takes it.
+const ZIP_ALIGNMENT: u16 = 64;
+const _: () = assert!(ALIGNMENT == ZIP_ALIGNMENT as usize);
+
 /// Entries at or above this size use ZIP64 local headers.
 const ZIP64_THRESHOLD: usize = 0xFFFF_0000;
 
@@ -27,7 +31,7 @@ fn options(size: usize) -> SimpleFileOptions {
     SimpleFileOptions::default()
         .compression_method(CompressionMethod::Stored)
         .last_modified_time(timestamp)
-        .with_alignment(ALIGNMENT as u16)
+        .with_alignment(ZIP_ALIGNMENT)
         .large_file(size >= ZIP64_THRESHOLD)
         .unix_permissions(0o644)
 }
@@ -44,11 +48,11 @@ fn zip_error(error: zip::result::ZipError) -> Error {
 }
 
 /// The bytes of a bare NPY file holding `labels`.
-pub(crate) fn labels_npy_header(labels: &Labels) -> Vec<u8> {
+pub(crate) fn labels_npy_header(labels: &Labels) -> Result<Vec<u8>> {
     npy::write_header(&npy::labels_descr(labels.names()), &[labels.count()])
 }
 
-fn array_npy_header(array: &Array) -> Vec<u8> {
+fn array_npy_header(array: &Array) -> Result<Vec<u8>> {
     npy::write_header(&npy::simple_descr(array.dtype()), array.shape())
 }
 
@@ -140,7 +144,7 @@ impl<W: Write + Seek> Archive<W> {
     /// piece, and loads. The scratch piece stays in the CPU cache, so the
     /// array's memory is read once instead of twice.
     fn array(&mut self, name: &str, array: &Array) -> Result<()> {
-        let header = array_npy_header(array);
+        let header = array_npy_header(array)?;
         let data = array.bytes();
         self.zip
             .start_file(name, options(header.len() + data.len()))
@@ -158,7 +162,7 @@ impl<W: Write + Seek> Archive<W> {
     }
 
     fn labels(&mut self, name: &str, labels: &Labels) -> Result<()> {
-        self.entry(name, &labels_npy_header(labels), labels.values().bytes())
+        self.entry(name, &labels_npy_header(labels)?, labels.values().bytes())
     }
 
     fn block(&mut self, prefix: &str, block: &TensorBlock, gradient: bool) -> Result<()> {
@@ -232,8 +236,9 @@ pub fn block<W: Write + Seek>(writer: W, block: &TensorBlock) -> Result<W> {
 
 /// Write `labels` as a bare NPY file.
 pub fn labels<W: Write>(mut writer: W, labels: &Labels) -> Result<W> {
+    let header = labels_npy_header(labels)?;
     writer
-        .write_all(&labels_npy_header(labels))
+        .write_all(&header)
         .and_then(|()| writer.write_all(labels.values().bytes()))
         .map_err(write_error)?;
     Ok(writer)
@@ -271,7 +276,9 @@ pub(crate) fn block_entries(
     // names are at most prefix + "components/NNNN.npy"
     let name = prefix.len() + 32;
     let values = block.values();
-    entries.push((name, array_npy_header(values).len() + values.bytes().len()));
+    // a header that cannot be written fails the save: its size is moot
+    let header = array_npy_header(values).map_or(0, |h| h.len());
+    entries.push((name, header + values.bytes().len()));
     entries.push((name, labels_size(block.samples())));
     for component in block.components() {
         entries.push((name, labels_size(component)));
@@ -290,5 +297,5 @@ pub(crate) fn block_entries(
 }
 
 pub(crate) fn labels_size(labels: &Labels) -> usize {
-    labels_npy_header(labels).len() + labels.values().bytes().len()
+    labels_npy_header(labels).map_or(0, |h| h.len()) + labels.values().bytes().len()
 }
