@@ -45,8 +45,8 @@ test: build lint stubtest rust-test py-test
 demo: build
 	$(PY) -m blockmap demo
 
-# The whole benchmark harness on W (an hour or more: metatensor-core is slow,
-# every run is a fresh process); writes the report and its chart.
+# The whole benchmark harness on W (about 20 minutes: every run is a fresh
+# process, metatensor-core is slow); writes the report and its chart.
 bench: build
 	$(PY) -m blockmap bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
 
