@@ -123,11 +123,10 @@ impl SharedBytes {
         if len == 0 {
             return Err(Error::invalid("the shared-memory segment is empty"));
         }
-        // SAFETY: the segment is a memfd sealed against shrinking (checked
-        // by `open`, set by `create`), so every page of the mapping stays
-        // backed for its whole life. Other processes may write to it
-        // concurrently: that is the purpose of the segment, and blockmap
-        // only reads the memory (see the `buffer` module docs).
+        // Other processes may write to the segment concurrently: that is its
+        // purpose, and blockmap only reads the memory (see `buffer` docs).
+        // SAFETY: a memfd sealed against shrinking (checked by `open`, set
+        // by `create`): every page of the mapping stays backed while it lives.
         let map = unsafe { memmap2::MmapOptions::new().map_mut(&file) }
             .map_err(shm_error("mapping shared memory"))?;
         Ok(SharedBytes { file, map })
