@@ -181,7 +181,8 @@ pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
         .open(&temporary)
         .map_err(|e| Error::io(format!("cannot create a file beside '{shown}'"), e))?;
     let result = (|| {
-        let writer = save(BufWriter::with_capacity(1 << 20, file), data)?;
+        // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
+        let writer = save(BufWriter::with_capacity(write::SNAPSHOT_PIECE, file), data)?;
         writer
             .into_inner()
             .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))

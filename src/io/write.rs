@@ -118,7 +118,9 @@ impl<W: Seek> Seek for Fuse<W> {
 }
 
 /// Array data goes to the zip writer through a scratch buffer of this size.
-const SNAPSHOT_PIECE: usize = 256 * 1024;
+/// Buffered writers in front of files have this capacity too, so that the
+/// pieces pass through them instead of being copied once more.
+pub(crate) const SNAPSHOT_PIECE: usize = 256 * 1024;
 
 struct Archive<W: Write + Seek> {
     zip: ZipWriter<Fuse<W>>,
