@@ -186,10 +186,17 @@ pub struct Parts {
 }
 
 /// Copy `data` into one new shared-memory segment and return the same data
-/// viewing it. Every array (and every Labels) starts on a 64-byte boundary
-/// of the segment; writability is kept per array.
-pub fn share(data: DataRef<'_>) -> Result<Data> {
+/// viewing it, or `None` when all of its memory is in shared segments
+/// already (nothing to do). Every array (and every Labels) starts on a
+/// 64-byte boundary of the segment; writability is kept per array.
+pub fn share(data: DataRef<'_>) -> Result<Option<Data>> {
     let (header, buffers) = pickle::dump(data)?;
+    if buffers
+        .iter()
+        .all(|b| b.is_empty() || b.shared_segment().is_some())
+    {
+        return Ok(None);
+    }
     let mut offsets = Vec::with_capacity(buffers.len());
     let mut total = 0usize;
     let too_large = || Error::invalid("the data is too large for one shared-memory segment");
@@ -218,7 +225,7 @@ pub fn share(data: DataRef<'_>) -> Result<Data> {
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    pickle::load(&header, views)
+    pickle::load(&header, views).map(Some)
 }
 
 /// The parts describing `data` when all of its memory lives in shared
@@ -331,13 +338,18 @@ mod tests {
         TensorMap::new(Labels::range("k", 2).unwrap(), vec![block, empty]).unwrap()
     }
 
+    fn shared_copy(map: &TensorMap) -> TensorMap {
+        let Some(Data::Tensor(shared)) = share(DataRef::Tensor(map)).unwrap() else {
+            panic!("a map not in shared memory is shared")
+        };
+        shared
+    }
+
     #[test]
     fn share_moves_everything_into_one_segment() {
         let map = map();
         assert!(!is_shared(DataRef::Tensor(&map)).unwrap());
-        let Data::Tensor(shared) = share(DataRef::Tensor(&map)).unwrap() else {
-            panic!()
-        };
+        let shared = shared_copy(&map);
         assert_eq!(shared, map);
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
         assert_eq!(parts.segments.len(), 1);
@@ -345,14 +357,14 @@ mod tests {
             assert_eq!(location.segment, 0);
             assert_eq!(location.offset % ALIGNMENT, 0);
         }
+        // shared already: nothing to do
+        assert!(share(DataRef::Tensor(&shared)).unwrap().is_none());
     }
 
     #[test]
     fn attach_views_the_same_memory() {
         let map = map();
-        let Data::Tensor(shared) = share(DataRef::Tensor(&map)).unwrap() else {
-            panic!()
-        };
+        let shared = shared_copy(&map);
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
         let file = parts.segments[0].shared_segment().unwrap().0.file();
         let segment = SharedBytes::open(file.try_clone().unwrap()).unwrap();
@@ -386,9 +398,7 @@ mod tests {
     #[test]
     fn attach_refuses_bad_locations() {
         let map = map();
-        let Data::Tensor(shared) = share(DataRef::Tensor(&map)).unwrap() else {
-            panic!()
-        };
+        let shared = shared_copy(&map);
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
         let open = || {
             let file = parts.segments[0].shared_segment().unwrap().0.file();

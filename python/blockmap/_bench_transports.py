@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import multiprocessing
 import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import _workload
 from ._bench import (
-    OTHER_NAME,
     PICKLED,
     TARGETS,
     CheckError,
@@ -48,6 +48,39 @@ def _identity(obj: Any) -> Any:
 def _check(context: Context, library: str, received: Any, note: str = "") -> str:
     checked = _check_unpickled(context, library, received)
     return f"{note}; {checked}" if note else checked
+
+
+#: Makes a per-library setup, finish or similar from the library's name.
+PerLibrary = Callable[[str], Any]
+
+
+def _register(
+    name: str,
+    title: str,
+    call: str,
+    setup: PerLibrary,
+    run: Callable[[Any], Any],
+    finish: PerLibrary,
+    libraries: Iterable[str] = tuple(PICKLED),
+) -> None:
+    """Register a transports operation done alike by ``libraries``; ``call``
+    names the object ``{obj}``, as :data:`PICKLED` does per library."""
+    register(
+        Operation(
+            name,
+            title,
+            "transports",
+            {
+                library: Implementation(
+                    call=call.format(obj=PICKLED[library][0]),
+                    setup=setup(library),
+                    run=run,
+                    finish=finish(library),
+                )
+                for library in libraries
+            },
+        )
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -98,21 +131,13 @@ def _dask_finish(library: str) -> Any:
     return finish
 
 
-register(
-    Operation(
-        name="dask",
-        title="dask: scatter to a worker + gather",
-        family="transports",
-        implementations={
-            library: Implementation(
-                call=f"[f] = client.scatter([{obj}], direct=True); client.gather(f, direct=True)",
-                setup=_dask_setup(library),
-                run=_dask_run,
-                finish=_dask_finish(library),
-            )
-            for library, (obj, _) in PICKLED.items()
-        },
-    )
+_register(
+    "dask",
+    "dask: scatter to a worker + gather",
+    "[f] = client.scatter([{obj}], direct=True); client.gather(f, direct=True)",
+    _dask_setup,
+    _dask_run,
+    _dask_finish,
 )
 
 
@@ -177,33 +202,25 @@ def _queue_finish(library: str) -> Any:
     return finish
 
 
-def _queue_operation(name: str, title: str, shared: bool) -> None:
-    implementations = {}
-    for library, (obj, _) in PICKLED.items():
-        if shared and library != "blockmap":
-            # numpy arrays and metatensor maps have no share_memory(): numpy
-            # goes as usual (the reference), metatensor is in the plain row.
-            if library != "numpy":
-                continue
-            implementations[library] = Implementation(
-                call=f"queue.put({obj}); answer.get()",
-                setup=_queue_setup(library, False),
-                run=_queue_run,
-                finish=_queue_finish(library),
-            )
-            continue
-        implementations[library] = Implementation(
-            call=f"queue.put({obj}); answer.get()"
-            + (" (after tensor.share_memory(), not timed)" if shared else ""),
-            setup=_queue_setup(library, shared),
-            run=_queue_run,
-            finish=_queue_finish(library),
-        )
-    register(Operation(name, title, "transports", implementations))
-
-
-_queue_operation("queue", "multiprocessing Queue to a child (plain pickle)", shared=False)
-_queue_operation("queueshm", "multiprocessing Queue after share_memory()", shared=True)
+_register(
+    "queue",
+    "multiprocessing Queue to a child (plain pickle)",
+    "queue.put({obj}); answer.get()",
+    lambda library: _queue_setup(library, shared=False),
+    _queue_run,
+    _queue_finish,
+)
+# numpy arrays and metatensor maps have no share_memory(): numpy arrays go as
+# usual (the reference), metatensor-core is in the plain row
+_register(
+    "queueshm",
+    "multiprocessing Queue after share_memory()",
+    "queue.put({obj}); answer.get() (blockmap: after tensor.share_memory(), not timed)",
+    lambda library: _queue_setup(library, shared=library == "blockmap"),
+    _queue_run,
+    _queue_finish,
+    libraries=("blockmap", "numpy"),
+)
 
 
 # ---------------------------------------------------------------------------
@@ -257,24 +274,16 @@ def _ray_finish(library: str) -> Any:
     return finish
 
 
-register(
-    Operation(
-        name="ray",
-        title="ray: put + get",
-        family="transports",
-        implementations={
-            library: Implementation(
-                call=f"ray.get(ray.put({obj}))",
-                setup=_ray_setup(library),
-                run=_ray_run,
-                finish=_ray_finish(library),
-            )
-            for library, (obj, _) in PICKLED.items()
-            # ray 2.60 crashes (SIGSEGV in unpack_pickle5_buffers) on
-            # metatensor-core maps: not compared
-            if library != OTHER_NAME
-        },
-    )
+_register(
+    "ray",
+    "ray: put + get",
+    "ray.get(ray.put({obj}))",
+    _ray_setup,
+    _ray_run,
+    _ray_finish,
+    # ray 2.60 crashes (SIGSEGV in unpack_pickle5_buffers) on metatensor-core
+    # maps: not compared
+    libraries=("blockmap", "numpy"),
 )
 
 
@@ -311,21 +320,13 @@ def _joblib_finish(library: str) -> Any:
     return finish
 
 
-register(
-    Operation(
-        name="joblib",
-        title="joblib Parallel(n_jobs=2): one task, W in and out",
-        family="transports",
-        implementations={
-            library: Implementation(
-                call=f"Parallel(n_jobs=2)([delayed(identity)({obj})])",
-                setup=_joblib_setup(library),
-                run=_joblib_run,
-                finish=_joblib_finish(library),
-            )
-            for library, (obj, _) in PICKLED.items()
-        },
-    )
+_register(
+    "joblib",
+    "joblib Parallel(n_jobs=2): one task, W in and out",
+    "Parallel(n_jobs=2)([delayed(identity)({obj})])",
+    _joblib_setup,
+    _joblib_run,
+    _joblib_finish,
 )
 
 #: Goals of the transports issue: dask within 1.1x of numpy's time; a shared

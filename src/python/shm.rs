@@ -17,13 +17,7 @@ use crate::shm::{self, Location, SharedBytes};
 /// `data` moved into one new shared-memory segment, unless all of it is
 /// there already (then `None`: nothing to do).
 pub fn share(py: Python<'_>, data: DataRef<'_>) -> PyResult<Option<Data>> {
-    py.detach(|| {
-        if shm::is_shared(data)? {
-            return Ok(None);
-        }
-        shm::share(data).map(Some)
-    })
-    .map_err(PyErr::from)
+    Ok(py.detach(|| shm::share(data))?)
 }
 
 pub fn is_shared(data: DataRef<'_>) -> PyResult<bool> {

@@ -338,7 +338,7 @@ impl PyTensorMap {
     }
 
     /// Pickle support: out-of-band buffers over this object's memory with
-    /// protocol 5, the ``.mts`` archive in a bytearray before (see
+    /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
         let data = super::io::extract_data(slf.as_any())?;

@@ -5,8 +5,8 @@ can compare a block's data to the exact array it was built from.
 """
 
 import gc
-import os
 
+import io_cases
 import numpy as np
 import pytest
 
@@ -18,26 +18,12 @@ def rng():
     return np.random.default_rng(0x5EED)
 
 
-def _random_values(rng, shape, dtype):
-    dtype = np.dtype(dtype)
-    if dtype == np.bool_:
-        return rng.integers(0, 2, size=shape).astype(np.bool_)
-    if dtype.kind in "iu":
-        info = np.iinfo(dtype)
-        low = max(int(info.min), -100)
-        high = min(int(info.max), 100)
-        return rng.integers(low, high, size=shape, endpoint=True).astype(dtype)
-    if dtype.kind == "c":
-        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(dtype)
-    return rng.standard_normal(shape).astype(dtype)
-
-
 @pytest.fixture
 def random_values(rng):
     """``random_values(shape, dtype=np.float64)``: C-contiguous random data."""
 
     def make(shape, dtype=np.float64):
-        return np.ascontiguousarray(_random_values(rng, shape, dtype))
+        return np.ascontiguousarray(io_cases.random_values(rng, shape, dtype))
 
     return make
 
@@ -140,28 +126,12 @@ def tensor(make_block, make_gradient):
     return TensorMap(keys, blocks)
 
 
-def _open_blockmap_segments():
-    """File descriptors of this process open on blockmap shared-memory segments."""
-    count = 0
-    try:
-        fds = os.listdir("/proc/self/fd")
-    except FileNotFoundError:  # not Linux: no segments either
-        return 0
-    for fd in fds:
-        try:
-            if "memfd:blockmap" in os.readlink(f"/proc/self/fd/{fd}"):
-                count += 1
-        except OSError:
-            pass
-    return count
-
-
 @pytest.fixture(autouse=True, scope="module")
 def _no_leaked_segments():
     """After each test module, no shared-memory segment is left open: every
     map that was shared (or received shared) has been freed with it."""
-    before = _open_blockmap_segments()
+    before = io_cases.open_segments()
     yield
     gc.collect()
-    leaked = _open_blockmap_segments() - before
+    leaked = io_cases.open_segments() - before
     assert leaked <= 0, f"{leaked} shared-memory segment(s) left open by this module"

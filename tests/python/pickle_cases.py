@@ -1,7 +1,7 @@
 """Helpers for the pickle tests (test_pickle.py).
 
-- ``identity``: a module-level function a spawned multiprocessing worker can
-  import;
+- ``identity``, ``doubled``: module-level functions that workers (spawned
+  multiprocessing, dask, ray, joblib) can import;
 - ``wire_arrays``: the arrays of a map, block or labels in the order of the
   pickle buffers (docs/pickle.md, format version 1);
 - ``CRAFTED``: crafted reconstructor input, each case a function that loads
@@ -26,6 +26,22 @@ from blockmap._blockmap import _reconstruct
 def identity(data):
     """Returns its argument: a worker sends back what it was sent."""
     return data
+
+
+def _doubled_block(block):
+    doubled = TensorBlock(2 * block.values, block.samples, block.components, block.properties)
+    for parameter, gradient in block.gradients():
+        doubled.add_gradient(parameter, _doubled_block(gradient))
+    return doubled
+
+
+def doubled(tensor):
+    """A new map: the blocks of ``tensor`` with values (and gradients) doubled,
+    and its info."""
+    result = TensorMap(tensor.keys, [_doubled_block(block) for block in tensor.blocks()])
+    for key, value in tensor.info().items():
+        result.set_info(key, value)
+    return result
 
 
 # ---------------------------------------------------------------- wire order

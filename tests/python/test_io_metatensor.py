@@ -26,6 +26,7 @@ from io_cases import (
     expected_entry_names,
     make_map,
     to_metatensor,
+    without_empty_info,
 )
 
 import blockmap
@@ -164,16 +165,9 @@ def _blockmap_reads(path, kind):
 
 
 def _metatensor_can_write(tensor, writer):
-    """``tensor`` without its empty info values when metatensor writes with
-    numpy: it writes them as JSON null, which its own reader rejects (see
-    test_metatensor_numpy_writer_turns_empty_info_into_null)."""
-    if not WRITERS[writer] or all(tensor.info().values()):
-        return tensor
-    result = TensorMap(tensor.keys, tensor.blocks())
-    for key, value in tensor.info().items():
-        if value:
-            result.set_info(key, value)
-    return result
+    """``tensor`` as metatensor can write it with ``writer``: without its empty
+    info values when it writes with numpy."""
+    return without_empty_info(tensor) if WRITERS[writer] else tensor
 
 
 def _check_blockmap_reads(path, kind, expected, theirs):

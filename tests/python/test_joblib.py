@@ -20,7 +20,7 @@ import pytest
 from io_cases import INFO, assert_identical, block_with_gradients, labels, make_map
 from joblib import Parallel, delayed
 from joblib.externals.loky import get_reusable_executor
-from pickle_cases import identity, wire_arrays
+from pickle_cases import doubled, identity, wire_arrays
 
 from blockmap import Labels, TensorBlock, TensorMap
 
@@ -62,21 +62,6 @@ def no_stray_workers():
 
 
 # ------------------------------------------------- functions the workers run
-
-
-def _doubled_block(block):
-    doubled = TensorBlock(2 * block.values, block.samples, block.components, block.properties)
-    for parameter, gradient in block.gradients():
-        doubled.add_gradient(parameter, _doubled_block(gradient))
-    return doubled
-
-
-def doubled(tensor):
-    """A new map: the blocks of ``tensor`` with values (and gradients) doubled."""
-    result = TensorMap(tensor.keys, [_doubled_block(block) for block in tensor.blocks()])
-    for key, value in tensor.info().items():
-        result.set_info(key, value)
-    return result
 
 
 def summed(tensor):

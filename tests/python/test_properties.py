@@ -22,7 +22,13 @@ import pytest
 from dtypes import ALL_DTYPES
 from hypothesis import given, note
 from hypothesis import strategies as st
-from io_cases import all_blocks, assert_identical, assert_matches_metatensor, to_metatensor
+from io_cases import (
+    all_blocks,
+    assert_identical,
+    assert_matches_metatensor,
+    to_metatensor,
+    without_empty_info,
+)
 from strategies import (
     SETTINGS,
     labels_objects,
@@ -156,19 +162,6 @@ def test_map_every_path_any_dtypes(workdir, tensor):
     _check_every_path(tensor, workdir)
 
 
-def _without_empty_info(tensor):
-    """metatensor-core 0.2.6 returns None for an info value "" and its numpy
-    writer stores null, which its own reader refuses (see
-    test_io_metatensor.test_metatensor_numpy_writer_turns_empty_info_into_null)."""
-    if all(tensor.info().values()):
-        return tensor
-    result = TensorMap(tensor.keys, tensor.blocks())
-    for key, value in tensor.info().items():
-        if value:
-            result.set_info(key, value)
-    return result
-
-
 @pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
 @scaled(SETTINGS, 1 / 10)
 @given(data=st.data())
@@ -178,7 +171,7 @@ def test_map_through_metatensor(workdir, dtype, data):
     tensor = data.draw(tensor_maps(dtype, for_metatensor=True), label="tensor")
     use_numpy = data.draw(st.booleans(), label="use_numpy")
     if use_numpy:
-        tensor = _without_empty_info(tensor)
+        tensor = without_empty_info(tensor)
     _describe(tensor)
     ours, theirs_path = workdir / "ours.mts", workdir / "theirs.mts"
     blockmap.save(ours, tensor)

@@ -28,9 +28,9 @@ from io_cases import (
     labels,
     make_map,
 )
-from pickle_cases import wire_arrays
+from pickle_cases import doubled, wire_arrays
 
-from blockmap import Labels, TensorBlock, TensorMap
+from blockmap import Labels
 
 #: ray inlines task arguments and results smaller than this (its default
 #: ``max_direct_call_object_size``); larger ones go through the object store
@@ -113,21 +113,6 @@ def _small_map(rng):
     tensor = make_map(rng, n_samples=(2, 3), component_sizes=(3,), n_properties=2, info=INFO)
     assert _wire_bytes(tensor) < RAY_INLINE_LIMIT // 10
     return tensor
-
-
-def _doubled_block(block):
-    doubled = TensorBlock(2 * block.values, block.samples, block.components, block.properties)
-    for parameter, gradient in block.gradients():
-        doubled.add_gradient(parameter, _doubled_block(gradient))
-    return doubled
-
-
-def doubled(tensor):
-    """A new map: the blocks of ``tensor`` with values (and gradients) doubled."""
-    result = TensorMap(tensor.keys, [_doubled_block(block) for block in tensor.blocks()])
-    for key, value in tensor.info().items():
-        result.set_info(key, value)
-    return result
 
 
 @ray.remote

@@ -12,18 +12,10 @@ import pytest
 from distributed.protocol import deserialize, dumps, loads, serialize
 from distributed.protocol.serialize import serialize_and_split
 from io_cases import assert_identical, make_map, zero_block_map
+from pickle_cases import doubled
 
 import blockmap
-from blockmap import TensorBlock, TensorMap
-
-
-def double(tensor):
-    """A new map with every block's values doubled (run on a worker)."""
-    blocks = [
-        TensorBlock(block.values * 2, block.samples, block.components, block.properties)
-        for block in tensor.blocks()
-    ]
-    return TensorMap(tensor.keys, blocks)
+from blockmap import TensorMap
 
 
 def describe(tensor):
@@ -160,8 +152,8 @@ def test_scatter_submit_gather(client, rng, direct):
     assert (is_shared, writable) == (False, True)
     assert total == pytest.approx(tensor.block(0).values.sum())
 
-    doubled = client.submit(double, future)
-    result = client.gather(doubled, direct=direct)
+    twice = client.submit(doubled, future)
+    result = client.gather(twice, direct=direct)
     np.testing.assert_array_equal(result.block(0).values, tensor.block(0).values * 2)
     assert result.block(0).values.flags.writeable
     assert_identical(client.gather(future, direct=direct), tensor)
@@ -178,18 +170,18 @@ def test_worker_to_worker_transfer(client, rng):
     first, second = sorted(client.scheduler_info()["workers"])
     tensor = make_map(rng)
     future = client.scatter(tensor, workers=[first])
-    doubled = client.submit(double, future, workers=[second], allow_other_workers=False)
-    result = doubled.result()
+    twice = client.submit(doubled, future, workers=[second], allow_other_workers=False)
+    result = twice.result()
     np.testing.assert_array_equal(result.block(1).values, tensor.block(1).values * 2)
-    assert client.who_has(doubled)[doubled.key] == (second,)
+    assert client.who_has(twice)[twice.key] == (second,)
     # the input moved from the first worker to the second
     assert set(client.who_has(future)[future.key]) == {first, second}
 
 
 def test_persist_a_delayed_graph(client, rng):
     parts = [dask.delayed(make_map)(np.random.default_rng(seed)) for seed in range(3)]
-    doubled = [dask.delayed(double)(part) for part in parts]
-    persisted = client.persist(doubled)
+    twice = [dask.delayed(doubled)(part) for part in parts]
+    persisted = client.persist(twice)
     results = dask.compute(*persisted)
     for seed, result in enumerate(results):
         expected = make_map(np.random.default_rng(seed))

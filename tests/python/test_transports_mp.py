@@ -61,17 +61,6 @@ def _in_segment(array):
     )
 
 
-def _open_segments():
-    count = 0
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if SEGMENT in os.readlink(f"/proc/self/fd/{fd}"):
-                count += 1
-        except FileNotFoundError:
-            pass
-    return count
-
-
 def _double_first(tensor):
     """In a worker: check the map is shared and writable, double its first
     block's values in place, and describe what was seen."""
@@ -275,7 +264,8 @@ LEAK_CHECK = r"""
 import gc, multiprocessing, os, signal, sys
 import numpy as np
 sys.path.insert(0, sys.argv[1])
-from test_transports_mp import _open_segments, _segment_ranges, _hold_until_killed
+from test_transports_mp import _segment_ranges, _hold_until_killed
+from io_cases import open_segments
 from io_cases import make_map
 
 def main():
@@ -291,10 +281,10 @@ def main():
     os.kill(child.pid, signal.SIGKILL)
     child.join(timeout=60)
     assert child.exitcode == -signal.SIGKILL
-    assert _open_segments() == 1 and list(_segment_ranges())
+    assert open_segments() == 1 and list(_segment_ranges())
     del tensor
     gc.collect()
-    assert _open_segments() == 0, "a segment descriptor is still open"
+    assert open_segments() == 0, "a segment descriptor is still open"
     assert not list(_segment_ranges()), "a segment is still mapped"
     print("clean")
 
