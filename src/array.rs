@@ -3,8 +3,41 @@
 use std::fmt;
 
 use crate::buffer::{AlignedBytes, Buffer};
-use crate::dtype::{DType, Element};
+use crate::dtype::{ByteOrder, DType, Element};
 use crate::error::{Error, Result};
+
+/// How raw array data, from a file or a transport, lays out its elements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// byte order of multi-byte elements
+    pub order: ByteOrder,
+    /// whether the data is column-major (Fortran order)
+    pub fortran: bool,
+}
+
+impl Layout {
+    /// Native byte order, row-major: what an [`Array`] holds.
+    pub const NATIVE: Layout = Layout {
+        order: ByteOrder::NATIVE,
+        fortran: false,
+    };
+
+    /// Row-major data in byte order `order`.
+    pub fn c_order(order: ByteOrder) -> Layout {
+        Layout {
+            order,
+            fortran: false,
+        }
+    }
+
+    fn needs_swap(self, dtype: DType) -> bool {
+        self.order != ByteOrder::NATIVE && dtype.size() > 1
+    }
+
+    fn needs_transpose(self, shape: &[usize]) -> bool {
+        self.fortran && shape.len() > 1
+    }
+}
 
 /// A C-contiguous, native-byte-order N-d array viewing a [`Buffer`].
 ///
@@ -49,6 +82,55 @@ impl Array {
             shape,
             buffer,
         })
+    }
+
+    /// An array of `dtype` and `shape` over raw data laid out as `layout`:
+    /// **a view of `buffer` when it is aligned for `dtype`, native and
+    /// row-major; otherwise a copy**, byte-swapped or transposed as needed,
+    /// in new memory that is read-only when `buffer` was. This is the one
+    /// rule every reader (files, buffers, pickles, shared memory) follows.
+    pub fn view_or_convert(
+        dtype: DType,
+        shape: Vec<usize>,
+        layout: Layout,
+        buffer: Buffer,
+    ) -> Result<Self> {
+        check_len(dtype, &shape, buffer.len())?;
+        let (swap, transpose) = (layout.needs_swap(dtype), layout.needs_transpose(&shape));
+        if !swap && !transpose && buffer.is_aligned_to(dtype.alignment()) {
+            return Array::new(dtype, shape, buffer);
+        }
+        let writable = buffer.is_writable();
+        let mut out = if transpose {
+            let mut out = AlignedBytes::zeroed(buffer.len())?;
+            fortran_to_c(buffer.as_slice(), out.as_mut_slice(), dtype.size(), &shape);
+            out
+        } else {
+            AlignedBytes::copy_from(buffer.as_slice())?
+        };
+        if swap {
+            swap_bytes(out.as_mut_slice(), dtype);
+        }
+        Array::new(dtype, shape, Buffer::from(out).with_access(writable))
+    }
+
+    /// [`Array::view_or_convert`] for data in memory blockmap just
+    /// allocated (read from a file): byte-swapped in place, copied only to
+    /// transpose.
+    pub fn from_owned_bytes(
+        dtype: DType,
+        shape: Vec<usize>,
+        layout: Layout,
+        mut bytes: AlignedBytes,
+    ) -> Result<Self> {
+        check_len(dtype, &shape, bytes.len())?;
+        if layout.needs_transpose(&shape) {
+            return Array::view_or_convert(dtype, shape, layout, Buffer::from(bytes));
+        }
+        if layout.needs_swap(dtype) {
+            swap_bytes(bytes.as_mut_slice(), dtype);
+        }
+        Array::new(dtype, shape, Buffer::from(bytes))
     }
 
     /// A zero-filled array in memory blockmap owns.
@@ -124,6 +206,52 @@ impl Array {
     }
 }
 
+fn check_len(dtype: DType, shape: &[usize], len: usize) -> Result<()> {
+    let expected = byte_len(dtype, shape)?;
+    if len != expected {
+        return Err(Error::format(format!(
+            "{len} bytes of data for {dtype} of shape {shape:?}, which needs {expected}"
+        )));
+    }
+    Ok(())
+}
+
+/// Reverse the bytes of every element (complex numbers: of each half).
+fn swap_bytes(data: &mut [u8], dtype: DType) {
+    let size = match dtype {
+        DType::C8 => 4,
+        DType::C16 => 8,
+        other => other.size(),
+    };
+    for element in data.chunks_exact_mut(size) {
+        element.reverse();
+    }
+}
+
+/// Copy column-major `src` into row-major `dst`, elements of `size` bytes.
+fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
+    let n = shape.len();
+    // strides (in elements) of the Fortran-ordered source
+    let mut strides = vec![1usize; n];
+    for d in 1..n {
+        strides[d] = strides[d - 1] * shape[d - 1];
+    }
+    let count: usize = shape.iter().product();
+    let mut index = vec![0usize; n];
+    for i in 0..count {
+        let offset: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        dst[i * size..(i + 1) * size].copy_from_slice(&src[offset * size..(offset + 1) * size]);
+        // advance the row-major index
+        for d in (0..n).rev() {
+            index[d] += 1;
+            if index[d] < shape[d] {
+                break;
+            }
+            index[d] = 0;
+        }
+    }
+}
+
 impl PartialEq for Array {
     /// Same element type, same shape, same bytes.
     fn eq(&self, other: &Self) -> bool {
@@ -167,6 +295,97 @@ mod tests {
         let buffer = Buffer::copy_from(&[0u8; 17]).unwrap().slice(1, 16).unwrap();
         assert!(Array::new(DType::F8, vec![2], buffer.clone()).is_err());
         assert!(Array::new(DType::U1, vec![16], buffer).is_ok());
+    }
+
+    #[test]
+    fn fortran_to_c_order() {
+        // a 2x3 array [[0, 1, 2], [3, 4, 5]] stored column-major
+        let src: Vec<u8> = vec![0, 3, 1, 4, 2, 5];
+        let mut dst = vec![0u8; 6];
+        fortran_to_c(&src, &mut dst, 1, &[2, 3]);
+        assert_eq!(dst, vec![0, 1, 2, 3, 4, 5]);
+        // 2x2x2
+        let src: Vec<u8> = vec![0, 4, 2, 6, 1, 5, 3, 7];
+        let mut dst = vec![0u8; 8];
+        fortran_to_c(&src, &mut dst, 1, &[2, 2, 2]);
+        assert_eq!(dst, (0..8).collect::<Vec<u8>>());
+    }
+
+    #[test]
+    fn byte_swapping() {
+        let mut data = 1.5f64.to_be_bytes().to_vec();
+        swap_bytes(&mut data, DType::F8);
+        assert_eq!(data, 1.5f64.to_ne_bytes());
+        let mut complex: Vec<u8> = [1.0f32.to_be_bytes(), 2.0f32.to_be_bytes()].concat();
+        swap_bytes(&mut complex, DType::C8);
+        assert_eq!(complex[..4], 1.0f32.to_ne_bytes());
+        assert_eq!(complex[4..], 2.0f32.to_ne_bytes());
+    }
+
+    #[test]
+    fn view_or_convert_views_only_native_aligned_data() {
+        let bytes: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let buffer = Buffer::copy_from(&bytes).unwrap().into_read_only();
+        let view =
+            Array::view_or_convert(DType::F8, vec![2], Layout::NATIVE, buffer.clone()).unwrap();
+        assert_eq!(view.buffer().as_ptr(), buffer.as_ptr());
+
+        // misaligned: copied, and a copy of read-only memory stays read-only
+        let mut shifted = vec![0u8; 17];
+        shifted[1..].copy_from_slice(&bytes);
+        let misaligned = Buffer::copy_from(&shifted).unwrap().slice(1, 16).unwrap();
+        let copy = Array::view_or_convert(
+            DType::F8,
+            vec![2],
+            Layout::NATIVE,
+            misaligned.clone().into_read_only(),
+        )
+        .unwrap();
+        assert_ne!(copy.buffer().as_ptr(), misaligned.as_ptr());
+        assert!(!copy.buffer().is_writable());
+        assert_eq!(copy.as_slice::<f64>().unwrap(), &[1.0, 2.0]);
+
+        // the other byte order: swapped
+        let swapped: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_be_bytes()).collect();
+        let big = Layout::c_order(ByteOrder::Big);
+        let converted = Array::view_or_convert(
+            DType::F8,
+            vec![2],
+            big,
+            Buffer::copy_from(&swapped).unwrap(),
+        );
+        if cfg!(target_endian = "little") {
+            assert_eq!(converted.unwrap().as_slice::<f64>().unwrap(), &[1.0, 2.0]);
+        }
+        let owned = Array::from_owned_bytes(
+            DType::F8,
+            vec![2],
+            big,
+            AlignedBytes::copy_from(&swapped).unwrap(),
+        )
+        .unwrap();
+        if cfg!(target_endian = "little") {
+            assert_eq!(owned.as_slice::<f64>().unwrap(), &[1.0, 2.0]);
+        }
+        // Fortran order: transposed
+        let column_major: Vec<u8> = vec![0, 3, 1, 4, 2, 5];
+        let fortran = Layout {
+            order: ByteOrder::NATIVE,
+            fortran: true,
+        };
+        let transposed = Array::view_or_convert(
+            DType::U1,
+            vec![2, 3],
+            fortran,
+            Buffer::copy_from(&column_major).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(transposed.bytes(), &[0, 1, 2, 3, 4, 5]);
+        // a wrong length is a format error
+        assert!(matches!(
+            Array::view_or_convert(DType::F8, vec![3], Layout::NATIVE, buffer),
+            Err(Error::Format(_))
+        ));
     }
 
     #[test]

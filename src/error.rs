@@ -20,15 +20,26 @@ pub enum Error {
     #[error("{0}")]
     UnsupportedType(String),
 
-    /// An operating system error (file not found, permission denied, ...).
+    /// An operating system error (file not found, permission denied, ...),
+    /// or a writer that failed.
     #[error("{context}: {source}")]
     Io {
         /// what blockmap was doing
         context: String,
-        /// the error the operating system gave
+        /// the error the operating system (or the writer) gave
         #[source]
         source: std::io::Error,
     },
+
+    /// Memory could not be had: the allocator refused, or the size asked
+    /// for cannot exist on this machine.
+    #[error("{0}")]
+    OutOfMemory(String),
+
+    /// A broken internal invariant: a bug in blockmap, never the caller's
+    /// fault.
+    #[error("internal error (this is a bug in blockmap, please report it): {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -50,6 +61,16 @@ impl Error {
         }
     }
 
+    /// An [`Error::OutOfMemory`] for an allocation of `bytes` bytes.
+    pub fn out_of_memory(bytes: usize) -> Self {
+        Error::OutOfMemory(format!("cannot allocate {bytes} bytes: out of memory"))
+    }
+
+    /// Shorthand for [`Error::Internal`] from anything printable.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Error::Internal(message.into())
+    }
+
     /// The same error with `context` in front of its message (for
     /// [`Error::Invalid`] and [`Error::Format`]), e.g. the entry it concerns.
     #[must_use]
@@ -59,6 +80,12 @@ impl Error {
             Error::Format(message) => Error::Format(format!("{context}: {message}")),
             other => other,
         }
+    }
+}
+
+impl From<std::collections::TryReserveError> for Error {
+    fn from(error: std::collections::TryReserveError) -> Self {
+        Error::OutOfMemory(format!("cannot reserve memory: {error}"))
     }
 }
 

@@ -4,13 +4,22 @@
 //! The core (everything here but the `python` module) is a plain Rust
 //! library: [`Labels`], [`TensorBlock`] and [`TensorMap`] hold their array
 //! data in reference-counted [`Buffer`]s that can view memory owned by Rust,
-//! by a file mapping, or by a foreign owner such as a Python object.
+//! by a file mapping, by a shared-memory segment, or by a foreign owner such
+//! as a Python object.
+//!
+//! Modules use only those below them:
+//! `error → dtype → buffer → array → labels → block → tensor → data →
+//! {io, pickle} → shm`, and the binding (`python`, feature `python`) calls
+//! into them.
 
 pub mod array;
 pub mod block;
 pub mod buffer;
+pub mod data;
 pub mod dtype;
 pub mod error;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod io;
 pub mod labels;
 pub mod pickle;
@@ -20,9 +29,10 @@ pub mod tensor;
 #[cfg(feature = "python")]
 mod python;
 
-pub use array::Array;
+pub use array::{Array, Layout};
 pub use block::TensorBlock;
-pub use buffer::{AlignedBytes, Buffer, OwnerKind, ALIGNMENT};
+pub use buffer::{AlignedBytes, Buffer, MapMode, OwnerKind, SharedBytes, ALIGNMENT};
+pub use data::{Data, DataRef, Kind};
 pub use dtype::{ByteOrder, DType, Element};
 pub use error::{Error, Result};
 pub use labels::Labels;

@@ -10,12 +10,12 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::array::{byte_len, Array};
+use crate::array::{byte_len, Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::Buffer;
+use crate::data::{Data, DataRef};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::io::{native_buffer, Data, DataRef};
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
@@ -160,8 +160,7 @@ impl<I: Iterator<Item = Buffer>> Buffers<I> {
                 buffer.len()
             )));
         }
-        let buffer = native_buffer(buffer, dtype, order, &shape)?;
-        Array::new(dtype, shape, buffer)
+        Array::view_or_convert(dtype, shape, Layout::c_order(order), buffer)
     }
 
     fn labels(&mut self, header: LabelsHeader, what: &str) -> Result<Labels> {
@@ -257,31 +256,7 @@ pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn labels(names: &[&str], values: &[i32]) -> Labels {
-        Labels::new(names.to_vec(), values).unwrap()
-    }
-
-    fn map() -> TensorMap {
-        let mut block = TensorBlock::new(
-            Array::from_slice(vec![2, 3], &[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
-            labels(&["s"], &[0, 1]),
-            vec![],
-            Labels::range("p", 3).unwrap(),
-        )
-        .unwrap();
-        let gradient = TensorBlock::new(
-            Array::from_slice(vec![1, 2, 3], &[0.5f64; 6]).unwrap(),
-            labels(&["sample", "xyz"], &[1, 0]),
-            vec![labels(&["d"], &[0, 1])],
-            Labels::range("p", 3).unwrap(),
-        )
-        .unwrap();
-        block.add_gradient("positions", gradient).unwrap();
-        let mut map = TensorMap::new(labels(&["k"], &[7]), vec![block]).unwrap();
-        map.set_info("a".into(), "b".into());
-        map
-    }
+    use crate::fixtures::small_map as map;
 
     #[test]
     fn round_trip_shares_memory() {

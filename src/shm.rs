@@ -1,162 +1,18 @@
 //! Shared memory: a map's data moved into one segment other processes can
 //! map, so that sending the map sends only its metadata and a handle.
 //!
-//! A segment is an anonymous Linux `memfd`: it has no name, so nothing can
-//! leak in `/dev/shm`; the kernel frees it when the last file descriptor
-//! and the last mapping of it are gone, in whichever process, including
-//! processes that were killed. Its size is sealed once set, so no process
-//! can shrink it under another's mapping.
+//! A segment is a [`SharedBytes`]: an anonymous, size-sealed Linux `memfd`
+//! (see `buffer/shared.rs`).
 //!
 //! [`share`] copies data into a new segment, once; [`parts`] describes data
 //! that already lives in segments (the [`pickle`](crate::pickle) header,
 //! the segments, and where each buffer lies in them); [`attach`] rebuilds
 //! the data in another process from those parts, viewing the segments.
 
-use std::fmt;
-use std::fs::File;
-
-use crate::buffer::{Buffer, ALIGNMENT};
+use crate::buffer::{Buffer, SharedBytes, ALIGNMENT};
+use crate::data::{Data, DataRef};
 use crate::error::{Error, Result};
-use crate::io::{Data, DataRef};
 use crate::pickle;
-
-/// A shared-memory segment, mapped read-write and shared with every other
-/// process that maps it.
-pub struct SharedBytes {
-    file: File,
-    map: memmap2::MmapMut,
-}
-
-impl fmt::Debug for SharedBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("SharedBytes")
-            .field("len", &self.map.len())
-            .finish_non_exhaustive()
-    }
-}
-
-fn shm_error(context: &'static str) -> impl FnOnce(std::io::Error) -> Error {
-    move |error| Error::io(context, error)
-}
-
-#[cfg(target_os = "linux")]
-mod sys {
-    use std::fs::File;
-    use std::os::fd::{AsRawFd, FromRawFd};
-
-    const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
-
-    /// A new memfd of `len` bytes whose size is sealed.
-    pub fn create(len: u64) -> std::io::Result<File> {
-        // SAFETY: the name is a NUL-terminated string; memfd_create returns
-        // a new descriptor that nothing else owns, or -1.
-        let fd = unsafe {
-            libc::memfd_create(
-                c"blockmap".as_ptr(),
-                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
-            )
-        };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a valid descriptor owned by no one else.
-        let file = unsafe { File::from_raw_fd(fd) };
-        file.set_len(len)?;
-        // SAFETY: fcntl with F_ADD_SEALS on a descriptor this function owns.
-        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(file)
-    }
-
-    /// Whether `file` is a memfd whose size can never shrink (mapping it
-    /// then never faults with SIGBUS).
-    pub fn is_sealed_segment(file: &File) -> bool {
-        // SAFETY: F_GET_SEALS only reads the seals of a valid descriptor;
-        // it fails with EINVAL for files that are not memfds.
-        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
-        seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-mod sys {
-    use std::fs::File;
-
-    pub fn create(_len: u64) -> std::io::Result<File> {
-        Err(std::io::Error::new(
-            std::io::ErrorKind::Unsupported,
-            "shared memory segments need Linux (memfd)",
-        ))
-    }
-
-    pub fn is_sealed_segment(_file: &File) -> bool {
-        false
-    }
-}
-
-impl SharedBytes {
-    /// A new zeroed segment of `len` bytes (at least one page is mapped,
-    /// so that empty data still has a segment).
-    pub fn create(len: usize) -> Result<Self> {
-        let size = len.max(ALIGNMENT);
-        let file = sys::create(size as u64).map_err(shm_error("creating shared memory"))?;
-        Self::map(file)
-    }
-
-    /// Map a segment received from another process (its descriptor).
-    /// Refuses files that are not size-sealed memfds.
-    pub fn open(file: File) -> Result<Self> {
-        if !sys::is_sealed_segment(&file) {
-            return Err(Error::invalid(
-                "the file descriptor is not a blockmap shared-memory segment",
-            ));
-        }
-        Self::map(file)
-    }
-
-    fn map(file: File) -> Result<Self> {
-        let len = file
-            .metadata()
-            .map_err(shm_error("reading the size of shared memory"))?
-            .len();
-        if len == 0 {
-            return Err(Error::invalid("the shared-memory segment is empty"));
-        }
-        // Other processes may write to the segment concurrently: that is its
-        // purpose, and blockmap only reads the memory (see `buffer` docs).
-        // SAFETY: a memfd sealed against shrinking (checked by `open`, set
-        // by `create`): every page of the mapping stays backed while it lives.
-        let map = unsafe { memmap2::MmapOptions::new().map_mut(&file) }
-            .map_err(shm_error("mapping shared memory"))?;
-        Ok(SharedBytes { file, map })
-    }
-
-    /// The segment's file (a memfd), to hand to another process.
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.map
-    }
-
-    /// The bytes, for writing (only before the segment is shared).
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.map
-    }
-
-    /// Number of bytes.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
-    /// Whether the segment has no bytes (never true: segments are mapped).
-    pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
-    }
-}
 
 /// Where one buffer lies: in `segment` (an index into the segments of
 /// [`Parts`]), `len` bytes from `offset`.
@@ -304,39 +160,8 @@ pub fn is_shared(data: DataRef<'_>) -> Result<bool> {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
-    use crate::{Array, Labels, TensorBlock, TensorMap};
-
-    fn map() -> TensorMap {
-        let mut block = TensorBlock::new(
-            Array::from_slice(vec![2, 3], &[1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap(),
-            Labels::range("s", 2).unwrap(),
-            vec![],
-            Labels::range("p", 3).unwrap(),
-        )
-        .unwrap();
-        let gradient = TensorBlock::new(
-            Array::from_slice(vec![1, 3], &[0.5f64; 3]).unwrap(),
-            Labels::new(vec!["sample"], &[1]).unwrap(),
-            vec![],
-            Labels::range("p", 3).unwrap(),
-        )
-        .unwrap();
-        block.add_gradient("positions", gradient).unwrap();
-        let empty_block = |sample: &str| {
-            TensorBlock::new(
-                Array::from_slice(vec![0, 3], &[] as &[f64]).unwrap(),
-                Labels::new(vec![sample], &[]).unwrap(),
-                vec![],
-                Labels::range("p", 3).unwrap(),
-            )
-            .unwrap()
-        };
-        let mut empty = empty_block("s");
-        empty
-            .add_gradient("positions", empty_block("sample"))
-            .unwrap();
-        TensorMap::new(Labels::range("k", 2).unwrap(), vec![block, empty]).unwrap()
-    }
+    use crate::fixtures::map_with_an_empty_block as map;
+    use crate::TensorMap;
 
     fn shared_copy(map: &TensorMap) -> TensorMap {
         let Some(Data::Tensor(shared)) = share(DataRef::Tensor(map)).unwrap() else {
@@ -387,12 +212,6 @@ mod tests {
         unsafe { ours.cast::<[u8; 8]>().write_volatile(value) };
         // SAFETY: as above; the read is of the same 8 bytes in the mapping.
         assert_eq!(unsafe { theirs.cast::<[u8; 8]>().read_volatile() }, value);
-    }
-
-    #[test]
-    fn open_refuses_files_that_are_not_segments() {
-        let file = std::fs::File::open("Cargo.toml").unwrap();
-        assert!(SharedBytes::open(file).is_err());
     }
 
     #[test]

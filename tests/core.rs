@@ -6,7 +6,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use blockmap::{Array, Buffer, DType, Labels, OwnerKind, TensorBlock, TensorMap};
+use blockmap::{fixtures, Array, Buffer, DType, Labels, OwnerKind, TensorBlock, TensorMap};
 
 /// Memory owned by someone else, recording when it is released.
 struct Foreign {
@@ -38,35 +38,11 @@ fn foreign_array(shape: Vec<usize>, released: &Arc<AtomicBool>) -> Array {
 
 fn labels(names: &[&str], rows: impl IntoIterator<Item = Vec<i32>>) -> Labels {
     let values: Vec<i32> = rows.into_iter().flatten().collect();
-    Labels::new(names.to_vec(), &values).unwrap()
+    fixtures::labels(names, &values)
 }
 
 fn workload_block(n_samples: usize, released: &Arc<AtomicBool>) -> TensorBlock {
-    let samples = labels(
-        &["system", "atom"],
-        (0..i32::try_from(n_samples).unwrap()).map(|i| vec![i / 4, i % 4]),
-    );
-    let o3_mu = labels(&["o3_mu"], [vec![-1], vec![0], vec![1]]);
-    let properties = Labels::range("n", 5).unwrap();
-    let mut block = TensorBlock::new(
-        foreign_array(vec![n_samples, 3, 5], released),
-        samples,
-        vec![o3_mu.clone()],
-        properties.clone(),
-    )
-    .unwrap();
-    let gradient = TensorBlock::new(
-        Array::zeros(DType::F8, vec![2, 3, 3, 5]).unwrap(),
-        labels(
-            &["sample", "system", "atom"],
-            [vec![0, 0, 1], vec![1, 0, 2]],
-        ),
-        vec![labels(&["xyz"], [vec![0], vec![1], vec![2]]), o3_mu],
-        properties,
-    )
-    .unwrap();
-    block.add_gradient("positions", gradient).unwrap();
-    block
+    fixtures::workload_block(foreign_array(vec![n_samples, 3, 5], released))
 }
 
 #[test]

@@ -6,8 +6,9 @@
 use std::io::Cursor;
 use std::path::PathBuf;
 
-use blockmap::io::{self, Data, Kind};
+use blockmap::io;
 use blockmap::{pickle, Buffer, Error, Result};
+use blockmap::{Data, Kind};
 
 fn folder(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

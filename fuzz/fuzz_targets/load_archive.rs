@@ -10,7 +10,8 @@
 
 use std::io::Cursor;
 
-use blockmap::io::{self, npy, Kind};
+use blockmap::io::{self, npy};
+use blockmap::Kind;
 use blockmap_fuzz::{
     aligned, assert_round_trip, assert_same_outcome, misaligned_read_only, no_writable_view_of,
     same,

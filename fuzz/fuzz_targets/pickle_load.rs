@@ -14,9 +14,7 @@
 
 use blockmap::pickle;
 use blockmap::Buffer;
-use blockmap_fuzz::{
-    aligned, all_read_only, as_ref, assert_same_outcome, misaligned_read_only, same,
-};
+use blockmap_fuzz::{aligned, all_read_only, assert_same_outcome, misaligned_read_only, same};
 use libfuzzer_sys::fuzz_target;
 
 const SEPARATOR: &[u8] = b"\n--buffer--\n";
@@ -50,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     if let Ok(loaded) = &viewed {
-        let (header, buffers) = pickle::dump(as_ref(loaded)).expect("a loaded object dumps");
+        let (header, buffers) = pickle::dump(loaded.as_ref()).expect("a loaded object dumps");
         let buffers: Vec<Buffer> = buffers;
         let again = pickle::load(&header, buffers).expect("a dumped object loads");
         assert!(same(loaded, &again), "the dumped object loads differently");

@@ -1,8 +1,7 @@
 //! Helpers shared by the fuzz targets: buffers at chosen alignments, and
 //! comparisons of load outcomes.
 
-use blockmap::io::{Data, DataRef};
-use blockmap::{Buffer, Result};
+use blockmap::{Buffer, Data, Kind, Result};
 
 /// `bytes` copied into memory blockmap owns (64-byte aligned).
 pub fn aligned(bytes: &[u8]) -> Buffer {
@@ -19,15 +18,6 @@ pub fn misaligned_read_only(bytes: &[u8]) -> Buffer {
         .slice(1, bytes.len())
         .expect("in bounds")
         .into_read_only()
-}
-
-/// What was loaded, as something to save.
-pub fn as_ref(data: &Data) -> DataRef<'_> {
-    match data {
-        Data::Tensor(map) => DataRef::Tensor(map),
-        Data::Block(block) => DataRef::Block(block),
-        Data::Labels(labels) => DataRef::Labels(labels),
-    }
 }
 
 /// Whether two loaded objects hold the same thing.
@@ -100,8 +90,8 @@ pub fn no_writable_view_of(data: &Data, input: &Buffer) -> bool {
 }
 
 /// Saving what was loaded and loading it again gives the same object.
-pub fn assert_round_trip(data: &Data, kind: blockmap::io::Kind) {
-    let saved = blockmap::io::save_buffer(as_ref(data)).expect("a loaded object can be saved");
+pub fn assert_round_trip(data: &Data, kind: Kind) {
+    let saved = blockmap::io::save_buffer(data.as_ref()).expect("a loaded object can be saved");
     let again = blockmap::io::load_buffer(saved, kind).expect("a saved object loads");
     assert!(same(data, &again), "the saved object loads differently");
 }

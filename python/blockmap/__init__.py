@@ -10,17 +10,21 @@ import importlib
 
 from . import _hooks, _shared
 from ._blockmap import (
-    BlockMapError,
-    BlockMapIOError,
-    BlockMapTypeError,
-    FormatError,
     Labels,
     LabelsEntry,
-    MissingFileError,
     TensorBlock,
     TensorMap,
-    ValidationError,
     __version__,
+)
+from .exceptions import (
+    BlockMapError,
+    BlockMapIOError,
+    BlockMapMemoryError,
+    BlockMapTypeError,
+    FormatError,
+    InternalError,
+    MissingFileError,
+    ValidationError,
 )
 from .io import (
     load,
@@ -42,8 +46,10 @@ _hooks.when_imported("distributed", lambda: importlib.import_module("blockmap.da
 __all__ = [
     "BlockMapError",
     "BlockMapIOError",
+    "BlockMapMemoryError",
     "BlockMapTypeError",
     "FormatError",
+    "InternalError",
     "Labels",
     "LabelsEntry",
     "MissingFileError",

@@ -19,17 +19,21 @@ __all__ = [
     "FormatError",
     "BlockMapIOError",
     "MissingFileError",
+    "BlockMapMemoryError",
+    "InternalError",
     "Labels",
     "LabelsEntry",
     "TensorBlock",
     "TensorMap",
-    # private helpers of blockmap.io
-    "_save_path",
-    "_save_buffer",
-    "_save_file",
-    "_load_path",
-    "_load_buffer",
-    "_verify_path",
+    "save",
+    "save_buffer",
+    "load",
+    "load_block",
+    "load_labels",
+    "load_buffer",
+    "load_block_buffer",
+    "load_labels_buffer",
+    "verify",
     "_reconstruct",
     "_shared_parts",
     "_attach_shared",
@@ -40,12 +44,33 @@ __version__: str
 _File: TypeAlias = str | os.PathLike[str] | IO[bytes]
 _Data: TypeAlias = TensorMap | TensorBlock | Labels
 
-def _save_path(path: str | os.PathLike[str], data: _Data) -> None: ...
-def _save_buffer(data: _Data) -> memoryview: ...
-def _save_file(file: IO[bytes], data: _Data) -> None: ...
-def _load_path(path: str | os.PathLike[str], kind: str, mmap: bool) -> Any: ...
-def _load_buffer(buffer: Buffer, kind: str) -> Any: ...
-def _verify_path(path: str | os.PathLike[str]) -> None: ...
+def save(file: _File, data: _Data) -> None:
+    """Save a TensorMap, TensorBlock or Labels to a path or binary file object."""
+
+def save_buffer(data: _Data) -> memoryview:
+    """The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns."""
+
+def load(file: _File, mmap: bool = False) -> TensorMap:
+    """Load a TensorMap from a path or a binary file object."""
+
+def load_block(file: _File, mmap: bool = False) -> TensorBlock:
+    """Load a TensorBlock saved on its own."""
+
+def load_labels(file: _File) -> Labels:
+    """Load Labels saved on their own (a bare ``.npy`` file)."""
+
+def load_buffer(buffer: Buffer) -> TensorMap:
+    """Load a TensorMap from a bytes-like object, viewing it where possible."""
+
+def load_block_buffer(buffer: Buffer) -> TensorBlock:
+    """Load a TensorBlock from a bytes-like object."""
+
+def load_labels_buffer(buffer: Buffer) -> Labels:
+    """Load Labels from a bytes-like object holding a ``.npy`` file."""
+
+def verify(file: str | os.PathLike[str]) -> None:
+    """Check a ``.mts`` file completely."""
+
 def _reconstruct(version: int, *args: Any) -> Any:
     """Rebuild a pickled Labels, TensorBlock or TensorMap (see docs/pickle.md)."""
 
@@ -73,6 +98,12 @@ class BlockMapIOError(BlockMapError, OSError):
 
 class MissingFileError(BlockMapIOError, FileNotFoundError):
     """The file to load does not exist."""
+
+class BlockMapMemoryError(BlockMapError, MemoryError):
+    """Memory for the data could not be had (an allocation failed)."""
+
+class InternalError(BlockMapError, RuntimeError):
+    """A broken internal invariant: a bug in blockmap, to be reported."""
 
 @final
 class LabelsEntry:

@@ -21,7 +21,8 @@ from typing import Any
 
 from distributed.protocol import dask_deserialize, dask_serialize
 
-from ._blockmap import FormatError, Labels, TensorBlock, TensorMap, _reconstruct
+from ._blockmap import Labels, TensorBlock, TensorMap, _reconstruct
+from .exceptions import FormatError
 
 __all__ = ["deserialize", "register", "serialize"]
 

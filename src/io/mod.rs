@@ -18,52 +18,17 @@
 mod cached;
 pub mod npy;
 mod read;
-pub(crate) use read::native_buffer;
 mod write;
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
+use std::fs::OpenOptions;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::block::TensorBlock;
-use crate::buffer::{AlignedBytes, Buffer};
+use crate::buffer::{AlignedBytes, Buffer, FixedWriter, MapMode};
+use crate::data::{Data, DataRef, Kind};
 use crate::error::{Error, Result};
-use crate::labels::Labels;
-use crate::tensor::TensorMap;
-
-/// What a file holds.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// a `TensorMap` archive
-    Tensor,
-    /// a `TensorBlock` archive
-    Block,
-    /// a bare NPY file of Labels
-    Labels,
-}
-
-/// Something that can be saved.
-#[derive(Clone, Copy, Debug)]
-pub enum DataRef<'a> {
-    /// a map
-    Tensor(&'a TensorMap),
-    /// a block
-    Block(&'a TensorBlock),
-    /// labels
-    Labels(&'a Labels),
-}
-
-/// Something loaded.
-#[derive(Clone, Debug)]
-pub enum Data {
-    /// a map
-    Tensor(TensorMap),
-    /// a block
-    Block(TensorBlock),
-    /// labels
-    Labels(Labels),
-}
 
 /// Write `data` to `writer`.
 pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
@@ -87,10 +52,11 @@ pub fn save_size_bound(data: DataRef<'_>) -> usize {
     }
 }
 
-/// Write `data` into `bytes` (at least [`save_size_bound`] long); returns
-/// the number of bytes written.
-pub fn save_into(bytes: &mut [u8], data: DataRef<'_>) -> Result<usize> {
-    Ok(save(SliceWriter::new(bytes), data)?.len)
+/// Write `data` into `writer` (whose capacity is at least
+/// [`save_size_bound`]); returns the number of bytes written.
+pub fn save_into(mut writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
+    writer = save(writer, data)?;
+    Ok(writer.len())
 }
 
 /// The archive (or NPY file) of `data`, in memory blockmap owns.
@@ -98,62 +64,8 @@ pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
     // allocate an upper bound of the size (untouched pages of a large
     // zeroed allocation cost nothing), write, then keep the written part
     let mut bytes = AlignedBytes::zeroed(save_size_bound(data))?;
-    let written = save_into(bytes.as_mut_slice(), data)?;
+    let written = save_into(FixedWriter::over_bytes(bytes.as_mut_slice()), data)?;
     Buffer::from(bytes).slice(0, written)
-}
-
-/// Writes into a slice of fixed capacity; unlike `Cursor`, seeking from the
-/// end is relative to what was written, not to the capacity.
-struct SliceWriter<'a> {
-    buffer: &'a mut [u8],
-    position: usize,
-    len: usize,
-}
-
-impl<'a> SliceWriter<'a> {
-    fn new(buffer: &'a mut [u8]) -> Self {
-        SliceWriter {
-            buffer,
-            position: 0,
-            len: 0,
-        }
-    }
-}
-
-impl Write for SliceWriter<'_> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let end = self
-            .position
-            .checked_add(data.len())
-            .filter(|&end| end <= self.buffer.len())
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::WriteZero, "buffer full"))?;
-        self.buffer[self.position..end].copy_from_slice(data);
-        self.position = end;
-        self.len = self.len.max(end);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Seek for SliceWriter<'_> {
-    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
-        let (base, offset) = match from {
-            std::io::SeekFrom::Start(offset) => (0, i64::try_from(offset).unwrap_or(i64::MAX)),
-            std::io::SeekFrom::Current(offset) => (self.position, offset),
-            std::io::SeekFrom::End(offset) => (self.len, offset),
-        };
-        let position = i64::try_from(base)
-            .ok()
-            .and_then(|base| base.checked_add(offset))
-            .and_then(|p| usize::try_from(p).ok())
-            .filter(|&p| p <= self.buffer.len())
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
-        self.position = position;
-        Ok(position as u64)
-    }
 }
 
 static TEMPORARY_COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -202,7 +114,9 @@ fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {
     match kind {
         Kind::Tensor => read::tensor(source).map(Data::Tensor),
         Kind::Block => read::block(source, "", None).map(Data::Block),
-        Kind::Labels => Err(Error::invalid("labels are a bare NPY file, not an archive")),
+        Kind::Labels => Err(Error::internal(
+            "labels are a bare NPY file, not an archive: they are read by `load_buffer_checked`",
+        )),
     }
 }
 
@@ -252,14 +166,12 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
     if !mmap {
         return load(BufReader::with_capacity(1 << 16, file), kind).map_err(in_file);
     }
-    // The documented risk of every file mapping: were another process to
-    // truncate the file, reading the lost pages would fault. blockmap itself
-    // only replaces files by renaming (see `save_path`), never truncating.
-    // SAFETY: a private mapping of a file opened read-only; its memory stays
-    // valid while the mapping (owned by the buffer) lives.
-    let mapping = unsafe { memmap2::MmapOptions::new().map_copy(&file) }
-        .map_err(|e| Error::io(format!("cannot map '{}'", path.display()), e))?;
-    let buffer = Buffer::from_mmap_copy_on_write(mapping);
+    // blockmap itself only replaces files by renaming (see `save_path`),
+    // never truncating them under a mapping
+    let buffer = Buffer::map_file(&file, MapMode::CopyOnWrite).map_err(|e| match e {
+        Error::Io { source, .. } => Error::io(format!("cannot map '{}'", path.display()), source),
+        other => other,
+    })?;
     // the structure (central directory, local and NPY headers) is read from
     // the file, and labels are checked on a copy read from the file: the
     // load touches no page of the mapping and allocates nothing for data

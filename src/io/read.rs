@@ -9,7 +9,7 @@ use zip::result::ZipError;
 use zip::{CompressionMethod, ZipArchive};
 
 use super::npy::{self, Descr, Header};
-use crate::array::Array;
+use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::{AlignedBytes, Buffer};
 use crate::dtype::{ByteOrder, DType};
@@ -37,109 +37,12 @@ enum Payload {
 }
 
 impl Payload {
-    fn bytes(&self) -> &[u8] {
+    /// The data as an array of `dtype` and `shape` laid out as `layout`:
+    /// viewed or converted by [`Array::view_or_convert`].
+    fn into_array(self, dtype: DType, shape: Vec<usize>, layout: Layout) -> Result<Array> {
         match self {
-            Payload::Owned(bytes) => bytes.as_slice(),
-            Payload::View(buffer) => buffer.as_slice(),
-        }
-    }
-
-    /// The data as a buffer holding native, C-ordered elements of `dtype`
-    /// (`item` bytes per record, `swap` bytes swapped per element) in the
-    /// given shape. Copies only when the data is misaligned, byte-swapped
-    /// or in Fortran order.
-    fn into_buffer(
-        self,
-        dtype: DType,
-        order: ByteOrder,
-        fortran: bool,
-        shape: &[usize],
-    ) -> Result<Buffer> {
-        let swap = order != ByteOrder::NATIVE && dtype.size() > 1;
-        let (aligned, writable) = match &self {
-            Payload::Owned(_) => (true, true),
-            Payload::View(buffer) => (
-                buffer.is_aligned_to(dtype.alignment()),
-                buffer.is_writable(),
-            ),
-        };
-        // a copy of read-only memory stays read-only
-        let keep_access = |buffer: Buffer| {
-            if writable {
-                buffer
-            } else {
-                buffer.into_read_only()
-            }
-        };
-        let transpose = fortran && shape.len() > 1;
-        if !swap && !transpose {
-            return Ok(match self {
-                Payload::Owned(bytes) => Buffer::from(bytes),
-                Payload::View(buffer) if aligned => buffer,
-                Payload::View(buffer) => keep_access(Buffer::copy_from(buffer.as_slice())?),
-            });
-        }
-        let mut out = if transpose {
-            let mut out = AlignedBytes::zeroed(self.bytes().len())?;
-            fortran_to_c(self.bytes(), out.as_mut_slice(), dtype.size(), shape);
-            out
-        } else {
-            match self {
-                Payload::Owned(bytes) => bytes,
-                Payload::View(buffer) => AlignedBytes::copy_from(buffer.as_slice())?,
-            }
-        };
-        if swap {
-            swap_bytes(out.as_mut_slice(), dtype);
-        }
-        Ok(keep_access(Buffer::from(out)))
-    }
-}
-
-/// `buffer` as native, C-ordered, aligned data of `dtype` (see
-/// `Payload::into_buffer`): the same memory when it already is, a copy
-/// otherwise.
-pub(crate) fn native_buffer(
-    buffer: Buffer,
-    dtype: DType,
-    order: ByteOrder,
-    shape: &[usize],
-) -> Result<Buffer> {
-    Payload::View(buffer).into_buffer(dtype, order, false, shape)
-}
-
-/// Reverse the bytes of every element (complex numbers: of each half).
-fn swap_bytes(data: &mut [u8], dtype: DType) {
-    let size = match dtype {
-        DType::C8 => 4,
-        DType::C16 => 8,
-        other => other.size(),
-    };
-    for element in data.chunks_exact_mut(size) {
-        element.reverse();
-    }
-}
-
-/// Copy column-major `src` into row-major `dst`, elements of `size` bytes.
-fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
-    let n = shape.len();
-    // strides (in elements) of the Fortran-ordered source
-    let mut strides = vec![1usize; n];
-    for d in 1..n {
-        strides[d] = strides[d - 1] * shape[d - 1];
-    }
-    let count: usize = shape.iter().product();
-    let mut index = vec![0usize; n];
-    for i in 0..count {
-        let offset: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
-        dst[i * size..(i + 1) * size].copy_from_slice(&src[offset * size..(offset + 1) * size]);
-        // advance the row-major index
-        for d in (0..n).rev() {
-            index[d] += 1;
-            if index[d] < shape[d] {
-                break;
-            }
-            index[d] = 0;
+            Payload::Owned(bytes) => Array::from_owned_bytes(dtype, shape, layout, bytes),
+            Payload::View(buffer) => Array::view_or_convert(dtype, shape, layout, buffer),
         }
     }
 }
@@ -159,11 +62,11 @@ impl Npy {
                 "expected a plain array, got a structured one",
             ));
         };
-        let shape = self.header.shape;
-        let buffer = self
-            .payload
-            .into_buffer(dtype, order, self.header.fortran_order, &shape)?;
-        Array::new(dtype, shape, buffer)
+        let layout = Layout {
+            order,
+            fortran: self.header.fortran_order,
+        };
+        self.payload.into_array(dtype, self.header.shape, layout)
     }
 
     fn into_labels(self) -> Result<Labels> {
@@ -191,9 +94,11 @@ impl Npy {
             order = *field_order;
         }
         let names: Vec<String> = fields.iter().map(|(name, _, _)| name.clone()).collect();
-        let shape = [count, names.len()];
-        let buffer = self.payload.into_buffer(DType::I4, order, false, &shape)?;
-        Labels::from_buffer(names, count, buffer, self.checked)
+        let shape = vec![count, names.len()];
+        let values = self
+            .payload
+            .into_array(DType::I4, shape, Layout::c_order(order))?;
+        Labels::from_array(names, values, self.checked)
     }
 }
 
@@ -408,12 +313,6 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     check_labels_from_reader: bool,
     scratch: Vec<u8>,
     scratch_values: Vec<i32>,
-}
-
-impl AsRef<[u8]> for Buffer {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
 }
 
 impl BufferSource<Cursor<Buffer>> {
@@ -639,34 +538,4 @@ pub(crate) fn block(
         block.add_gradient(&parameter, gradient)?;
     }
     Ok(block)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fortran_to_c_order() {
-        // a 2x3 array [[0, 1, 2], [3, 4, 5]] stored column-major
-        let src: Vec<u8> = vec![0, 3, 1, 4, 2, 5];
-        let mut dst = vec![0u8; 6];
-        fortran_to_c(&src, &mut dst, 1, &[2, 3]);
-        assert_eq!(dst, vec![0, 1, 2, 3, 4, 5]);
-        // 2x2x2
-        let src: Vec<u8> = vec![0, 4, 2, 6, 1, 5, 3, 7];
-        let mut dst = vec![0u8; 8];
-        fortran_to_c(&src, &mut dst, 1, &[2, 2, 2]);
-        assert_eq!(dst, (0..8).collect::<Vec<u8>>());
-    }
-
-    #[test]
-    fn byte_swapping() {
-        let mut data = 1.5f64.to_be_bytes().to_vec();
-        swap_bytes(&mut data, DType::F8);
-        assert_eq!(data, 1.5f64.to_ne_bytes());
-        let mut complex: Vec<u8> = [1.0f32.to_be_bytes(), 2.0f32.to_be_bytes()].concat();
-        swap_bytes(&mut complex, DType::C8);
-        assert_eq!(complex[..4], 1.0f32.to_ne_bytes());
-        assert_eq!(complex[4..], 2.0f32.to_ne_bytes());
-    }
 }

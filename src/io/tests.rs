@@ -5,54 +5,12 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::array::Array;
+use crate::block::TensorBlock;
 use crate::buffer::OwnerKind;
 use crate::dtype::DType;
-
-fn labels(names: &[&str], values: &[i32]) -> Labels {
-    Labels::new(names.to_vec(), values).unwrap()
-}
-
-fn filled(dtype: DType, shape: &[usize]) -> Array {
-    let n: usize = shape.iter().product::<usize>() * dtype.size();
-    let bytes: Vec<u8> = (0..n)
-        .map(|i| u8::try_from(i * 7 % 251).unwrap() & if dtype == DType::B1 { 1 } else { 0xff })
-        .collect();
-    Array::new(dtype, shape.to_vec(), Buffer::copy_from(&bytes).unwrap()).unwrap()
-}
-
-fn block(dtype: DType) -> TensorBlock {
-    let mut block = TensorBlock::new(
-        filled(dtype, &[3, 2, 4]),
-        labels(&["system", "atom"], &[0, 0, 0, 1, 1, 0]),
-        vec![labels(&["o3_mu"], &[-1, 1])],
-        Labels::range("n", 4).unwrap(),
-    )
-    .unwrap();
-    let mut gradient = TensorBlock::new(
-        filled(dtype, &[2, 3, 2, 4]),
-        labels(&["sample", "atom"], &[0, 0, 2, 1]),
-        vec![labels(&["xyz"], &[0, 1, 2]), labels(&["o3_mu"], &[-1, 1])],
-        Labels::range("n", 4).unwrap(),
-    )
-    .unwrap();
-    let nested = TensorBlock::new(
-        filled(dtype, &[1, 3, 2, 4]),
-        labels(&["sample"], &[1]),
-        vec![labels(&["xyz"], &[0, 1, 2]), labels(&["o3_mu"], &[-1, 1])],
-        Labels::range("n", 4).unwrap(),
-    )
-    .unwrap();
-    gradient.add_gradient("cell", nested).unwrap();
-    block.add_gradient("positions", gradient).unwrap();
-    block
-}
-
-fn tensor(dtype: DType) -> TensorMap {
-    let keys = labels(&["o3_lambda", "center_type"], &[0, 1, 1, 6]);
-    let mut map = TensorMap::new(keys, vec![block(dtype), block(dtype)]).unwrap();
-    map.set_info("origin".into(), "tests".into());
-    map
-}
+use crate::fixtures::{block_with_nested_gradients as block, labels, tensor};
+use crate::labels::Labels;
+use crate::tensor::TensorMap;
 
 fn temporary_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("blockmap-io-{name}-{}", std::process::id()));

@@ -40,10 +40,14 @@ fn write_error(error: std::io::Error) -> Error {
     Error::io("writing the archive", error)
 }
 
+/// Every failure of the zip writer is a failure to write: its own errors
+/// (an archive it cannot represent, a state it refuses) come from what it
+/// was asked to write, which blockmap checks first, so they are I/O errors
+/// too, never "invalid data".
 fn zip_error(error: zip::result::ZipError) -> Error {
     match error {
         zip::result::ZipError::Io(e) => write_error(e),
-        other => Error::invalid(format!("cannot write the archive: {other}")),
+        other => write_error(std::io::Error::other(other.to_string())),
     }
 }
 
@@ -300,4 +304,26 @@ pub(crate) fn block_entries(
 
 pub(crate) fn labels_size(labels: &Labels) -> usize {
     labels_npy_header(labels).map_or(0, |h| h.len()) + labels.values().bytes().len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_zip_writer_failure_is_an_io_error() {
+        let failures = [
+            zip::result::ZipError::Io(std::io::Error::other("disk full")),
+            zip::result::ZipError::InvalidArchive("a state the writer refuses".into()),
+            zip::result::ZipError::UnsupportedArchive("too many entries"),
+        ];
+        for failure in failures {
+            let shown = failure.to_string();
+            let error = zip_error(failure);
+            assert!(
+                matches!(error, Error::Io { .. }),
+                "{shown} became {error:?}"
+            );
+        }
+    }
 }

@@ -6,9 +6,11 @@
 //! array-like becomes an [`Array`] whose buffer holds the array's buffer
 //! export, which pins the memory and keeps the Python object alive.
 //!
-//! Every `unsafe` block of the binding is in this file.
+//! Every `unsafe` block of the binding that touches memory is in this file
+//! (`shm.rs` has one more: taking ownership of received file descriptors).
 
 use std::ffi::c_void;
+use std::mem::MaybeUninit;
 use std::os::raw::c_int;
 use std::ptr::NonNull;
 
@@ -20,9 +22,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyBytesMethods, PyDict, PyMemoryView};
 
-use super::errors::{invalid, wrong_type};
+use super::errors::{internal, invalid, type_name, wrong_type};
 use crate::array::{byte_len, Array};
-use crate::buffer::Buffer;
+use crate::buffer::{Buffer, FixedWriter};
 use crate::dtype::{ByteOrder, DType};
 
 /// Keeps a buffer's memory alive for the numpy arrays viewing it, and
@@ -102,10 +104,7 @@ fn view<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let expected = byte_len(dtype, shape)?;
     if expected != buffer.len() || !buffer.is_aligned_to(dtype.alignment()) {
-        return Err(invalid(
-            py,
-            "internal error: buffer does not match its array",
-        ));
+        return Err(internal(py, "a buffer does not match its array"));
     }
     let mut dims = shape
         .iter()
@@ -294,7 +293,7 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
             py,
             format!(
                 "expected a bytes-like object (bytes, bytearray, memoryview, numpy array), got {}",
-                super::errors::type_name(obj)
+                type_name(obj)
             ),
         )
     })?;
@@ -318,62 +317,12 @@ extern "C" {
     fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, size: ffi::Py_ssize_t) -> c_int;
 }
 
-/// Writes into memory that may be uninitialised, never reading it: the
-/// `Write + Seek` target for building a `bytes` object in place.
-struct RawWriter {
-    start: *mut u8,
-    capacity: usize,
-    position: usize,
-    len: usize,
-}
-
-impl std::io::Write for RawWriter {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let end = self
-            .position
-            .checked_add(data.len())
-            .filter(|&end| end <= self.capacity)
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::WriteZero, "buffer full"))?;
-        // SAFETY: `start` points to `capacity` writable bytes (see
-        // `bytes_with`), `position..end` lies inside them, and `data` is a
-        // Rust slice, so it cannot overlap a bytes object being built.
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.start.add(self.position), data.len());
-        }
-        self.position = end;
-        self.len = self.len.max(end);
-        Ok(data.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl std::io::Seek for RawWriter {
-    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
-        let target = match from {
-            std::io::SeekFrom::Start(offset) => usize::try_from(offset).ok(),
-            std::io::SeekFrom::Current(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.position.checked_add_signed(o)),
-            std::io::SeekFrom::End(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.len.checked_add_signed(o)),
-        };
-        self.position = target
-            .filter(|&p| p <= self.capacity)
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
-        Ok(self.position as u64)
-    }
-}
-
 /// A `bytes` object written in place by `write` (into at most `capacity`
-/// bytes, through a `Write + Seek`), then shrunk to what was written: one
-/// pass over the data, no copy.
+/// bytes, through a [`FixedWriter`] that returns the length written), then
+/// shrunk to what was written: one pass over the data, no copy.
 pub fn bytes_with<W>(py: Python<'_>, capacity: usize, write: W) -> PyResult<Bound<'_, PyBytes>>
 where
-    W: FnOnce(&mut dyn WriteSeek) -> crate::Result<()>,
+    W: FnOnce(FixedWriter<'_>) -> crate::Result<usize>,
 {
     let size = ffi::Py_ssize_t::try_from(capacity)
         .map_err(|_| invalid(py, "the data is too large for a bytes object"))?;
@@ -383,20 +332,22 @@ where
     if object.is_null() {
         return Err(PyErr::fetch(py));
     }
-    // SAFETY: `object` is a non-null bytes object; its storage of
-    // `capacity` bytes is referenced only here, and RawWriter only writes it.
-    let start = unsafe { ffi::PyBytes_AsString(object) }.cast::<u8>();
-    let mut writer = RawWriter {
-        start,
-        capacity,
-        position: 0,
-        len: 0,
+    // SAFETY: `object` is a non-null bytes object whose storage of
+    // `capacity` bytes (possibly uninitialised, hence `MaybeUninit`) is
+    // referenced only here until the object is handed out below.
+    let memory = unsafe {
+        std::slice::from_raw_parts_mut(
+            ffi::PyBytes_AsString(object).cast::<MaybeUninit<u8>>(),
+            capacity,
+        )
     };
-    let len = write(&mut writer).map_err(PyErr::from).and_then(|()| {
-        // never fails: `len <= capacity`, which fits (checked above)
-        ffi::Py_ssize_t::try_from(writer.len)
-            .map_err(|_| invalid(py, "the data is too large for a bytes object"))
-    });
+    let len = write(FixedWriter::new(memory))
+        .map_err(PyErr::from)
+        .and_then(|len| {
+            // never fails: `len <= capacity`, which fits (checked above)
+            ffi::Py_ssize_t::try_from(len)
+                .map_err(|_| invalid(py, "the data is too large for a bytes object"))
+        });
     let len = match len {
         Ok(len) => len,
         Err(error) => {
@@ -413,11 +364,6 @@ where
     // SAFETY: `object` is an owned, non-null reference to a bytes object.
     Ok(unsafe { Bound::from_owned_ptr(py, object) }.cast_into()?)
 }
-
-/// `Write + Seek` as one object-safe trait.
-pub trait WriteSeek: std::io::Write + std::io::Seek {}
-
-impl<T: std::io::Write + std::io::Seek> WriteSeek for T {}
 
 /// The bytes of a `bytes` object that pickle gave to a reconstructor, as a
 /// **writable** buffer. Bytes are immutable by contract; this follows numpy,

@@ -1,61 +1,19 @@
-//! `blockmap.TensorBlock`.
+//! The methods of `blockmap.TensorBlock`.
 
 use std::fmt::Write as _;
 
 use numpy::PyArrayDescr;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyMemoryView, PyTuple};
 
 use super::array::{from_python, to_numpy};
+use super::classes::{Origin, PyLabels, PyTensorBlock};
+use super::convert::extract_labels;
 use super::errors::{invalid, type_name, wrong_type};
-use super::io::call_io;
-use super::labels::PyLabels;
+use super::file::FileArg;
 use crate::block::TensorBlock;
-use crate::io::{Data, DataRef};
-use crate::labels::{Labels, Names};
-
-/// Where a Python block object comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    /// built by the user (or a copy): may get gradients
-    Standalone,
-    /// a block of a `TensorMap`
-    MapBlock,
-    /// a gradient of another block
-    Gradient,
-}
-
-/// A labeled N-d array with axes ``[samples, *components, properties]``.
-///
-/// ``TensorBlock(values, samples, components, properties)``. ``values`` is
-/// kept without a copy when it is a C-contiguous, aligned, native-byte-order
-/// numpy array: the block holds a buffer export of it, and in-place edits
-/// through either side are seen by both. Any other input (non-contiguous,
-/// misaligned, big-endian, a list) is copied once into such an array.
-#[pyclass(name = "TensorBlock", module = "blockmap")]
-#[derive(Debug)]
-pub struct PyTensorBlock {
-    pub block: TensorBlock,
-    pub origin: Origin,
-}
-
-impl PyTensorBlock {
-    pub fn new_view(block: TensorBlock, origin: Origin) -> Self {
-        PyTensorBlock { block, origin }
-    }
-}
-
-/// The Labels in `obj`, or a type error naming `what`.
-pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
-    obj.cast::<PyLabels>()
-        .map(|l| l.get().labels.clone())
-        .map_err(|_| {
-            wrong_type(
-                obj.py(),
-                format!("{what} must be blockmap.Labels, got {}", type_name(obj)),
-            )
-        })
-}
+use crate::data::{Data, DataRef, Kind};
+use crate::labels::Names;
 
 #[pymethods]
 impl PyTensorBlock {
@@ -239,39 +197,31 @@ impl PyTensorBlock {
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
-    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        let data = super::io::extract_data(slf.as_any())?;
-        super::pickle::reduce(slf.py(), &data, protocol)
+    fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        super::pickle::reduce(py, DataRef::Block(&self.block), protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
-    fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
-        call_io(slf.py(), "save", (file, slf)).map(drop)
+    fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+        super::io::save(py, file, Data::Block(self.block.clone()))
     }
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
     #[pyo3(signature = (file, mmap = false))]
-    fn load<'py>(
-        py: Python<'py>,
-        file: &Bound<'py, PyAny>,
-        mmap: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_io(py, "load_block", (file, mmap))
+    fn load(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+        super::io::load(py, file, Kind::Block, mmap)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
-    fn save_buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        call_io(slf.py(), "save_buffer", (slf,))
+    fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
+        super::io::save_buffer(py, Data::Block(self.block.clone()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_block_buffer``).
     #[staticmethod]
-    fn load_buffer<'py>(
-        py: Python<'py>,
-        buffer: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_io(py, "load_block_buffer", (buffer,))
+    fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        super::io::load_buffer(py, buffer, Kind::Block)
     }
 
     /// A deep copy: values and gradients in new memory.

@@ -1,18 +1,17 @@
-//! Python exception types, and the conversion of core errors to them.
+//! The conversion of core errors to Python exceptions.
 //!
-//! `BlockMapError` is the base of every error blockmap raises; each
-//! subclass also inherits the builtin exception a user would catch, so that
-//! `except ValueError` works as well as `except blockmap.ValidationError`.
+//! The exception classes are declared in Python (`blockmap/exceptions.py`,
+//! one line each with their builtin bases); the binding looks each one up
+//! once and raises it.
 
-use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::PyType;
 
 use crate::error::Error;
 
-/// The exception classes, in an order where bases come first (named as in
-/// Python, hence the common postfix).
+/// The exception classes of `blockmap.exceptions` (named as in Python,
+/// hence the common postfix).
 #[allow(clippy::enum_variant_names)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
@@ -22,16 +21,20 @@ pub enum Class {
     FormatError,
     BlockMapIOError,
     MissingFileError,
+    BlockMapMemoryError,
+    InternalError,
 }
 
 impl Class {
-    const ALL: [Class; 6] = [
+    const ALL: [Class; 8] = [
         Class::BlockMapError,
         Class::ValidationError,
         Class::BlockMapTypeError,
         Class::FormatError,
         Class::BlockMapIOError,
         Class::MissingFileError,
+        Class::BlockMapMemoryError,
+        Class::InternalError,
     ];
 
     fn name(self) -> &'static str {
@@ -42,51 +45,15 @@ impl Class {
             Class::FormatError => "FormatError",
             Class::BlockMapIOError => "BlockMapIOError",
             Class::MissingFileError => "MissingFileError",
-        }
-    }
-
-    fn doc(self) -> &'static str {
-        match self {
-            Class::BlockMapError => "Base class of every error blockmap raises.",
-            Class::ValidationError => {
-                "Invalid data: shapes, labels, gradients or metadata that break a rule."
-            }
-            Class::BlockMapTypeError => {
-                "An argument of the wrong type (e.g. an object dtype array)."
-            }
-            Class::FormatError => {
-                "A file or buffer that is not a valid ``.mts`` archive / ``.npy`` array."
-            }
-            Class::BlockMapIOError => "The operating system refused a read or a write.",
-            Class::MissingFileError => "The file to load does not exist.",
-        }
-    }
-
-    fn bases(self, py: Python<'_>) -> Vec<Bound<'_, PyType>> {
-        match self {
-            Class::BlockMapError => vec![py.get_type::<PyException>()],
-            Class::ValidationError => vec![
-                Class::BlockMapError.get(py).clone(),
-                py.get_type::<PyValueError>(),
-            ],
-            Class::BlockMapTypeError => vec![
-                Class::BlockMapError.get(py).clone(),
-                py.get_type::<PyTypeError>(),
-            ],
-            Class::FormatError => vec![Class::ValidationError.get(py).clone()],
-            Class::BlockMapIOError => vec![
-                Class::BlockMapError.get(py).clone(),
-                py.get_type::<PyOSError>(),
-            ],
-            Class::MissingFileError => vec![
-                Class::BlockMapIOError.get(py).clone(),
-                py.get_type::<PyFileNotFoundError>(),
-            ],
+            Class::BlockMapMemoryError => "BlockMapMemoryError",
+            Class::InternalError => "InternalError",
         }
     }
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
-        static CELLS: [PyOnceLock<Py<PyType>>; 6] = [
+        static CELLS: [PyOnceLock<Py<PyType>>; 8] = [
+            PyOnceLock::new(),
+            PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
@@ -97,34 +64,23 @@ impl Class {
         &CELLS[self as usize]
     }
 
-    /// The class object, created on first use as `class Name(*bases)` in
-    /// module `blockmap`.
-    pub fn get(self, py: Python<'_>) -> &Bound<'_, PyType> {
-        self.cell()
-            .get_or_init(py, || {
-                let create = || -> PyResult<Py<PyType>> {
-                    let namespace = PyDict::new(py);
-                    namespace.set_item("__module__", "blockmap")?;
-                    namespace.set_item("__doc__", self.doc())?;
-                    let bases = PyTuple::new(py, self.bases(py))?;
-                    let class = py
-                        .get_type::<PyType>()
-                        .call1((self.name(), bases, namespace))?
-                        .cast_into::<PyType>()?;
-                    Ok(class.unbind())
-                };
-                create().expect("creating an exception class cannot fail")
-            })
-            .bind(py)
+    /// The class object, looked up in `blockmap.exceptions` on first use.
+    pub fn get(self, py: Python<'_>) -> PyResult<&Bound<'_, PyType>> {
+        self.cell().import(py, "blockmap.exceptions", self.name())
     }
 
-    /// An exception of this class with `args`.
+    /// An exception of this class with `args`; if the class cannot be
+    /// found (`blockmap.exceptions` missing from an installation), the
+    /// error saying so.
     pub fn err<A>(self, py: Python<'_>, args: A) -> PyErr
     where
         A: for<'py> IntoPyObject<'py> + Send + Sync + 'static,
         for<'py> <A as IntoPyObject<'py>>::Error: Into<PyErr>,
     {
-        PyErr::from_type(self.get(py).clone(), args)
+        match self.get(py) {
+            Ok(class) => PyErr::from_type(class.clone(), args),
+            Err(error) => error,
+        }
     }
 }
 
@@ -138,12 +94,19 @@ pub fn wrong_type(py: Python<'_>, message: impl Into<String>) -> PyErr {
     Class::BlockMapTypeError.err(py, message.into())
 }
 
+/// A `blockmap.InternalError`: a broken invariant of the binding.
+pub fn internal(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    Class::InternalError.err(py, Error::internal(message).to_string())
+}
+
 impl From<Error> for PyErr {
     fn from(error: Error) -> PyErr {
         Python::attach(|py| match error {
             Error::Invalid(message) => invalid(py, message),
             Error::Format(message) => Class::FormatError.err(py, message),
             Error::UnsupportedType(message) => wrong_type(py, message),
+            Error::OutOfMemory(message) => Class::BlockMapMemoryError.err(py, message),
+            error @ Error::Internal(_) => Class::InternalError.err(py, error.to_string()),
             Error::Io { ref source, .. } => {
                 let class = if source.kind() == std::io::ErrorKind::NotFound {
                     Class::MissingFileError
@@ -162,6 +125,9 @@ impl From<Error> for PyErr {
                     None => class.err(py, (message,)),
                 }
             }
+            // `Error` is non-exhaustive for users of the crate, not here
+            #[allow(unreachable_patterns)]
+            other => Class::InternalError.err(py, other.to_string()),
         })
     }
 }
@@ -173,10 +139,11 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
-/// Add the exception classes to the module.
+/// Add the exception classes to the native module too (they are the ones
+/// of `blockmap.exceptions`).
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     for class in Class::ALL {
-        module.add(class.name(), class.get(module.py()))?;
+        module.add(class.name(), class.get(module.py())?)?;
     }
     Ok(())
 }

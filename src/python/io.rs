@@ -1,234 +1,162 @@
-//! The native half of `blockmap.io`: save and load with the GIL released.
-//! Path handling and file objects are in `python/blockmap/io.py`.
-
-use std::path::PathBuf;
+//! `blockmap.save`, `blockmap.load` and their siblings, and the shared
+//! functions behind the `save`/`load` methods of the three classes. Paths
+//! are saved and loaded with the GIL released.
 
 use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 
 use super::array::{buffer_from_python, BufferOwner};
-use super::block::{Origin, PyTensorBlock};
-use super::errors::{invalid, type_name, wrong_type};
-use super::labels::PyLabels;
-use super::tensor::PyTensorMap;
-use crate::io::{self, Data, DataRef, Kind};
+use super::convert::{data_from_python, to_python};
+use super::errors::wrong_type;
+use super::file::{with_mts_extension, FileArg, PyFileWriter};
+use crate::data::{Data, Kind};
+use crate::io;
 
-/// An owned copy of the metadata of something to save (its arrays are
-/// shared, not copied), so that the GIL can be released while saving.
-pub fn extract_data(data: &Bound<'_, PyAny>) -> PyResult<Data> {
-    if let Ok(map) = data.cast::<PyTensorMap>() {
-        return Ok(Data::Tensor(map.try_borrow()?.map.clone()));
-    }
-    if let Ok(block) = data.cast::<PyTensorBlock>() {
-        return Ok(Data::Block(block.try_borrow()?.block.clone()));
-    }
-    if let Ok(labels) = data.cast::<PyLabels>() {
-        return Ok(Data::Labels(labels.get().labels.clone()));
-    }
-    Err(wrong_type(
-        data.py(),
-        format!(
-            "data must be a TensorMap, TensorBlock or Labels, not {}",
-            type_name(data)
-        ),
-    ))
-}
-
-pub fn as_ref(data: &Data) -> DataRef<'_> {
-    match data {
-        Data::Tensor(map) => DataRef::Tensor(map),
-        Data::Block(block) => DataRef::Block(block),
-        Data::Labels(labels) => DataRef::Labels(labels),
-    }
-}
-
-/// The name of the kind of `data`, as `parse_kind` reads it.
-pub fn kind_name(data: &Data) -> &'static str {
-    match data {
-        Data::Tensor(_) => "tensor",
-        Data::Block(_) => "block",
-        Data::Labels(_) => "labels",
-    }
-}
-
-pub fn parse_kind(py: Python<'_>, kind: &str) -> PyResult<Kind> {
-    match kind {
-        "tensor" => Ok(Kind::Tensor),
-        "block" => Ok(Kind::Block),
-        "labels" => Ok(Kind::Labels),
-        other => Err(invalid(py, format!("unknown kind '{other}'"))),
-    }
-}
-
-pub fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
-    Ok(match data {
-        Data::Tensor(map) => Py::new(py, PyTensorMap { map })?.into_any(),
-        Data::Block(block) => Py::new(
-            py,
-            PyTensorBlock {
-                block,
-                origin: Origin::Standalone,
-            },
-        )?
-        .into_any(),
-        Data::Labels(labels) => Py::new(py, PyLabels::from(labels))?.into_any(),
-    })
-}
-
-/// Save `data` to `path` atomically (the path is used as given).
-#[pyfunction]
-// pyo3 can only extract an owned `PathBuf` (there is no `&Path` argument)
-#[allow(clippy::needless_pass_by_value)]
-fn _save_path(py: Python<'_>, path: PathBuf, data: &Bound<'_, PyAny>) -> PyResult<()> {
-    let data = extract_data(data)?;
-    Ok(py.detach(|| io::save_path(&path, as_ref(&data)))?)
-}
-
-/// A seekable Python binary file object as a Rust writer. Data goes to
-/// `file.write` in chunks of at most [`CHUNK`] bytes, each copied into a
-/// `bytes` object (so the file object never sees blockmap's memory, and the
-/// memory used does not grow with the data).
-///
-/// Positions are relative to where the file was when saving started, so an
-/// archive written after other data is a valid archive from its own start
-/// (as with `numpy.savez`).
-struct PyFileWriter<'py> {
-    file: Bound<'py, PyAny>,
-    base: u64,
-}
-
-/// Largest piece handed to `file.write` at once.
-const CHUNK: usize = 8 << 20;
-
-fn to_io_error(error: PyErr) -> std::io::Error {
-    std::io::Error::other(error)
-}
-
-impl std::io::Write for PyFileWriter<'_> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        let chunk = &data[..data.len().min(CHUNK)];
-        let bytes = pyo3::types::PyBytes::new(self.file.py(), chunk);
-        let written = self
-            .file
-            .call_method1("write", (bytes,))
-            .map_err(to_io_error)?;
-        // raw files may write less than asked; buffered ones return None or the length
-        let written = if written.is_none() {
-            chunk.len()
-        } else {
-            written.extract::<usize>().map_err(to_io_error)?
-        };
-        Ok(written.min(chunk.len()))
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.file
-            .call_method0("flush")
-            .map(drop)
-            .map_err(to_io_error)
-    }
-}
-
-impl std::io::Seek for PyFileWriter<'_> {
-    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
-        let (offset, whence) = match from {
-            std::io::SeekFrom::Start(offset) => (i128::from(offset) + i128::from(self.base), 0),
-            std::io::SeekFrom::Current(offset) => (i128::from(offset), 1),
-            std::io::SeekFrom::End(offset) => (i128::from(offset), 2),
-        };
-        let position = self
-            .file
-            .call_method1("seek", (offset, whence))
-            .and_then(|position| position.extract::<u64>())
-            .map_err(to_io_error)?;
-        position
-            .checked_sub(self.base)
-            .ok_or_else(|| std::io::Error::other("seek before the start of the archive"))
-    }
-}
-
-/// Save `data` into a seekable binary file object, streaming.
-#[pyfunction]
-fn _save_file(file: &Bound<'_, PyAny>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-    let data = extract_data(data)?;
-    let base: u64 = file.call_method0("tell")?.extract()?;
-    let writer = PyFileWriter {
-        file: file.clone(),
-        base,
-    };
-    let result = io::save(writer, as_ref(&data)).and_then(|mut writer| {
-        std::io::Write::flush(&mut writer).map_err(|e| crate::Error::io("flushing the file", e))
-    });
-    match result {
-        Ok(()) => Ok(()),
-        // an exception raised by the file object: raise it as it is
-        Err(crate::Error::Io { source, .. })
-            if source
-                .get_ref()
-                .is_some_and(<dyn std::error::Error + Send + Sync>::is::<PyErr>) =>
-        {
-            let error = source.into_inner().and_then(|e| e.downcast::<PyErr>().ok());
-            Err(error.map_or_else(|| invalid(file.py(), "writing failed"), |e| *e))
+/// Save `data` to `file`: a path (`.mts` appended when missing), written
+/// atomically with the GIL released; a seekable file object, streamed in
+/// chunks; or a file object that cannot seek, given the archive at once.
+pub fn save(py: Python<'_>, file: FileArg<'_>, data: Data) -> PyResult<()> {
+    match file {
+        FileArg::Path(path) => {
+            let path = with_mts_extension(path);
+            Ok(py.detach(|| io::save_path(&path, data.as_ref()))?)
         }
-        Err(error) => Err(error.into()),
+        FileArg::File(file) => {
+            if file.call_method0("seekable").and_then(|s| s.is_truthy())? {
+                let writer = PyFileWriter::new(file)?;
+                io::save(writer, data.as_ref())
+                    .and_then(|mut writer| {
+                        std::io::Write::flush(&mut writer)
+                            .map_err(|e| crate::Error::io("flushing the file", e))
+                    })
+                    .map_err(PyFileWriter::error)
+            } else {
+                let archive = save_buffer(py, data)?;
+                file.call_method1("write", (archive,)).map(drop)
+            }
+        }
     }
 }
 
 /// The archive of `data` in a memoryview over memory blockmap owns.
-#[pyfunction]
-fn _save_buffer<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-) -> PyResult<Bound<'py, PyMemoryView>> {
-    let data = extract_data(data)?;
-    let buffer = py.detach(|| io::save_buffer(as_ref(&data)))?;
+pub fn save_buffer(py: Python<'_>, data: Data) -> PyResult<Bound<'_, PyMemoryView>> {
+    let buffer = py.detach(move || io::save_buffer(data.as_ref()))?;
     let owner = Bound::new(py, BufferOwner::new(buffer))?;
     PyMemoryView::from(&owner.into_any())
 }
 
-/// Load `kind` from `path`, mapped when `mmap` is true.
-#[pyfunction]
-// pyo3 can only extract an owned `PathBuf` (there is no `&Path` argument)
-#[allow(clippy::needless_pass_by_value)]
-fn _load_path(py: Python<'_>, path: PathBuf, kind: &str, mmap: bool) -> PyResult<Py<PyAny>> {
-    let kind = parse_kind(py, kind)?;
-    let data = py.detach(|| io::load_path(&path, kind, mmap))?;
-    to_python(py, data)
+/// Load `kind` from `file`: a path, read (or mapped, with `mmap`) with the
+/// GIL released; or a binary file object, read whole.
+pub fn load(py: Python<'_>, file: FileArg<'_>, kind: Kind, mmap: bool) -> PyResult<Py<PyAny>> {
+    match file {
+        FileArg::Path(path) => {
+            let data = py.detach(|| io::load_path(&path, kind, mmap))?;
+            to_python(py, data)
+        }
+        FileArg::File(file) => {
+            if mmap {
+                return Err(wrong_type(py, "mmap=True needs a path, not a file object"));
+            }
+            load_buffer(py, &file.call_method0("read")?, kind)
+        }
+    }
 }
 
 /// Load `kind` from a bytes-like object, viewing it where possible.
-#[pyfunction]
-fn _load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: &str) -> PyResult<Py<PyAny>> {
-    let kind = parse_kind(py, kind)?;
+pub fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: Kind) -> PyResult<Py<PyAny>> {
     let buffer = buffer_from_python(buffer)?;
     let data = py.detach(|| io::load_buffer(buffer, kind))?;
     to_python(py, data)
 }
 
-/// Check the file at `path` completely.
-#[pyfunction]
-// pyo3 can only extract an owned `PathBuf` (there is no `&Path` argument)
-#[allow(clippy::needless_pass_by_value)]
-fn _verify_path(py: Python<'_>, path: PathBuf) -> PyResult<()> {
+/// Save a :class:`TensorMap`, :class:`TensorBlock` or :class:`Labels` to ``file``.
+///
+/// ``file`` is a path (``str`` or :class:`os.PathLike`) or a binary file object.
+/// A path that does not end with ``.mts`` gets ``.mts`` appended, as metatensor
+/// does. Saving to a path streams the arrays' memory straight into a temporary
+/// file beside the target, renamed over it once complete, with the GIL
+/// released. A seekable file object receives the archive in chunks of at most
+/// 8 MB; a file object that cannot seek receives the archive built in memory.
+#[pyfunction(name = "save")]
+fn py_save(py: Python<'_>, file: FileArg<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+    save(py, file, data_from_python(data)?)
+}
+
+/// The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns.
+#[pyfunction(name = "save_buffer")]
+fn py_save_buffer<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyMemoryView>> {
+    save_buffer(py, data_from_python(data)?)
+}
+
+/// Load a :class:`TensorMap` from a path or a binary file object.
+///
+/// With ``mmap=True`` (paths only) the file is mapped instead of read: every
+/// uncompressed, aligned, native-endian array is a view of the mapping
+/// (copy-on-write: writing to it never changes the file), other arrays are
+/// copied. Mapping costs only the metadata; CRCs are not checked (use
+/// :func:`verify`). Without it, the data is read once into memory blockmap
+/// owns and every CRC is checked.
+#[pyfunction(name = "load", signature = (file, mmap = false))]
+fn py_load(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+    load(py, file, Kind::Tensor, mmap)
+}
+
+/// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
+#[pyfunction(name = "load_block", signature = (file, mmap = false))]
+fn py_load_block(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+    load(py, file, Kind::Block, mmap)
+}
+
+/// Load Labels saved on their own (a bare ``.npy`` file).
+#[pyfunction(name = "load_labels")]
+fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
+    load(py, file, Kind::Labels, false)
+}
+
+/// Load a :class:`TensorMap` from a bytes-like object (``bytes``, ``bytearray``,
+/// ``memoryview``, numpy array, ...).
+///
+/// Uncompressed, aligned, native-endian arrays are views of ``buffer``
+/// (read-only when it is), which they keep alive; others are copied.
+#[pyfunction(name = "load_buffer")]
+fn py_load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    load_buffer(py, buffer, Kind::Tensor)
+}
+
+/// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.
+#[pyfunction(name = "load_block_buffer")]
+fn py_load_block_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    load_buffer(py, buffer, Kind::Block)
+}
+
+/// Load Labels from a bytes-like object holding a ``.npy`` file.
+#[pyfunction(name = "load_labels_buffer")]
+fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    load_buffer(py, buffer, Kind::Labels)
+}
+
+/// Check a ``.mts`` file completely: structure, every CRC, and the data
+/// model's rules. Raises :class:`blockmap.FormatError` (a ``ValueError``)
+/// when something is wrong.
+#[pyfunction(name = "verify")]
+fn py_verify(py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+    let path = file.into_path(py, "verify")?;
     py.detach(|| io::verify_path(&path))?;
     Ok(())
 }
 
-/// Call a function of the Python module `blockmap.io`.
-pub fn call_io<'py>(
-    py: Python<'py>,
-    function: &str,
-    args: impl pyo3::call::PyCallArgs<'py>,
-) -> PyResult<Bound<'py, PyAny>> {
-    py.import("blockmap.io")?.getattr(function)?.call1(args)
-}
-
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(_save_path, module)?)?;
-    module.add_function(wrap_pyfunction!(_save_buffer, module)?)?;
-    module.add_function(wrap_pyfunction!(_save_file, module)?)?;
-    module.add_function(wrap_pyfunction!(_load_path, module)?)?;
-    module.add_function(wrap_pyfunction!(_load_buffer, module)?)?;
-    module.add_function(wrap_pyfunction!(_verify_path, module)?)?;
+    module.add_function(wrap_pyfunction!(py_save, module)?)?;
+    module.add_function(wrap_pyfunction!(py_save_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_block, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_labels, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_block_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_labels_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_verify, module)?)?;
     Ok(())
 }

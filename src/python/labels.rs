@@ -1,180 +1,18 @@
-//! `blockmap.Labels` and `blockmap.LabelsEntry`.
+//! The methods of `blockmap.Labels` and `blockmap.LabelsEntry`.
 
-use numpy::PyReadonlyArray2;
-use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
 use pyo3::types::{PyList, PySlice, PyString};
+use pyo3::types::{PyMemoryView, PyTuple};
 
-use super::array::{as_ndarray, int32_row, to_numpy_read_only};
+use super::array::{int32_row, to_numpy_read_only};
+use super::classes::{PyLabels, PyLabelsEntry};
+use super::convert::{
+    check_index, extract_entry, extract_label_values, extract_names, saturating_index,
+};
 use super::errors::{invalid, type_name, wrong_type};
-use super::io::call_io;
-use crate::array::Array;
-use crate::dtype::DType;
+use super::file::FileArg;
+use crate::data::{Data, DataRef, Kind};
 use crate::labels::{Labels, Names};
-
-/// Named int32 columns, one unique row per entry.
-///
-/// ``Labels(names, values, assume_unique=False)``: ``names`` is a string or a
-/// list of strings (valid identifiers, unique); ``values`` a 2-D integer
-/// array of shape ``(count, len(names))``. The values are copied once into
-/// int32 memory owned by the Labels, which never changes afterwards:
-/// ``.values`` is a read-only view of it. With ``assume_unique=True`` the
-/// check that rows are unique is skipped.
-#[pyclass(name = "Labels", module = "blockmap", frozen, eq, hash)]
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct PyLabels {
-    pub labels: Labels,
-}
-
-impl From<Labels> for PyLabels {
-    fn from(labels: Labels) -> Self {
-        PyLabels { labels }
-    }
-}
-
-/// `names` given as one string or a sequence of strings.
-fn extract_names(names: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-    if let Ok(name) = names.cast::<PyString>() {
-        return Ok(vec![name.to_string()]);
-    }
-    if names.is_instance_of::<pyo3::types::PyBytes>() {
-        return Err(wrong_type(names.py(), "label names must be str, not bytes"));
-    }
-    let mut result = Vec::new();
-    for name in names.try_iter().map_err(|_| {
-        wrong_type(
-            names.py(),
-            format!(
-                "label names must be a str or a sequence of str, got {}",
-                type_name(names)
-            ),
-        )
-    })? {
-        let name = name?;
-        let name = name.cast::<PyString>().map_err(|_| {
-            wrong_type(
-                names.py(),
-                format!("label names must be str, got {}", type_name(&name)),
-            )
-        })?;
-        result.push(name.to_string());
-    }
-    Ok(result)
-}
-
-/// An int32 `count x n_dims` array copied from an integer array-like.
-fn extract_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResult<Array> {
-    let py = values.py();
-    let array = as_ndarray(values)?;
-    let shape: Vec<usize> = array.getattr("shape")?.extract()?;
-    let size: usize = array.getattr("size")?.extract()?;
-    if size == 0 && shape.len() <= 2 {
-        // an empty list or array of any dtype: no entries
-        let count = if shape.len() == 2 && n_dims == 0 {
-            shape[0]
-        } else {
-            0
-        };
-        if count > 1 {
-            return Err(invalid(
-                py,
-                "labels without dimensions can have at most one entry",
-            ));
-        }
-        return Ok(Array::zeros(DType::I4, vec![count, n_dims])?);
-    }
-    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
-    if kind != "i" && kind != "u" {
-        return Err(wrong_type(
-            py,
-            format!(
-                "label values must be integers, got dtype {}",
-                array.getattr("dtype")?.str()?
-            ),
-        ));
-    }
-    if shape.len() != 2 || shape[1] != n_dims {
-        return Err(invalid(
-            py,
-            format!("label values must have shape (count, {n_dims}), got {shape:?}"),
-        ));
-    }
-    let (min, max): (i128, i128) = (
-        array.call_method0("min")?.extract()?,
-        array.call_method0("max")?.extract()?,
-    );
-    if min < i128::from(i32::MIN) || max > i128::from(i32::MAX) {
-        return Err(invalid(
-            py,
-            format!("label values must fit in int32, got values in [{min}, {max}]"),
-        ));
-    }
-    // one copy into memory the Labels own; `astype` only converts when needed
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("copy", false)?;
-    let int32 = array.call_method("astype", ("=i4",), Some(&kwargs))?;
-    let int32: PyReadonlyArray2<'_, i32> = int32.extract()?;
-    let view = int32.as_array();
-    // `ndarray`'s `as_slice` is only for row-major (C) layout
-    let array = if let Some(data) = view.as_slice() {
-        Array::from_slice(shape, data)?
-    } else {
-        // otherwise gather in row-major order
-        let data: Vec<i32> = view.iter().copied().collect();
-        Array::from_slice(shape, &data)?
-    };
-    Ok(array)
-}
-
-/// An entry given as a `LabelsEntry` or a sequence of integers; `None` when
-/// an integer does not fit in int32 (such an entry cannot be present).
-fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<Option<Vec<i32>>> {
-    if let Ok(entry) = entry.cast::<PyLabelsEntry>() {
-        let entry = entry.get();
-        return Ok(Some(entry.values().to_vec()));
-    }
-    let values: Vec<i64> = entry.extract().map_err(|_| {
-        wrong_type(
-            entry.py(),
-            format!(
-                "a labels entry must be a LabelsEntry or a sequence of integers, got {}",
-                type_name(entry)
-            ),
-        )
-    })?;
-    Ok(values.into_iter().map(|v| i32::try_from(v).ok()).collect())
-}
-
-/// An integer index of `obj` (anything with `__index__`), saturated to the
-/// range of `isize` (such an index is out of range anyway); `None` when
-/// `obj` is not an integer.
-pub fn saturating_index(obj: &Bound<'_, PyAny>) -> Option<isize> {
-    if let Ok(index) = obj.extract::<isize>() {
-        return Some(index);
-    }
-    let index = obj.call_method0("__index__").ok()?;
-    Some(if index.lt(0).ok()? {
-        isize::MIN
-    } else {
-        isize::MAX
-    })
-}
-
-/// Resolve a Python index (negative from the end) into `0..len`.
-pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
-    let resolved = if index < 0 {
-        index.checked_add_unsigned(len)
-    } else {
-        Some(index)
-    };
-    resolved
-        .and_then(|i| usize::try_from(i).ok())
-        .filter(|&i| i < len)
-        .ok_or_else(|| {
-            PyIndexError::new_err(format!("index {index} is out of range for {len} entries"))
-        })
-}
 
 #[pymethods]
 impl PyLabels {
@@ -186,7 +24,7 @@ impl PyLabels {
         assume_unique: bool,
     ) -> PyResult<Self> {
         let names = extract_names(names)?;
-        let values = extract_values(values, names.len())?;
+        let values = extract_label_values(values, names.len())?;
         Ok(Labels::from_array(names, values, assume_unique)?.into())
     }
 
@@ -259,34 +97,30 @@ impl PyLabels {
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
-    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        let data = super::io::extract_data(slf.as_any())?;
-        super::pickle::reduce(slf.py(), &data, protocol)
+    fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        super::pickle::reduce(py, DataRef::Labels(&self.labels), protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
-    fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
-        call_io(slf.py(), "save", (file, slf)).map(drop)
+    fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+        super::io::save(py, file, Data::Labels(self.labels.clone()))
     }
 
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
     #[staticmethod]
-    fn load<'py>(py: Python<'py>, file: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
-        call_io(py, "load_labels", (file,))
+    fn load(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
+        super::io::load(py, file, Kind::Labels, false)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
-    fn save_buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        call_io(slf.py(), "save_buffer", (slf,))
+    fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
+        super::io::save_buffer(py, Data::Labels(self.labels.clone()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_labels_buffer``).
     #[staticmethod]
-    fn load_buffer<'py>(
-        py: Python<'py>,
-        buffer: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_io(py, "load_labels_buffer", (buffer,))
+    fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        super::io::load_buffer(py, buffer, Kind::Labels)
     }
 
     /// Labels are immutable: copies share their values.
@@ -349,30 +183,6 @@ impl PyLabels {
 fn row_string(row: &[i32]) -> String {
     let values: Vec<String> = row.iter().map(i32::to_string).collect();
     format!("({})", values.join(", "))
-}
-
-/// One entry of a :class:`Labels`.
-#[pyclass(name = "LabelsEntry", module = "blockmap", frozen)]
-#[derive(Debug)]
-pub struct PyLabelsEntry {
-    labels: Labels,
-    index: usize,
-}
-
-impl PyLabelsEntry {
-    /// Entry `index` of `labels`; `index < labels.count()`.
-    pub fn new(labels: Labels, index: usize) -> Self {
-        debug_assert!(index < labels.count());
-        PyLabelsEntry { labels, index }
-    }
-
-    pub fn values(&self) -> &[i32] {
-        self.labels.row(self.index)
-    }
-
-    pub fn names(&self) -> &[String] {
-        self.labels.names()
-    }
 }
 
 #[pymethods]

@@ -2,9 +2,19 @@
 //! `blockmap._blockmap`. It converts, checks and calls into the core; the
 //! public Python API is re-exported by `python/blockmap/__init__.py`.
 
+//! Modules, bottom up: `errors` (exceptions), `array` (numpy glue),
+//! `classes` (what each class holds), `convert` (Python objects to and from
+//! the core), `file` (paths and file objects), then `io`, `pickle` and
+//! `shm` (the functions behind every save, load, pickle and share), and
+//! last the classes' methods (`labels`, `block`, `tensor`), whose bodies
+//! call into those.
+
 mod array;
 mod block;
+mod classes;
+mod convert;
 mod errors;
+mod file;
 mod io;
 mod labels;
 mod pickle;
@@ -17,10 +27,10 @@ use pyo3::prelude::*;
 fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(module)?;
-    module.add_class::<labels::PyLabels>()?;
-    module.add_class::<labels::PyLabelsEntry>()?;
-    module.add_class::<block::PyTensorBlock>()?;
-    module.add_class::<tensor::PyTensorMap>()?;
+    module.add_class::<classes::PyLabels>()?;
+    module.add_class::<classes::PyLabelsEntry>()?;
+    module.add_class::<classes::PyTensorBlock>()?;
+    module.add_class::<classes::PyTensorMap>()?;
     io::register(module)?;
     pickle::register(module)?;
     shm::register(module)?;

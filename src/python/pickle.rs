@@ -12,9 +12,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple};
 
 use super::array::{buffer_from_pickled_bytes, buffer_from_python, bytes_with, BufferOwner};
+use super::convert::{saturating_index, to_python};
 use super::errors::{type_name, Class};
-use super::io::{as_ref, kind_name, parse_kind, to_python};
-use crate::io::{self, Data};
+use crate::data::{DataRef, Kind};
+use crate::io;
 use crate::pickle;
 
 static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -24,11 +25,15 @@ static RECONSTRUCT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 const ARCHIVE_VERSION: u32 = 0;
 
 /// `(reconstructor, args)` for pickling `data` with `protocol`.
-pub fn reduce<'py>(py: Python<'py>, data: &Data, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+pub fn reduce<'py>(
+    py: Python<'py>,
+    data: DataRef<'_>,
+    protocol: i64,
+) -> PyResult<Bound<'py, PyTuple>> {
     let reconstruct = RECONSTRUCT.import(py, "blockmap._blockmap", "_reconstruct")?;
     let mut args: Vec<Bound<'py, PyAny>> = Vec::new();
     if protocol >= 5 {
-        let (header, buffers) = py.detach(|| pickle::dump(as_ref(data)))?;
+        let (header, buffers) = py.detach(|| pickle::dump(data))?;
         let pickle_buffer = PICKLE_BUFFER.import(py, "pickle", "PickleBuffer")?;
         args.push(pickle::VERSION.into_pyobject(py)?.into_any());
         args.push(PyBytes::new(py, &header).into_any());
@@ -39,10 +44,10 @@ pub fn reduce<'py>(py: Python<'py>, data: &Data, protocol: i64) -> PyResult<Boun
     } else {
         // `bytes`, not `bytearray`: before protocol 5, pickle copies a
         // bytearray through bytes(self) on dumps and back on loads
-        let bound = io::save_size_bound(as_ref(data));
-        let archive = bytes_with(py, bound, |writer| io::save(writer, as_ref(data)).map(drop))?;
+        let bound = io::save_size_bound(data);
+        let archive = bytes_with(py, bound, |writer| io::save_into(writer, data))?;
         args.push(ARCHIVE_VERSION.into_pyobject(py)?.into_any());
-        args.push(kind_name(data).into_pyobject(py)?.into_any());
+        args.push(data.kind().name().into_pyobject(py)?.into_any());
         args.push(archive.into_any());
     }
     PyTuple::new(
@@ -63,7 +68,7 @@ fn _reconstruct(
     args: &Bound<'_, PyTuple>,
 ) -> PyResult<Py<PyAny>> {
     let format_error = |message: String| Class::FormatError.err(py, message);
-    let version = super::labels::saturating_index(version).ok_or_else(|| {
+    let version = saturating_index(version).ok_or_else(|| {
         format_error(format!(
             "the pickle format version must be an integer, got {}",
             type_name(version)
@@ -90,12 +95,9 @@ fn _reconstruct(
                     args.len()
                 )));
             };
-            let kind = parse_kind(
-                py,
-                &kind.extract::<String>().map_err(|_| {
-                    format_error("the kind of a version 0 pickle must be a string".into())
-                })?,
-            )?;
+            let kind = Kind::from_name(&kind.extract::<String>().map_err(|_| {
+                format_error("the kind of a version 0 pickle must be a string".into())
+            })?)?;
             let archive = match archive.cast_exact::<PyBytes>() {
                 Ok(bytes) => buffer_from_pickled_bytes(bytes),
                 Err(_) => buffer_from_python(archive)?,

@@ -9,10 +9,11 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use super::convert::{data_from_python, to_python};
 use super::errors::Class;
-use super::io::{as_ref, extract_data, to_python};
-use crate::io::{Data, DataRef};
-use crate::shm::{self, Location, SharedBytes};
+use crate::buffer::SharedBytes;
+use crate::data::{Data, DataRef};
+use crate::shm::{self, Location};
 
 /// `data` moved into one new shared-memory segment, unless all of it is
 /// there already (then `None`: nothing to do).
@@ -40,8 +41,8 @@ fn _shared_parts<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Option<WireParts<'py>>> {
-    let data = extract_data(data)?;
-    let Some(parts) = shm::parts(as_ref(&data))? else {
+    let data = data_from_python(data)?;
+    let Some(parts) = shm::parts(data.as_ref())? else {
         return Ok(None);
     };
     let fds = parts

@@ -1,32 +1,20 @@
-//! `blockmap.TensorMap`.
+//! The methods of `blockmap.TensorMap`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 
-use super::block::{block_repr, extract_labels, Origin, PyTensorBlock};
+use super::block::block_repr;
+use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
+use super::convert::{check_index, extract_labels, saturating_index};
 use super::errors::{invalid, type_name, wrong_type};
-use super::io::call_io;
-use super::labels::{saturating_index, PyLabels, PyLabelsEntry};
-use crate::io::{Data, DataRef};
+use super::file::FileArg;
+use crate::data::{Data, DataRef, Kind};
 use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
-
-/// A set of :class:`TensorBlock`, one per entry of ``keys``.
-///
-/// ``TensorMap(keys, blocks)``. Every block must have the same sample,
-/// component and property names and the same gradients. Unlike
-/// metatensor-core, the blocks are not consumed: the block objects stay
-/// usable and share their array memory with the map.
-#[pyclass(name = "TensorMap", module = "blockmap")]
-#[derive(Debug)]
-pub struct PyTensorMap {
-    pub map: TensorMap,
-}
 
 /// A selection given as an index, a dict, a `LabelsEntry`, a one-entry
 /// `Labels` or keyword arguments.
@@ -137,7 +125,7 @@ impl PyTensorMap {
     }
 
     fn index(&self, index: isize) -> PyResult<usize> {
-        super::labels::check_index(index, self.map.blocks().len()).map_err(|_| {
+        check_index(index, self.map.blocks().len()).map_err(|_| {
             PyIndexError::new_err(format!(
                 "block index {index} is out of range for a map of {} blocks",
                 self.map.blocks().len()
@@ -340,39 +328,31 @@ impl PyTensorMap {
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
-    fn __reduce_ex__<'py>(slf: &Bound<'py, Self>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        let data = super::io::extract_data(slf.as_any())?;
-        super::pickle::reduce(slf.py(), &data, protocol)
+    fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        super::pickle::reduce(py, DataRef::Tensor(&self.map), protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
-    fn save(slf: &Bound<'_, Self>, file: &Bound<'_, PyAny>) -> PyResult<()> {
-        call_io(slf.py(), "save", (file, slf)).map(drop)
+    fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+        super::io::save(py, file, Data::Tensor(self.map.clone()))
     }
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
     #[pyo3(signature = (file, mmap = false))]
-    fn load<'py>(
-        py: Python<'py>,
-        file: &Bound<'py, PyAny>,
-        mmap: bool,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_io(py, "load", (file, mmap))
+    fn load(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+        super::io::load(py, file, Kind::Tensor, mmap)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
-    fn save_buffer<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
-        call_io(slf.py(), "save_buffer", (slf,))
+    fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
+        super::io::save_buffer(py, Data::Tensor(self.map.clone()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_buffer``).
     #[staticmethod]
-    fn load_buffer<'py>(
-        py: Python<'py>,
-        buffer: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyAny>> {
-        call_io(py, "load_buffer", (buffer,))
+    fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        super::io::load_buffer(py, buffer, Kind::Tensor)
     }
 
     /// A deep copy: all array memory new.

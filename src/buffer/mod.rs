@@ -2,13 +2,18 @@
 //!
 //! All array and label data in blockmap lives in a [`Buffer`]: a pointer, a
 //! length, a flag saying whether the memory may be written, and a shared
-//! owner that keeps the memory alive. Three kinds of owner exist:
+//! owner that keeps the memory alive. Four kinds of owner exist, one module
+//! each, and this folder holds every `unsafe` that owns memory:
 //!
-//! - memory Rust allocated ([`AlignedBytes`], aligned to [`ALIGNMENT`] bytes);
-//! - a file mapping (`memmap2`);
+//! - memory Rust allocated ([`AlignedBytes`], aligned to [`ALIGNMENT`]
+//!   bytes; `aligned.rs`);
+//! - a file mapping, read-only or copy-on-write ([`Buffer::map_file`];
+//!   `mapped.rs`);
+//! - a shared-memory segment other processes can map ([`SharedBytes`];
+//!   `shared.rs`);
 //! - a foreign owner: anything that pins memory it manages, such as a held
-//!   Python buffer export in the binding;
-//! - a shared-memory segment ([`SharedBytes`]) that other processes can map.
+//!   Python buffer export in the binding ([`Buffer::from_foreign`],
+//!   [`Buffer::from_owner`]; here).
 //!
 //! Cloning or slicing a buffer never copies: it adds a reference to the
 //! owner, which is dropped exactly when the last clone or slice goes.
@@ -17,117 +22,39 @@
 //! Writes happen outside Rust, through views handed to foreign code (numpy
 //! arrays in the binding) and only when the buffer is writable, the same
 //! contract numpy arrays sharing memory have with each other.
+//!
+//! [`FixedWriter`] (`writer.rs`) writes into memory of fixed capacity, for
+//! building archives in place.
 
-use std::alloc::Layout;
+mod aligned;
+mod mapped;
+mod shared;
+mod writer;
+
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+pub use aligned::AlignedBytes;
+pub use mapped::MapMode;
+pub use shared::SharedBytes;
+pub use writer::FixedWriter;
+
 use crate::error::{Error, Result};
-use crate::shm::SharedBytes;
 
 /// Alignment of the memory blockmap allocates, in bytes: enough for every
 /// element type and for SIMD loads, and the alignment of payloads in the
 /// files blockmap writes.
 pub const ALIGNMENT: usize = 64;
 
-/// Owned, zero-initialised bytes aligned to [`ALIGNMENT`].
-///
-/// This is how blockmap allocates array memory: fill it through
-/// [`AlignedBytes::as_mut_slice`], then freeze it into a [`Buffer`].
-pub struct AlignedBytes {
-    ptr: NonNull<u8>,
-    len: usize,
-}
-
-impl AlignedBytes {
-    fn layout(len: usize) -> Result<Layout> {
-        // never allocate zero bytes: the allocator does not allow it, and a
-        // non-null, aligned pointer is wanted for empty arrays too
-        Layout::from_size_align(len.max(1), ALIGNMENT)
-            .map_err(|_| Error::invalid(format!("cannot allocate {len} bytes: size too large")))
-    }
-
-    /// Allocate `len` zeroed bytes, or fail with an error (never abort)
-    /// when the memory cannot be had.
-    pub fn zeroed(len: usize) -> Result<Self> {
-        let layout = Self::layout(len)?;
-        // SAFETY: the layout has a non-zero size (`len.max(1)`).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr)
-            .ok_or_else(|| Error::invalid(format!("cannot allocate {len} bytes: out of memory")))?;
-        Ok(AlignedBytes { ptr, len })
-    }
-
-    /// Allocate aligned memory holding a copy of `data`.
-    pub fn copy_from(data: &[u8]) -> Result<Self> {
-        let mut bytes = Self::zeroed(data.len())?;
-        bytes.as_mut_slice().copy_from_slice(data);
-        Ok(bytes)
-    }
-
-    /// The bytes, for reading.
-    pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: `ptr` points to `len` initialised (zeroed at allocation)
-        // bytes that this value owns and that live as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// The bytes, for writing.
-    pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        // SAFETY: as in `as_slice`, and `&mut self` makes this the only
-        // access to the memory while the slice lives.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-
-    /// Number of bytes.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Whether there are no bytes.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-}
-
-impl Drop for AlignedBytes {
-    fn drop(&mut self) {
-        let layout = Self::layout(self.len).expect("the layout was valid at allocation");
-        // SAFETY: `ptr` was allocated in `zeroed` with this same layout and
-        // is freed only here, once.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-    }
-}
-
-// SAFETY: AlignedBytes uniquely owns its heap memory, like a Box<[u8]>.
-unsafe impl Send for AlignedBytes {}
-// SAFETY: shared references only give `&[u8]`, like a Box<[u8]>.
-unsafe impl Sync for AlignedBytes {}
-
-impl fmt::Debug for AlignedBytes {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AlignedBytes")
-            .field("len", &self.len)
-            .finish_non_exhaustive()
-    }
-}
-
 /// What keeps a buffer's memory alive. The fields are never read: they are
 /// held so that dropping the last buffer drops them.
 #[allow(dead_code)]
 enum Storage {
     Rust(AlignedBytes),
-    Mapped(Mapping),
+    Mapped(mapped::Mapping),
     Foreign(Box<dyn Send + Sync>),
     Shared(SharedBytes),
-}
-
-/// A file mapping owned by a buffer.
-#[allow(dead_code)]
-enum Mapping {
-    ReadOnly(memmap2::Mmap),
-    CopyOnWrite(memmap2::MmapMut),
 }
 
 /// The kind of owner behind a [`Buffer`].
@@ -174,31 +101,6 @@ impl Buffer {
     /// Allocate aligned memory holding a copy of `data`.
     pub fn copy_from(data: &[u8]) -> Result<Self> {
         Ok(Self::from(AlignedBytes::copy_from(data)?))
-    }
-
-    /// View a read-only file mapping.
-    pub fn from_mmap(map: memmap2::Mmap) -> Self {
-        let ptr = NonNull::new(map.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
-        let len = map.len();
-        Buffer {
-            storage: Arc::new(Storage::Mapped(Mapping::ReadOnly(map))),
-            ptr,
-            len,
-            writable: false,
-        }
-    }
-
-    /// View a private (copy-on-write) file mapping: writes through views
-    /// change this process's pages, never the file.
-    pub fn from_mmap_copy_on_write(mut map: memmap2::MmapMut) -> Self {
-        let ptr = NonNull::new(map.as_mut_ptr()).unwrap_or(NonNull::dangling());
-        let len = map.len();
-        Buffer {
-            storage: Arc::new(Storage::Mapped(Mapping::CopyOnWrite(map))),
-            ptr,
-            len,
-            writable: true,
-        }
     }
 
     /// Read-only view of memory owned by `owner` (e.g. a `Vec<u8>`); the
@@ -267,6 +169,17 @@ impl Buffer {
     pub fn into_read_only(mut self) -> Self {
         self.writable = false;
         self
+    }
+
+    /// The same memory, read-only unless `writable` (a buffer that is not
+    /// writable never becomes writable).
+    #[must_use]
+    pub fn with_access(self, writable: bool) -> Self {
+        if writable {
+            self
+        } else {
+            self.into_read_only()
+        }
     }
 
     /// The bytes.
@@ -345,10 +258,16 @@ impl Buffer {
     }
 }
 
+impl AsRef<[u8]> for Buffer {
+    fn as_ref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
 impl From<AlignedBytes> for Buffer {
     fn from(bytes: AlignedBytes) -> Self {
-        let ptr = bytes.ptr;
-        let len = bytes.len;
+        let ptr = bytes.ptr();
+        let len = bytes.len();
         Buffer {
             storage: Arc::new(Storage::Rust(bytes)),
             ptr,
@@ -455,6 +374,11 @@ mod tests {
             assert!(buffer.as_slice().iter().all(|&b| b == 0));
         }
         assert!(!Buffer::empty().into_read_only().is_writable());
+        assert!(!Buffer::empty()
+            .into_read_only()
+            .with_access(true)
+            .is_writable());
+        assert!(!Buffer::empty().with_access(false).is_writable());
     }
 
     #[test]
@@ -475,16 +399,15 @@ mod tests {
     }
 
     #[test]
-    fn mapped_buffers() {
-        let mut anon = memmap2::MmapMut::map_anon(4096).unwrap();
-        anon[0] = 42;
-        let read_only = Buffer::from_mmap(anon.make_read_only().unwrap());
-        assert_eq!(read_only.owner_kind(), OwnerKind::Mapped);
-        assert!(!read_only.is_writable());
-        assert_eq!(read_only.as_slice()[0], 42);
-
-        let cow = Buffer::from_mmap_copy_on_write(memmap2::MmapMut::map_anon(128).unwrap());
-        assert!(cow.is_writable());
-        assert_eq!(cow.len(), 128);
+    fn shared_segments_know_where_buffers_lie() {
+        if cfg!(not(target_os = "linux")) {
+            return;
+        }
+        let segment = Buffer::from(SharedBytes::create(256).unwrap());
+        assert_eq!(segment.owner_kind(), OwnerKind::Shared);
+        let view = segment.slice(64, 32).unwrap();
+        assert_eq!(view.shared_segment().unwrap().1, 64);
+        assert_eq!(view.whole_segment().unwrap().as_ptr(), segment.as_ptr());
+        assert!(Buffer::empty().shared_segment().is_none());
     }
 }

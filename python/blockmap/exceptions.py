@@ -1,0 +1,66 @@
+"""The exceptions blockmap raises.
+
+Every error blockmap raises is a :class:`BlockMapError`; each subclass also
+inherits the builtin exception a user would catch, so that ``except
+ValueError`` works as well as ``except blockmap.ValidationError``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BlockMapError",
+    "BlockMapIOError",
+    "BlockMapMemoryError",
+    "BlockMapTypeError",
+    "FormatError",
+    "InternalError",
+    "MissingFileError",
+    "ValidationError",
+]
+
+
+class BlockMapError(Exception):
+    """Base class of every error blockmap raises."""
+
+
+class ValidationError(BlockMapError, ValueError):
+    """Invalid data: shapes, labels, gradients or metadata that break a rule."""
+
+
+class BlockMapTypeError(BlockMapError, TypeError):
+    """An argument of the wrong type (e.g. an object dtype array)."""
+
+
+class FormatError(ValidationError):
+    """A file or buffer that is not a valid ``.mts`` archive / ``.npy`` array."""
+
+
+class BlockMapIOError(BlockMapError, OSError):
+    """The operating system refused a read or a write."""
+
+
+class MissingFileError(BlockMapIOError, FileNotFoundError):
+    """The file to load does not exist."""
+
+
+class BlockMapMemoryError(BlockMapError, MemoryError):
+    """Memory for the data could not be had (an allocation failed)."""
+
+
+class InternalError(BlockMapError, RuntimeError):
+    """A broken internal invariant: a bug in blockmap, to be reported."""
+
+
+# shown (and pickled) as members of the top-level module, where users meet them
+for _class in (
+    BlockMapError,
+    ValidationError,
+    BlockMapTypeError,
+    FormatError,
+    BlockMapIOError,
+    MissingFileError,
+    BlockMapMemoryError,
+    InternalError,
+):
+    _class.__module__ = "blockmap"
+del _class

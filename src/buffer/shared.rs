@@ -1,0 +1,170 @@
+//! Shared-memory segments: anonymous Linux `memfd`s whose size is sealed.
+//!
+//! A segment has no name, so nothing can leak in `/dev/shm`; the kernel
+//! frees it when the last file descriptor and the last mapping of it are
+//! gone, in whichever process, including processes that were killed. Its
+//! size is sealed once set, so no process can shrink it under another's
+//! mapping (mapping it then never faults with SIGBUS).
+
+use std::fmt;
+use std::fs::File;
+
+use super::ALIGNMENT;
+use crate::error::{Error, Result};
+
+/// A shared-memory segment, mapped read-write and shared with every other
+/// process that maps it.
+pub struct SharedBytes {
+    file: File,
+    map: memmap2::MmapMut,
+}
+
+impl fmt::Debug for SharedBytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedBytes")
+            .field("len", &self.map.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn shm_error(context: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |error| Error::io(context, error)
+}
+
+#[cfg(target_os = "linux")]
+mod sys {
+    use std::fs::File;
+    use std::os::fd::{AsRawFd, FromRawFd};
+
+    const SEALS: libc::c_int = libc::F_SEAL_SHRINK | libc::F_SEAL_GROW | libc::F_SEAL_SEAL;
+
+    /// A new memfd of `len` bytes whose size is sealed.
+    pub fn create(len: u64) -> std::io::Result<File> {
+        // SAFETY: the name is a NUL-terminated string; memfd_create returns
+        // a new descriptor that nothing else owns, or -1.
+        let fd = unsafe {
+            libc::memfd_create(
+                c"blockmap".as_ptr(),
+                libc::MFD_CLOEXEC | libc::MFD_ALLOW_SEALING,
+            )
+        };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a valid descriptor owned by no one else.
+        let file = unsafe { File::from_raw_fd(fd) };
+        file.set_len(len)?;
+        // SAFETY: fcntl with F_ADD_SEALS on a descriptor this function owns.
+        if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_ADD_SEALS, SEALS) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(file)
+    }
+
+    /// Whether `file` is a memfd whose size can never shrink.
+    pub fn is_sealed_segment(file: &File) -> bool {
+        // SAFETY: F_GET_SEALS only reads the seals of a valid descriptor;
+        // it fails with EINVAL for files that are not memfds.
+        let seals = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GET_SEALS) };
+        seals >= 0 && seals & libc::F_SEAL_SHRINK != 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+mod sys {
+    use std::fs::File;
+
+    pub fn create(_len: u64) -> std::io::Result<File> {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "shared memory segments need Linux (memfd)",
+        ))
+    }
+
+    pub fn is_sealed_segment(_file: &File) -> bool {
+        false
+    }
+}
+
+impl SharedBytes {
+    /// A new zeroed segment of `len` bytes (at least one page is mapped,
+    /// so that empty data still has a segment).
+    pub fn create(len: usize) -> Result<Self> {
+        let size = len.max(ALIGNMENT);
+        let file = sys::create(size as u64).map_err(shm_error("creating shared memory"))?;
+        Self::map(file)
+    }
+
+    /// Map a segment received from another process (its descriptor).
+    /// Refuses files that are not size-sealed memfds.
+    pub fn open(file: File) -> Result<Self> {
+        if !sys::is_sealed_segment(&file) {
+            return Err(Error::invalid(
+                "the file descriptor is not a blockmap shared-memory segment",
+            ));
+        }
+        Self::map(file)
+    }
+
+    fn map(file: File) -> Result<Self> {
+        let len = file
+            .metadata()
+            .map_err(shm_error("reading the size of shared memory"))?
+            .len();
+        if len == 0 {
+            return Err(Error::invalid("the shared-memory segment is empty"));
+        }
+        // Other processes may write to the segment concurrently: that is its
+        // purpose, and blockmap only reads the memory (see the `buffer` docs).
+        // SAFETY: a memfd sealed against shrinking (checked by `open`, set
+        // by `create`): every page of the mapping stays backed while it lives.
+        let map = unsafe { memmap2::MmapOptions::new().map_mut(&file) }
+            .map_err(shm_error("mapping shared memory"))?;
+        Ok(SharedBytes { file, map })
+    }
+
+    /// The segment's file (a memfd), to hand to another process.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.map
+    }
+
+    /// The bytes, for writing (only before the segment is shared).
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.map
+    }
+
+    /// Number of bytes.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the segment has no bytes (never true: segments are mapped).
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_refuses_files_that_are_not_segments() {
+        let file = std::fs::File::open("Cargo.toml").unwrap();
+        assert!(SharedBytes::open(file).is_err());
+    }
+
+    #[test]
+    fn a_segment_reopened_shares_its_bytes() {
+        let mut segment = SharedBytes::create(10).unwrap();
+        assert_eq!(segment.len(), ALIGNMENT);
+        segment.as_mut_slice()[3] = 7;
+        let again = SharedBytes::open(segment.file().try_clone().unwrap()).unwrap();
+        assert_eq!(again.as_slice()[3], 7);
+    }
+}

@@ -1,0 +1,155 @@
+//! "A path or a binary file object", the first argument of every save and
+//! load, and the Rust writer over a Python file object.
+
+use std::path::PathBuf;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+
+use super::errors::{type_name, wrong_type};
+
+/// Where to save to or load from: a path (`str` or `os.PathLike`), or a
+/// binary file object (anything with `write` for saving, `read` for
+/// loading; checked when it is used).
+#[derive(Debug)]
+pub enum FileArg<'py> {
+    /// a path, used as given
+    Path(PathBuf),
+    /// a file object
+    File(Bound<'py, PyAny>),
+}
+
+impl<'py> FromPyObject<'_, 'py> for FileArg<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        if obj.is_instance_of::<PyString>() || obj.hasattr("__fspath__")? {
+            return Ok(FileArg::Path(obj.extract::<PathBuf>()?));
+        }
+        if obj.hasattr("write")? || obj.hasattr("read")? {
+            return Ok(FileArg::File(obj.to_owned()));
+        }
+        Err(wrong_type(
+            obj.py(),
+            format!(
+                "file must be a path or a binary file object, not {}",
+                type_name(&obj)
+            ),
+        ))
+    }
+}
+
+impl FileArg<'_> {
+    /// The path, or a type error saying that `what` needs one.
+    pub fn into_path(self, py: Python<'_>, what: &str) -> PyResult<PathBuf> {
+        match self {
+            FileArg::Path(path) => Ok(path),
+            FileArg::File(file) => Err(wrong_type(
+                py,
+                format!("{what} needs a path, not {}", type_name(&file)),
+            )),
+        }
+    }
+}
+
+/// `path` with `.mts` appended unless it ends with it, as metatensor does.
+pub fn with_mts_extension(path: PathBuf) -> PathBuf {
+    if path.as_os_str().as_encoded_bytes().ends_with(b".mts") {
+        return path;
+    }
+    let mut name = path.into_os_string();
+    name.push(".mts");
+    PathBuf::from(name)
+}
+
+/// A seekable Python binary file object as a Rust writer. Data goes to
+/// `file.write` in chunks of at most [`CHUNK`] bytes, each copied into a
+/// `bytes` object (so the file object never sees blockmap's memory, and the
+/// memory used does not grow with the data).
+///
+/// Positions are relative to where the file was when saving started, so an
+/// archive written after other data is a valid archive from its own start
+/// (as with `numpy.savez`).
+pub struct PyFileWriter<'py> {
+    file: Bound<'py, PyAny>,
+    base: u64,
+}
+
+/// Largest piece handed to `file.write` at once.
+const CHUNK: usize = 8 << 20;
+
+fn to_io_error(error: PyErr) -> std::io::Error {
+    std::io::Error::other(error)
+}
+
+impl<'py> PyFileWriter<'py> {
+    /// A writer into `file`, from its current position.
+    pub fn new(file: Bound<'py, PyAny>) -> PyResult<Self> {
+        let base: u64 = file.call_method0("tell")?.extract()?;
+        Ok(PyFileWriter { file, base })
+    }
+
+    /// The Python exception behind an I/O error of this writer, raised as
+    /// it is; other errors as blockmap's.
+    pub fn error(error: crate::Error) -> PyErr {
+        match error {
+            crate::Error::Io { source, .. }
+                if source
+                    .get_ref()
+                    .is_some_and(<dyn std::error::Error + Send + Sync>::is::<PyErr>) =>
+            {
+                match source
+                    .into_inner()
+                    .map(<dyn std::error::Error + Send + Sync>::downcast::<PyErr>)
+                {
+                    Some(Ok(error)) => *error,
+                    _ => crate::Error::internal("lost the file object's exception").into(),
+                }
+            }
+            error => error.into(),
+        }
+    }
+}
+
+impl std::io::Write for PyFileWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        let chunk = &data[..data.len().min(CHUNK)];
+        let bytes = PyBytes::new(self.file.py(), chunk);
+        let written = self
+            .file
+            .call_method1("write", (bytes,))
+            .map_err(to_io_error)?;
+        // raw files may write less than asked; buffered ones return None or the length
+        let written = if written.is_none() {
+            chunk.len()
+        } else {
+            written.extract::<usize>().map_err(to_io_error)?
+        };
+        Ok(written.min(chunk.len()))
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file
+            .call_method0("flush")
+            .map(drop)
+            .map_err(to_io_error)
+    }
+}
+
+impl std::io::Seek for PyFileWriter<'_> {
+    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
+        let (offset, whence) = match from {
+            std::io::SeekFrom::Start(offset) => (i128::from(offset) + i128::from(self.base), 0),
+            std::io::SeekFrom::Current(offset) => (i128::from(offset), 1),
+            std::io::SeekFrom::End(offset) => (i128::from(offset), 2),
+        };
+        let position = self
+            .file
+            .call_method1("seek", (offset, whence))
+            .and_then(|position| position.extract::<u64>())
+            .map_err(to_io_error)?;
+        position
+            .checked_sub(self.base)
+            .ok_or_else(|| std::io::Error::other("seek before the start of the archive"))
+    }
+}
