@@ -48,29 +48,27 @@ impl PyTensorBlock {
             .map(|(i, c)| extract_labels(&c?, &format!("component {i}")))
             .collect::<PyResult<Vec<_>>>()?;
         let values = from_python(values, "values")?;
-        Ok(PyTensorBlock {
-            block: TensorBlock::new(values, samples, components, properties)?,
-            origin: Origin::Standalone,
-        })
+        let block = TensorBlock::new(values, samples, components, properties)?;
+        Ok(PyTensorBlock::new_view(block, Origin::Standalone))
     }
 
     /// The values: a numpy array viewing the block's memory (no copy),
     /// writable when that memory is.
     #[getter]
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_numpy(py, self.block.values())
+        to_numpy(py, self.block().values())
     }
 
     /// Labels of the first axis.
     #[getter]
     fn samples(&self) -> PyLabels {
-        self.block.samples().clone().into()
+        self.block().samples().clone().into()
     }
 
     /// Labels of the middle axes, one dimension each.
     #[getter]
     fn components(&self) -> Vec<PyLabels> {
-        self.block
+        self.block()
             .components()
             .iter()
             .cloned()
@@ -81,42 +79,45 @@ impl PyTensorBlock {
     /// Labels of the last axis.
     #[getter]
     fn properties(&self) -> PyLabels {
-        self.block.properties().clone().into()
+        self.block().properties().clone().into()
     }
 
     /// Shape of the values.
     #[getter]
     fn shape<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-        PyTuple::new(py, self.block.values().shape())
+        PyTuple::new(py, self.block().values().shape())
     }
 
     /// numpy dtype of the values.
     #[getter]
     fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
-        PyArrayDescr::new(py, self.block.dtype().native_descr())
+        PyArrayDescr::new(py, self.block().dtype().native_descr())
     }
 
     /// Bytes of array data in this block, its labels and its gradients.
     #[getter]
     fn nbytes(&self) -> usize {
-        self.block.nbytes()
+        self.block().nbytes()
     }
 
     /// Move the block's data (values, labels and gradients) into one shared
     /// memory segment, in place, and return the block (see
     /// ``TensorMap.share_memory``). For a block taken from a map, only this
     /// block object changes, not the map.
-    fn share_memory(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
-        let py = slf.py();
-        if let Some(Data::Block(block)) = super::shm::share(py, DataRef::Block(&slf.block))? {
-            slf.block = block;
-        }
-        Ok(slf)
+    fn share_memory<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
+        let this = slf.get();
+        super::shm::share_in_place(
+            slf.py(),
+            &this.block,
+            |block| DataRef::Block(block),
+            Data::into_block,
+        )?;
+        Ok(slf.clone())
     }
 
     /// Whether all of the block's data lives in shared memory.
     fn is_shared(&self) -> PyResult<bool> {
-        super::shm::is_shared(DataRef::Block(&self.block))
+        super::shm::is_shared(DataRef::Block(&self.block()))
     }
 
     /// Add the gradient with respect to ``parameter``.
@@ -142,8 +143,8 @@ impl PyTensorBlock {
         })?;
         // clone the gradient before borrowing `slf` mutably: they may be
         // the same object
-        let gradient = gradient.try_borrow()?.block.clone();
-        let mut this = slf.try_borrow_mut()?;
+        let gradient = TensorBlock::clone(&gradient.get().block());
+        let this = slf.get();
         match this.origin {
             Origin::Standalone => {}
             Origin::MapBlock => {
@@ -161,23 +162,25 @@ impl PyTensorBlock {
                 ))
             }
         }
-        Ok(this.block.add_gradient(parameter, gradient)?)
+        Ok(this
+            .block
+            .modify(|block| block.add_gradient(parameter, gradient))?)
     }
 
     /// The gradient with respect to ``parameter``.
     fn gradient(&self, parameter: &str) -> PyResult<Self> {
-        let gradient = self.block.gradient(parameter)?.clone();
+        let gradient = self.block().gradient(parameter)?.clone();
         Ok(PyTensorBlock::new_view(gradient, Origin::Gradient))
     }
 
     /// Parameters of the gradients, sorted.
     fn gradients_list(&self) -> Vec<String> {
-        self.block.gradients().keys().cloned().collect()
+        self.block().gradients().keys().cloned().collect()
     }
 
     /// ``(parameter, gradient block)`` pairs, sorted by parameter.
     fn gradients(&self) -> Vec<(String, Self)> {
-        self.block
+        self.block()
             .gradients()
             .iter()
             .map(|(p, g)| {
@@ -191,19 +194,19 @@ impl PyTensorBlock {
 
     /// Whether there is a gradient with respect to ``parameter``.
     fn has_gradient(&self, parameter: &str) -> bool {
-        self.block.gradients().contains_key(parameter)
+        self.block().gradients().contains_key(parameter)
     }
 
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        super::pickle::reduce(py, DataRef::Block(&self.block), protocol)
+        super::pickle::reduce(py, DataRef::Block(&self.block()), protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
     fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
-        super::io::save(py, file, Data::Block(self.block.clone()))
+        super::io::save(py, file, DataRef::Block(&self.block()))
     }
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
@@ -215,7 +218,7 @@ impl PyTensorBlock {
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
     fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
-        super::io::save_buffer(py, Data::Block(self.block.clone()))
+        super::io::save_buffer(py, DataRef::Block(&self.block()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_block_buffer``).
@@ -226,11 +229,11 @@ impl PyTensorBlock {
 
     /// A deep copy: values and gradients in new memory.
     fn copy(&self, py: Python<'_>) -> PyResult<Self> {
-        let block = &self.block;
-        Ok(PyTensorBlock {
-            block: py.detach(|| block.deep_copy())?,
-            origin: Origin::Standalone,
-        })
+        let block = self.block();
+        Ok(PyTensorBlock::new_view(
+            py.detach(|| block.deep_copy())?,
+            Origin::Standalone,
+        ))
     }
 
     /// ``copy.deepcopy(block)``: the same as :meth:`copy`.
@@ -242,25 +245,22 @@ impl PyTensorBlock {
 
     /// ``copy.copy(block)``: a new block object sharing this one's memory.
     fn __copy__(&self) -> Self {
-        PyTensorBlock {
-            block: self.block.clone(),
-            origin: Origin::Standalone,
+        PyTensorBlock::new_view(TensorBlock::clone(&self.block()), Origin::Standalone)
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        match other.cast::<PyTensorBlock>() {
+            Ok(other) => *self.block() == *other.get().block(),
+            Err(_) => false,
         }
     }
 
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(match other.cast::<PyTensorBlock>() {
-            Ok(other) => self.block == other.try_borrow()?.block,
-            Err(_) => false,
-        })
-    }
-
-    fn __ne__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(!self.__eq__(other)?)
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> bool {
+        !self.__eq__(other)
     }
 
     fn __repr__(&self) -> String {
-        block_repr(&self.block)
+        block_repr(&self.block())
     }
 }
 

@@ -1,6 +1,17 @@
 //! What each Python class holds. The classes' methods are in `labels.rs`,
 //! `block.rs` and `tensor.rs`; the conversions between them and the core's
 //! [`Data`](crate::data::Data) in `convert.rs`.
+//!
+//! A map or a block is a value that many threads read: every class is
+//! frozen (no borrow flag, so no "already borrowed" errors), and a map or a
+//! block holds its data as an immutable `Arc` behind a mutex that is held
+//! only to take a snapshot (clone the `Arc`) or to swap in a new value.
+//! Long operations (save, share, copy, pickle) work on a snapshot with the
+//! GIL released and lock nobody out; the few that change the object
+//! (`set_info`, `add_gradient`, `share_memory`) build the new value, then
+//! swap it in.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use pyo3::prelude::*;
 
@@ -54,6 +65,53 @@ impl PyLabelsEntry {
     }
 }
 
+/// The value behind a map or a block: an immutable snapshot, swapped
+/// whole when the object changes.
+#[derive(Debug)]
+pub struct SwapCell<T> {
+    value: Mutex<Arc<T>>,
+    /// taken (with the GIL released) by `share_memory`, so that two threads
+    /// sharing the same object share it once
+    sharing: Mutex<()>,
+}
+
+impl<T: Clone> SwapCell<T> {
+    pub fn new(value: T) -> Self {
+        SwapCell {
+            value: Mutex::new(Arc::new(value)),
+            sharing: Mutex::new(()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Arc<T>> {
+        // a panic while the lock was held cannot leave a half-made value:
+        // the value is only ever replaced whole
+        self.value.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The current value (O(1), never waits for a long operation).
+    pub fn get(&self) -> Arc<T> {
+        Arc::clone(&self.lock())
+    }
+
+    /// Replace the value.
+    pub fn set(&self, value: Arc<T>) {
+        *self.lock() = value;
+    }
+
+    /// Change the value in place (the metadata is cloned first when a
+    /// snapshot of it is alive elsewhere).
+    pub fn modify<R>(&self, change: impl FnOnce(&mut T) -> R) -> R {
+        change(Arc::make_mut(&mut self.lock()))
+    }
+
+    /// Hold the sharing lock while `work` runs.
+    pub fn while_sharing<R>(&self, work: impl FnOnce() -> R) -> R {
+        let _guard = self.sharing.lock().unwrap_or_else(PoisonError::into_inner);
+        work()
+    }
+}
+
 /// Where a Python block object comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Origin {
@@ -72,17 +130,25 @@ pub enum Origin {
 /// numpy array: the block holds a buffer export of it, and in-place edits
 /// through either side are seen by both. Any other input (non-contiguous,
 /// misaligned, big-endian, a list) is copied once into such an array.
-#[pyclass(name = "TensorBlock", module = "blockmap")]
+#[pyclass(name = "TensorBlock", module = "blockmap", frozen)]
 #[derive(Debug)]
 pub struct PyTensorBlock {
-    pub block: TensorBlock,
+    pub block: SwapCell<TensorBlock>,
     pub origin: Origin,
 }
 
 impl PyTensorBlock {
     /// A Python block over `block`, coming from `origin`.
     pub fn new_view(block: TensorBlock, origin: Origin) -> Self {
-        PyTensorBlock { block, origin }
+        PyTensorBlock {
+            block: SwapCell::new(block),
+            origin,
+        }
+    }
+
+    /// The block's current value.
+    pub fn block(&self) -> Arc<TensorBlock> {
+        self.block.get()
     }
 }
 
@@ -92,8 +158,22 @@ impl PyTensorBlock {
 /// component and property names and the same gradients. Unlike
 /// metatensor-core, the blocks are not consumed: the block objects stay
 /// usable and share their array memory with the map.
-#[pyclass(name = "TensorMap", module = "blockmap")]
+#[pyclass(name = "TensorMap", module = "blockmap", frozen)]
 #[derive(Debug)]
 pub struct PyTensorMap {
-    pub map: TensorMap,
+    pub map: SwapCell<TensorMap>,
+}
+
+impl PyTensorMap {
+    /// A Python map holding `map`.
+    pub fn from_map(map: TensorMap) -> Self {
+        PyTensorMap {
+            map: SwapCell::new(map),
+        }
+    }
+
+    /// The map's current value.
+    pub fn map(&self) -> Arc<TensorMap> {
+        self.map.get()
+    }
 }

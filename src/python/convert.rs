@@ -2,6 +2,8 @@
 //! the Python classes, Labels from their Python forms (names, values,
 //! entries), and Python indices.
 
+use std::sync::Arc;
+
 use numpy::PyReadonlyArray2;
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
@@ -11,22 +13,47 @@ use super::array::as_ndarray;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::errors::{invalid, type_name, wrong_type};
 use crate::array::Array;
-use crate::data::Data;
+use crate::block::TensorBlock;
+use crate::data::{Data, DataRef};
 use crate::dtype::DType;
 use crate::labels::Labels;
+use crate::tensor::TensorMap;
 
-/// The `TensorMap`, `TensorBlock` or `Labels` in `obj`, as core data (an
-/// owned copy of the metadata; the arrays are shared, not copied), so that
-/// the GIL can be released while it is used.
-pub fn data_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Data> {
+/// A snapshot of the `TensorMap`, `TensorBlock` or `Labels` in a Python
+/// object: what it held when taken, kept alive while it is used (with the
+/// GIL released, or while another thread changes the object).
+#[derive(Debug)]
+pub enum Held {
+    /// a map
+    Tensor(Arc<TensorMap>),
+    /// a block
+    Block(Arc<TensorBlock>),
+    /// labels
+    Labels(Labels),
+}
+
+impl Held {
+    /// The data, borrowed.
+    pub fn as_ref(&self) -> DataRef<'_> {
+        match self {
+            Held::Tensor(map) => DataRef::Tensor(map),
+            Held::Block(block) => DataRef::Block(block),
+            Held::Labels(labels) => DataRef::Labels(labels),
+        }
+    }
+}
+
+/// A snapshot of the `TensorMap`, `TensorBlock` or `Labels` in `obj`, or a
+/// type error.
+pub fn held_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Held> {
     if let Ok(map) = obj.cast::<PyTensorMap>() {
-        return Ok(Data::Tensor(map.try_borrow()?.map.clone()));
+        return Ok(Held::Tensor(map.get().map()));
     }
     if let Ok(block) = obj.cast::<PyTensorBlock>() {
-        return Ok(Data::Block(block.try_borrow()?.block.clone()));
+        return Ok(Held::Block(block.get().block()));
     }
     if let Ok(labels) = obj.cast::<PyLabels>() {
-        return Ok(Data::Labels(labels.get().labels.clone()));
+        return Ok(Held::Labels(labels.get().labels.clone()));
     }
     Err(wrong_type(
         obj.py(),
@@ -40,7 +67,7 @@ pub fn data_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Data> {
 /// The Python object holding `data`.
 pub fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
     Ok(match data {
-        Data::Tensor(map) => Py::new(py, PyTensorMap { map })?.into_any(),
+        Data::Tensor(map) => Py::new(py, PyTensorMap::from_map(map))?.into_any(),
         Data::Block(block) => {
             Py::new(py, PyTensorBlock::new_view(block, Origin::Standalone))?.into_any()
         }

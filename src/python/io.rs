@@ -6,25 +6,25 @@ use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 
 use super::array::{buffer_from_python, BufferOwner};
-use super::convert::{data_from_python, to_python};
+use super::convert::{held_from_python, to_python};
 use super::errors::wrong_type;
 use super::file::{with_mts_extension, FileArg, PyFileWriter};
-use crate::data::{Data, Kind};
+use crate::data::{DataRef, Kind};
 use crate::io;
 
 /// Save `data` to `file`: a path (`.mts` appended when missing), written
 /// atomically with the GIL released; a seekable file object, streamed in
 /// chunks; or a file object that cannot seek, given the archive at once.
-pub fn save(py: Python<'_>, file: FileArg<'_>, data: Data) -> PyResult<()> {
+pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>) -> PyResult<()> {
     match file {
         FileArg::Path(path) => {
             let path = with_mts_extension(path);
-            Ok(py.detach(|| io::save_path(&path, data.as_ref()))?)
+            Ok(py.detach(|| io::save_path(&path, data))?)
         }
         FileArg::File(file) => {
             if file.call_method0("seekable").and_then(|s| s.is_truthy())? {
                 let writer = PyFileWriter::new(file)?;
-                io::save(writer, data.as_ref())
+                io::save(writer, data)
                     .and_then(|mut writer| {
                         std::io::Write::flush(&mut writer)
                             .map_err(|e| crate::Error::io("flushing the file", e))
@@ -39,8 +39,8 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: Data) -> PyResult<()> {
 }
 
 /// The archive of `data` in a memoryview over memory blockmap owns.
-pub fn save_buffer(py: Python<'_>, data: Data) -> PyResult<Bound<'_, PyMemoryView>> {
-    let buffer = py.detach(move || io::save_buffer(data.as_ref()))?;
+pub fn save_buffer<'py>(py: Python<'py>, data: DataRef<'_>) -> PyResult<Bound<'py, PyMemoryView>> {
+    let buffer = py.detach(|| io::save_buffer(data))?;
     let owner = Bound::new(py, BufferOwner::new(buffer))?;
     PyMemoryView::from(&owner.into_any())
 }
@@ -79,7 +79,7 @@ pub fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: Kind) -> PyR
 /// 8 MB; a file object that cannot seek receives the archive built in memory.
 #[pyfunction(name = "save")]
 fn py_save(py: Python<'_>, file: FileArg<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
-    save(py, file, data_from_python(data)?)
+    save(py, file, held_from_python(data)?.as_ref())
 }
 
 /// The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns.
@@ -88,7 +88,7 @@ fn py_save_buffer<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyMemoryView>> {
-    save_buffer(py, data_from_python(data)?)
+    save_buffer(py, held_from_python(data)?.as_ref())
 }
 
 /// Load a :class:`TensorMap` from a path or a binary file object.

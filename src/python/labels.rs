@@ -11,7 +11,7 @@ use super::convert::{
 };
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::FileArg;
-use crate::data::{Data, DataRef, Kind};
+use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
 
 #[pymethods]
@@ -103,7 +103,7 @@ impl PyLabels {
 
     /// Save to a path or binary file object (see ``blockmap.save``).
     fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
-        super::io::save(py, file, Data::Labels(self.labels.clone()))
+        super::io::save(py, file, DataRef::Labels(&self.labels))
     }
 
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
@@ -114,7 +114,7 @@ impl PyLabels {
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
     fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
-        super::io::save_buffer(py, Data::Labels(self.labels.clone()))
+        super::io::save_buffer(py, DataRef::Labels(&self.labels))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_labels_buffer``).

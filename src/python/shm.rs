@@ -9,16 +9,33 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::convert::{data_from_python, to_python};
+use super::classes::SwapCell;
+use super::convert::{held_from_python, to_python};
 use super::errors::Class;
 use crate::buffer::SharedBytes;
 use crate::data::{Data, DataRef};
 use crate::shm::{self, Location};
 
-/// `data` moved into one new shared-memory segment, unless all of it is
-/// there already (then `None`: nothing to do).
-pub fn share(py: Python<'_>, data: DataRef<'_>) -> PyResult<Option<Data>> {
-    Ok(py.detach(|| shm::share(data))?)
+/// `share_memory()` of a map or a block: the value in `cell` moved into
+/// shared memory with the GIL released, then swapped in; readers keep
+/// using the old value meanwhile, and two threads sharing the same object
+/// at once share it once.
+pub fn share_in_place<T: Clone + Send + Sync>(
+    py: Python<'_>,
+    cell: &SwapCell<T>,
+    as_data: impl Fn(&T) -> DataRef<'_> + Send + Sync,
+    from_data: impl FnOnce(Data) -> crate::Result<T> + Send,
+) -> PyResult<()> {
+    py.detach(|| {
+        cell.while_sharing(|| {
+            let value = cell.get();
+            if let Some(shared) = shm::share(as_data(&value))? {
+                cell.set(std::sync::Arc::new(from_data(shared)?));
+            }
+            Ok::<_, crate::Error>(())
+        })
+    })?;
+    Ok(())
 }
 
 pub fn is_shared(data: DataRef<'_>) -> PyResult<bool> {
@@ -41,7 +58,7 @@ fn _shared_parts<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
 ) -> PyResult<Option<WireParts<'py>>> {
-    let data = data_from_python(data)?;
+    let data = held_from_python(data)?;
     let Some(parts) = shm::parts(data.as_ref())? else {
         return Ok(None);
     };

@@ -12,6 +12,7 @@ use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap
 use super::convert::{check_index, extract_labels, saturating_index};
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::FileArg;
+use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 use crate::labels::Names;
 use crate::tensor::{describe_entry, TensorMap};
@@ -111,27 +112,26 @@ fn pairs_from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
     Ok(Selection::Pairs(pairs))
 }
 
-impl PyTensorMap {
-    fn view(&self, i: usize) -> PyTensorBlock {
-        PyTensorBlock::new_view(self.map.blocks()[i].clone(), Origin::MapBlock)
-    }
+/// Block `i` of `map`, as a Python block viewing it.
+fn view(map: &TensorMap, i: usize) -> PyTensorBlock {
+    PyTensorBlock::new_view(map.blocks()[i].clone(), Origin::MapBlock)
+}
 
-    fn resolve(&self, selection: &Selection) -> PyResult<Vec<usize>> {
-        match selection {
-            Selection::All => Ok((0..self.map.blocks().len()).collect()),
-            Selection::Index(index) => Ok(vec![self.index(*index)?]),
-            Selection::Pairs(pairs) => Ok(self.map.blocks_matching(pairs)?),
-        }
+fn resolve(map: &TensorMap, selection: &Selection) -> PyResult<Vec<usize>> {
+    match selection {
+        Selection::All => Ok((0..map.blocks().len()).collect()),
+        Selection::Index(index) => Ok(vec![block_index(map, *index)?]),
+        Selection::Pairs(pairs) => Ok(map.blocks_matching(pairs)?),
     }
+}
 
-    fn index(&self, index: isize) -> PyResult<usize> {
-        check_index(index, self.map.blocks().len()).map_err(|_| {
-            PyIndexError::new_err(format!(
-                "block index {index} is out of range for a map of {} blocks",
-                self.map.blocks().len()
-            ))
-        })
-    }
+fn block_index(map: &TensorMap, index: isize) -> PyResult<usize> {
+    check_index(index, map.blocks().len()).map_err(|_| {
+        PyIndexError::new_err(format!(
+            "block index {index} is out of range for a map of {} blocks",
+            map.blocks().len()
+        ))
+    })
 }
 
 fn describe_pairs(selection: &Selection) -> String {
@@ -172,41 +172,39 @@ impl PyTensorMap {
                     ),
                 )
             })?;
-            rust_blocks.push(block.try_borrow()?.block.clone());
+            rust_blocks.push(TensorBlock::clone(&block.get().block()));
         }
-        Ok(PyTensorMap {
-            map: TensorMap::new(keys, rust_blocks)?,
-        })
+        Ok(PyTensorMap::from_map(TensorMap::new(keys, rust_blocks)?))
     }
 
     /// The keys, one entry per block.
     #[getter]
     fn keys(&self) -> PyLabels {
-        self.map.keys().clone().into()
+        self.map().keys().clone().into()
     }
 
     /// Sample names shared by all blocks.
     #[getter]
     fn sample_names(&self) -> Vec<String> {
-        self.map.sample_names()
+        self.map().sample_names()
     }
 
     /// Component names shared by all blocks.
     #[getter]
     fn component_names(&self) -> Vec<String> {
-        self.map.component_names()
+        self.map().component_names()
     }
 
     /// Property names shared by all blocks.
     #[getter]
     fn property_names(&self) -> Vec<String> {
-        self.map.property_names()
+        self.map().property_names()
     }
 
     /// Bytes of array data in the map (values, gradients, labels).
     #[getter]
     fn nbytes(&self) -> usize {
-        self.map.nbytes()
+        self.map().nbytes()
     }
 
     /// Move the map's data (values, gradients and labels) into one shared
@@ -219,22 +217,25 @@ impl PyTensorMap {
     /// writes by either process are seen by the other. The memory is freed
     /// when the last process drops its map. Blocks and arrays taken from the
     /// map before the call keep viewing the old memory. Linux only.
-    fn share_memory(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
-        let py = slf.py();
-        if let Some(Data::Tensor(map)) = super::shm::share(py, DataRef::Tensor(&slf.map))? {
-            slf.map = map;
-        }
-        Ok(slf)
+    fn share_memory<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
+        let this = slf.get();
+        super::shm::share_in_place(
+            slf.py(),
+            &this.map,
+            |map| DataRef::Tensor(map),
+            Data::into_tensor,
+        )?;
+        Ok(slf.clone())
     }
 
     /// Whether all of the map's data lives in shared memory (see
     /// ``share_memory``).
     fn is_shared(&self) -> PyResult<bool> {
-        super::shm::is_shared(DataRef::Tensor(&self.map))
+        super::shm::is_shared(DataRef::Tensor(&self.map()))
     }
 
     fn __len__(&self) -> usize {
-        self.map.blocks().len()
+        self.map().blocks().len()
     }
 
     /// The one block matching the selection: an index, a dict of key
@@ -249,9 +250,10 @@ impl PyTensorMap {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyTensorBlock> {
         let selection = self::selection(py, selection, kwargs)?;
-        let matching = self.resolve(&selection)?;
+        let map = self.map();
+        let matching = resolve(&map, &selection)?;
         match matching.as_slice() {
-            [i] => Ok(self.view(*i)),
+            [i] => Ok(view(&map, *i)),
             [] if matches!(selection, Selection::All) => Err(invalid(py, "this map has no blocks")),
             [] => Err(invalid(
                 py,
@@ -280,8 +282,9 @@ impl PyTensorMap {
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<PyTensorBlock>> {
         let selection = self::selection(py, selection, kwargs)?;
-        let matching = self.resolve(&selection)?;
-        Ok(matching.into_iter().map(|i| self.view(i)).collect())
+        let map = self.map();
+        let matching = resolve(&map, &selection)?;
+        Ok(matching.into_iter().map(|i| view(&map, i)).collect())
     }
 
     /// Indices of the blocks whose keys match the selection.
@@ -291,18 +294,20 @@ impl PyTensorMap {
         selection: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<usize>> {
         let selection = self::selection(py, Some(selection), None)?;
-        self.resolve(&selection)
+        resolve(&self.map(), &selection)
     }
 
     /// Block ``index`` (negative indices count from the end).
     fn block_by_id(&self, index: isize) -> PyResult<PyTensorBlock> {
-        Ok(self.view(self.index(index)?))
+        let map = self.map();
+        Ok(view(&map, block_index(&map, index)?))
     }
 
     /// ``(key, block)`` pairs in key order.
     fn items(&self) -> Vec<(PyLabelsEntry, PyTensorBlock)> {
-        (0..self.map.blocks().len())
-            .map(|i| (PyLabelsEntry::new(self.map.keys().clone(), i), self.view(i)))
+        let map = self.map();
+        (0..map.blocks().len())
+            .map(|i| (PyLabelsEntry::new(map.keys().clone(), i), view(&map, i)))
             .collect()
     }
 
@@ -312,29 +317,29 @@ impl PyTensorMap {
 
     /// The info map, as a new dict.
     fn info(&self) -> BTreeMap<String, String> {
-        self.map.info().clone()
+        self.map().info().clone()
     }
 
     /// The info value of ``key``, or None.
     fn get_info(&self, key: &str) -> Option<String> {
-        self.map.info().get(key).cloned()
+        self.map().info().get(key).cloned()
     }
 
     /// Set the info value of ``key``.
-    fn set_info(&mut self, key: String, value: String) {
-        self.map.set_info(key, value);
+    fn set_info(&self, key: String, value: String) {
+        self.map.modify(|map| map.set_info(key, value));
     }
 
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        super::pickle::reduce(py, DataRef::Tensor(&self.map), protocol)
+        super::pickle::reduce(py, DataRef::Tensor(&self.map()), protocol)
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
     fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
-        super::io::save(py, file, Data::Tensor(self.map.clone()))
+        super::io::save(py, file, DataRef::Tensor(&self.map()))
     }
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
@@ -346,7 +351,7 @@ impl PyTensorMap {
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
     fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
-        super::io::save_buffer(py, Data::Tensor(self.map.clone()))
+        super::io::save_buffer(py, DataRef::Tensor(&self.map()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_buffer``).
@@ -357,10 +362,8 @@ impl PyTensorMap {
 
     /// A deep copy: all array memory new.
     fn copy(&self, py: Python<'_>) -> PyResult<Self> {
-        let map = &self.map;
-        Ok(PyTensorMap {
-            map: py.detach(|| map.deep_copy())?,
-        })
+        let map = self.map();
+        Ok(PyTensorMap::from_map(py.detach(|| map.deep_copy())?))
     }
 
     /// ``copy.deepcopy(tensor)``: the same as :meth:`copy`.
@@ -372,24 +375,22 @@ impl PyTensorMap {
 
     /// ``copy.copy(tensor)``: a new map object sharing this one's memory.
     fn __copy__(&self) -> Self {
-        PyTensorMap {
-            map: self.map.clone(),
+        PyTensorMap::from_map(TensorMap::clone(&self.map()))
+    }
+
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
+        match other.cast::<PyTensorMap>() {
+            Ok(other) => *self.map() == *other.get().map(),
+            Err(_) => false,
         }
     }
 
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(match other.cast::<PyTensorMap>() {
-            Ok(other) => self.map == other.try_borrow()?.map,
-            Err(_) => false,
-        })
-    }
-
-    fn __ne__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
-        Ok(!self.__eq__(other)?)
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> bool {
+        !self.__eq__(other)
     }
 
     fn __repr__(&self) -> String {
-        tensor_repr(&self.map)
+        tensor_repr(&self.map())
     }
 }
 
