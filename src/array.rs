@@ -149,13 +149,12 @@ impl Array {
         Array::new(T::DTYPE, shape, Buffer::copy_from(bytes)?)
     }
 
-    /// A deep copy, in new memory blockmap owns.
+    /// A deep copy, in new memory blockmap owns (an error when the memory
+    /// is gone: a mapped file that another program truncated).
     pub fn deep_copy(&self) -> Result<Self> {
-        Array::new(
-            self.dtype,
-            self.shape.clone(),
-            Buffer::copy_from(self.buffer.as_slice())?,
-        )
+        let copy = Buffer::copy_from(self.buffer.as_slice())?;
+        self.buffer.check_intact()?;
+        Array::new(self.dtype, self.shape.clone(), copy)
     }
 
     /// Element type.

@@ -36,6 +36,11 @@ pub enum Error {
     #[error("{0}")]
     OutOfMemory(String),
 
+    /// A long operation stopped because its caller asked it to (see
+    /// [`interrupt`](crate::interrupt)), e.g. on Ctrl-C.
+    #[error("interrupted")]
+    Interrupted,
+
     /// A broken internal invariant: a bug in blockmap, never the caller's
     /// fault.
     #[error("internal error (this is a bug in blockmap, please report it): {0}")]

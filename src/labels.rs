@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use hashbrown::HashTable;
 
 use crate::array::Array;
-use crate::buffer::Buffer;
+use crate::buffer::{AlignedBytes, Buffer, OwnerKind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -61,11 +61,19 @@ struct Index {
 impl Index {
     /// Build the index over `count` rows of `size` values. Of equal rows the
     /// first is indexed; the first pair of equal rows found is returned too.
-    fn build(values: &[i32], size: usize, count: usize) -> (Index, Option<(usize, usize)>) {
+    /// Fails (instead of aborting) when the table's memory cannot be had.
+    fn build(values: &[i32], size: usize, count: usize) -> Result<(Index, Option<(usize, usize)>)> {
         let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut table = HashTable::with_capacity(count);
-        let mut duplicate = None;
         let row = |i: usize| &values[i * size..(i + 1) * size];
+        let mut table = HashTable::new();
+        table
+            .try_reserve(count, |&j| hasher.hash_one(row(j)))
+            .map_err(|_| {
+                Error::OutOfMemory(format!(
+                    "cannot allocate the index of {count} label entries: out of memory"
+                ))
+            })?;
+        let mut duplicate = None;
         for i in 0..count {
             let hash = hasher.hash_one(row(i));
             match table.entry(hash, |&j| row(j) == row(i), |&j| hasher.hash_one(row(j))) {
@@ -77,7 +85,7 @@ impl Index {
                 }
             }
         }
-        (Index { table, hasher }, duplicate)
+        Ok((Index { table, hasher }, duplicate))
     }
 }
 
@@ -105,8 +113,10 @@ impl Labels {
         Labels::from_array(names, array, false)
     }
 
-    /// Labels viewing an int32 `count x names.len()` array (no copy).
-    /// With `assume_unique`, the check that rows are unique is skipped
+    /// Labels of an int32 `count x names.len()` array: its memory when it
+    /// is memory blockmap allocated that nothing else references, a copy
+    /// otherwise (labels own what they validated). With `assume_unique`,
+    /// the check that rows are unique is skipped
     /// (the caller vouches for it); position lookups then find the first
     /// of equal rows.
     pub fn from_array(names: Vec<String>, values: Array, assume_unique: bool) -> Result<Self> {
@@ -125,6 +135,9 @@ impl Labels {
                 values.shape()
             )));
         }
+        // validated means owned: nothing the caller (or another thread, or
+        // another process) can write may reach the labels once checked
+        let values = owned(values)?;
         let index = if assume_unique {
             None
         } else {
@@ -157,7 +170,8 @@ impl Labels {
         unique_rows(names, values, count).map(drop)
     }
 
-    /// Labels from an int32 buffer holding `count x names.len()` values.
+    /// Labels from an int32 buffer holding `count x names.len()` values
+    /// (copied unless nothing else references it, see [`Labels::from_array`]).
     pub fn from_buffer(
         names: Vec<String>,
         count: usize,
@@ -193,8 +207,12 @@ impl Labels {
         if end < 0 {
             return Err(Error::invalid(format!("range end must be >= 0, got {end}")));
         }
-        let values: Vec<i32> = (0..end).collect();
-        let array = Array::from_slice(vec![values.len(), 1], &values)?;
+        let count = usize::try_from(end).unwrap_or(0);
+        let mut bytes = AlignedBytes::zeroed(count * DType::I4.size())?;
+        for (value, chunk) in (0..end).zip(bytes.as_mut_slice().chunks_exact_mut(4)) {
+            chunk.copy_from_slice(&value.to_ne_bytes());
+        }
+        let array = Array::new(DType::I4, vec![count, 1], Buffer::from(bytes))?;
         Labels::from_array(vec![name.to_string()], array, true)
     }
 
@@ -250,10 +268,12 @@ impl Labels {
         Ok((0..self.count()).map(|i| self.row(i)[d]).collect())
     }
 
-    fn index(&self) -> &Index {
-        self.0
-            .index
-            .get_or_init(|| Index::build(self.raw(), self.size(), self.count()).0)
+    fn index(&self) -> Result<&Index> {
+        if let Some(index) = self.0.index.get() {
+            return Ok(index);
+        }
+        let (index, _) = Index::build(self.raw(), self.size(), self.count())?;
+        Ok(self.0.index.get_or_init(|| index))
     }
 
     /// Position of `entry`, or `None`; an error when `entry` does not have
@@ -267,7 +287,7 @@ impl Labels {
                 self.size()
             )));
         }
-        let index = self.index();
+        let index = self.index()?;
         let hash = index.hasher.hash_one(entry);
         Ok(index.table.find(hash, |&j| self.row(j) == entry).copied())
     }
@@ -276,6 +296,16 @@ impl Labels {
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
     }
+}
+
+/// `values` in memory only these labels reference: the same memory when it
+/// is blockmap's own allocation that nothing else holds, a copy otherwise.
+fn owned(values: Array) -> Result<Array> {
+    let buffer = values.buffer();
+    if buffer.owner_kind() == OwnerKind::Rust && buffer.owner_count() == 1 {
+        return Ok(values);
+    }
+    values.deep_copy()
 }
 
 /// The values of an int32 array (checked by the callers).
@@ -321,7 +351,7 @@ fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Ind
     if is_strictly_increasing(raw, size, count) {
         return Ok(None);
     }
-    let (index, duplicate) = Index::build(raw, size, count);
+    let (index, duplicate) = Index::build(raw, size, count)?;
     if let Some((first, second)) = duplicate {
         return Err(Error::invalid(format!(
             "labels {} have the entry {:?} twice (rows {first} and {second})",

@@ -8,7 +8,7 @@
 //! as a Python object.
 //!
 //! Modules use only those below them:
-//! `error → dtype → buffer → array → labels → block → tensor → data →
+//! `error → interrupt → dtype → buffer → array → labels → block → tensor → data →
 //! {io, pickle} → shm`, and the binding (`python`, feature `python`) calls
 //! into them.
 
@@ -20,6 +20,7 @@ pub mod dtype;
 pub mod error;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod interrupt;
 pub mod io;
 pub mod labels;
 pub mod pickle;

@@ -68,9 +68,25 @@ enum Header {
     },
 }
 
-fn labels_header(labels: &Labels, buffers: &mut Vec<Buffer>) -> LabelsHeader {
+/// What a buffer of the wire order holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// the values of a block or a gradient: received data may view it
+    Values,
+    /// label values: received data copies them (labels own what they
+    /// validated)
+    Labels,
+}
+
+/// The buffers of the wire order, with what each holds.
+pub type Buffers = Vec<(Buffer, Role)>;
+
+fn labels_header(labels: &Labels, buffers: &mut Buffers) -> LabelsHeader {
     // labels never change: their memory is handed out read-only
-    buffers.push(labels.values().buffer().clone().into_read_only());
+    buffers.push((
+        labels.values().buffer().clone().into_read_only(),
+        Role::Labels,
+    ));
     LabelsHeader {
         names: labels.names().to_vec(),
         count: labels.count(),
@@ -78,8 +94,8 @@ fn labels_header(labels: &Labels, buffers: &mut Vec<Buffer>) -> LabelsHeader {
     }
 }
 
-fn block_header(block: &TensorBlock, gradient: bool, buffers: &mut Vec<Buffer>) -> BlockHeader {
-    buffers.push(block.values().buffer().clone());
+fn block_header(block: &TensorBlock, gradient: bool, buffers: &mut Buffers) -> BlockHeader {
+    buffers.push((block.values().buffer().clone(), Role::Values));
     let samples = labels_header(block.samples(), buffers);
     let components = block
         .components()
@@ -108,6 +124,15 @@ fn block_header(block: &TensorBlock, gradient: bool, buffers: &mut Vec<Buffer>) 
 /// by parameter, recursively. The buffers share the data's memory; those of
 /// labels are read-only.
 pub fn dump(data: DataRef<'_>) -> Result<(Vec<u8>, Vec<Buffer>)> {
+    let (header, buffers) = dump_with_roles(data)?;
+    Ok((
+        header,
+        buffers.into_iter().map(|(buffer, _)| buffer).collect(),
+    ))
+}
+
+/// [`dump`], with what each buffer holds.
+pub fn dump_with_roles(data: DataRef<'_>) -> Result<(Vec<u8>, Buffers)> {
     let mut buffers = Vec::new();
     let header = match data {
         DataRef::Tensor(map) => Header::Tensor {
@@ -126,18 +151,23 @@ pub fn dump(data: DataRef<'_>) -> Result<(Vec<u8>, Vec<Buffer>)> {
             labels: labels_header(labels, &mut buffers),
         },
     };
+    // a mapped file truncated by another program: refuse rather than send
+    // the zeros that replaced what was lost
+    for (buffer, _) in &buffers {
+        buffer.check_intact()?;
+    }
     let bytes = serde_json::to_vec(&header)
         .map_err(|e| Error::invalid(format!("cannot encode the pickle header: {e}")))?;
     Ok((bytes, buffers))
 }
 
 /// Hands out the buffers in order, checking their count.
-struct Buffers<I: Iterator<Item = Buffer>> {
+struct Received<I: Iterator<Item = Buffer>> {
     buffers: I,
     used: usize,
 }
 
-impl<I: Iterator<Item = Buffer>> Buffers<I> {
+impl<I: Iterator<Item = Buffer>> Received<I> {
     fn next(&mut self, what: &str) -> Result<Buffer> {
         self.used += 1;
         self.buffers.next().ok_or_else(|| {
@@ -224,7 +254,7 @@ pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
     let header: Header = serde_json::from_slice(header)
         .map_err(|e| Error::format(format!("invalid pickle header: {e}")))?;
     let count = buffers.len();
-    let mut buffers = Buffers {
+    let mut buffers = Received {
         buffers: buffers.into_iter(),
         used: 0,
     };

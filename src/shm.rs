@@ -4,18 +4,23 @@
 //! A segment is a [`SharedBytes`]: an anonymous, size-sealed Linux `memfd`
 //! (see `buffer/shared.rs`).
 //!
-//! [`share`] copies data into a new segment, once; [`parts`] describes data
-//! that already lives in segments (the [`pickle`](crate::pickle) header,
-//! the segments, and where each buffer lies in them); [`attach`] rebuilds
-//! the data in another process from those parts, viewing the segments.
+//! [`share`] copies the arrays' values into a new segment, once; [`parts`]
+//! describes data whose values already live in segments (the
+//! [`pickle`](crate::pickle) header, the segments, where each value buffer
+//! lies in them, and the label values themselves); [`attach`] rebuilds the
+//! data in another process from those parts, viewing the segments.
+//!
+//! Labels never live in a segment: another process could write to it, and
+//! labels own what they validated. They travel as bytes with the message
+//! (they are small next to the values) and each receiver checks its copy.
 
 use crate::buffer::{Buffer, SharedBytes, ALIGNMENT};
 use crate::data::{Data, DataRef};
 use crate::error::{Error, Result};
-use crate::pickle;
+use crate::pickle::{self, Role};
 
-/// Where one buffer lies: in `segment` (an index into the segments of
-/// [`Parts`]), `len` bytes from `offset`.
+/// Where one value buffer lies: in `segment` (an index into the segments
+/// of [`Parts`]), `len` bytes from `offset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Location {
     /// index of the segment
@@ -28,7 +33,24 @@ pub struct Location {
     pub writable: bool,
 }
 
-/// What describes data living in shared memory, for another process.
+/// Where one buffer of the pickle wire order comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// an empty buffer: no memory needed
+    Empty,
+    /// values in a shared segment
+    Segment(Location),
+    /// label values, `len` bytes from `offset` of [`Parts::labels`]
+    Labels {
+        /// first byte in the label bytes
+        offset: usize,
+        /// number of bytes
+        len: usize,
+    },
+}
+
+/// What describes data whose values live in shared memory, for another
+/// process.
 #[derive(Debug)]
 pub struct Parts {
     /// the pickle header (version 1) of the data
@@ -36,63 +58,88 @@ pub struct Parts {
     /// one buffer per distinct segment, each spanning the whole segment
     /// (and keeping it alive); its owner gives the file to send
     pub segments: Vec<Buffer>,
-    /// per buffer of the pickle wire order: where it lies; `None` for
-    /// empty buffers, which need no memory
-    pub locations: Vec<Option<Location>>,
+    /// per buffer of the pickle wire order: where it comes from
+    pub places: Vec<Place>,
+    /// the label values, one after the other (each at an offset that is a
+    /// multiple of 8)
+    pub labels: Vec<u8>,
 }
 
-/// Copy `data` into one new shared-memory segment and return the same data
-/// viewing it, or `None` when all of its memory is in shared segments
-/// already (nothing to do). Every array (and every Labels) starts on a
+/// Copy the values of `data` into one new shared-memory segment and return
+/// the same data viewing it, or `None` when all of its values are in
+/// shared segments already (nothing to do). Every array starts on a
 /// 64-byte boundary of the segment; writability is kept per array.
 pub fn share(data: DataRef<'_>) -> Result<Option<Data>> {
-    let (header, buffers) = pickle::dump(data)?;
-    if buffers
-        .iter()
-        .all(|b| b.is_empty() || b.shared_segment().is_some())
-    {
+    let (header, buffers) = pickle::dump_with_roles(data)?;
+    if all_values_shared(&buffers) {
         return Ok(None);
     }
     let mut offsets = Vec::with_capacity(buffers.len());
     let mut total = 0usize;
     let too_large = || Error::invalid("the data is too large for one shared-memory segment");
-    for buffer in &buffers {
+    for (buffer, role) in &buffers {
+        if *role != Role::Values {
+            offsets.push(None);
+            continue;
+        }
         let offset = total
             .checked_next_multiple_of(ALIGNMENT)
             .ok_or_else(too_large)?;
-        offsets.push(offset);
+        offsets.push(Some(offset));
         total = offset.checked_add(buffer.len()).ok_or_else(too_large)?;
     }
     let mut segment = SharedBytes::create(total)?;
     let bytes = segment.as_mut_slice();
-    for (buffer, &offset) in buffers.iter().zip(&offsets) {
-        bytes[offset..offset + buffer.len()].copy_from_slice(buffer.as_slice());
+    for ((buffer, _), offset) in buffers.iter().zip(&offsets) {
+        if let Some(offset) = *offset {
+            bytes[offset..offset + buffer.len()].copy_from_slice(buffer.as_slice());
+            crate::interrupt::check()?;
+        }
+    }
+    for (buffer, _) in &buffers {
+        buffer.check_intact()?;
     }
     let segment = Buffer::from(segment);
     let views = buffers
         .iter()
         .zip(&offsets)
-        .map(|(buffer, &offset)| {
-            let view = segment.slice(offset, buffer.len())?;
-            Ok(if buffer.is_writable() {
-                view
-            } else {
-                view.into_read_only()
-            })
+        .map(|((buffer, _), offset)| match offset {
+            Some(offset) => Ok(segment
+                .slice(*offset, buffer.len())?
+                .with_access(buffer.is_writable())),
+            None => Ok(buffer.clone()),
         })
         .collect::<Result<Vec<_>>>()?;
     pickle::load(&header, views).map(Some)
 }
 
-/// The parts describing `data` when all of its memory lives in shared
-/// segments, `None` when some of it does not.
+fn all_values_shared(buffers: &[(Buffer, Role)]) -> bool {
+    buffers.iter().all(|(buffer, role)| {
+        *role == Role::Labels || buffer.is_empty() || buffer.shared_segment().is_some()
+    })
+}
+
+/// The parts describing `data` when all of its values live in shared
+/// segments, `None` when some of them do not.
 pub fn parts(data: DataRef<'_>) -> Result<Option<Parts>> {
-    let (header, buffers) = pickle::dump(data)?;
+    let (header, buffers) = pickle::dump_with_roles(data)?;
     let mut segments: Vec<Buffer> = Vec::new();
-    let mut locations = Vec::with_capacity(buffers.len());
-    for buffer in &buffers {
+    let mut places = Vec::with_capacity(buffers.len());
+    let mut labels = Vec::new();
+    for (buffer, role) in &buffers {
+        if *role == Role::Labels {
+            let offset = labels.len().next_multiple_of(8);
+            labels.try_reserve(offset - labels.len() + buffer.len())?;
+            labels.resize(offset, 0);
+            labels.extend_from_slice(buffer.as_slice());
+            places.push(Place::Labels {
+                offset,
+                len: buffer.len(),
+            });
+            continue;
+        }
         if buffer.is_empty() {
-            locations.push(None);
+            places.push(Place::Empty);
             continue;
         }
         let Some((segment, offset)) = buffer.shared_segment() else {
@@ -106,7 +153,7 @@ pub fn parts(data: DataRef<'_>) -> Result<Option<Parts>> {
             segments.extend(buffer.whole_segment());
             segments.len() - 1
         };
-        locations.push(Some(Location {
+        places.push(Place::Segment(Location {
             segment: index,
             offset,
             len: buffer.len(),
@@ -116,23 +163,34 @@ pub fn parts(data: DataRef<'_>) -> Result<Option<Parts>> {
     Ok(Some(Parts {
         header,
         segments,
-        locations,
+        places,
+        labels,
     }))
 }
 
 /// Rebuild data from [`Parts`] received from another process: `segments`
-/// are the segments it listed, mapped here; every buffer views them.
+/// are the segments it listed, mapped here, which the values view; the
+/// labels are copied out of `labels` (the label bytes received) and
+/// checked.
 pub fn attach(
     header: &[u8],
     segments: Vec<SharedBytes>,
-    locations: &[Option<Location>],
+    places: &[Place],
+    labels: &Buffer,
 ) -> Result<Data> {
     let segments: Vec<Buffer> = segments.into_iter().map(Buffer::from).collect();
-    let buffers = locations
+    let buffers = places
         .iter()
-        .map(|location| match location {
-            None => Ok(Buffer::empty()),
-            Some(location) => {
+        .map(|place| match *place {
+            Place::Empty => Ok(Buffer::empty()),
+            Place::Labels { offset, len } => labels.slice(offset, len).map_err(|_| {
+                Error::format(format!(
+                    "label values at [{offset}, {offset}+{len}) lie outside the {} label bytes \
+                     received",
+                    labels.len()
+                ))
+            }),
+            Place::Segment(location) => {
                 let segment = segments.get(location.segment).ok_or_else(|| {
                     Error::format(format!(
                         "a buffer lies in segment {}, but {} segments were given",
@@ -140,21 +198,19 @@ pub fn attach(
                         segments.len()
                     ))
                 })?;
-                let view = segment.slice(location.offset, location.len)?;
-                Ok(if location.writable {
-                    view
-                } else {
-                    view.into_read_only()
-                })
+                Ok(segment
+                    .slice(location.offset, location.len)?
+                    .with_access(location.writable))
             }
         })
         .collect::<Result<Vec<_>>>()?;
     pickle::load(header, buffers)
 }
 
-/// Whether all of `data`'s memory lives in shared segments.
+/// Whether all of `data`'s values live in shared segments.
 pub fn is_shared(data: DataRef<'_>) -> Result<bool> {
-    Ok(parts(data)?.is_some())
+    let (_, buffers) = pickle::dump_with_roles(data)?;
+    Ok(all_values_shared(&buffers))
 }
 
 #[cfg(all(test, target_os = "linux"))]
@@ -178,10 +234,25 @@ mod tests {
         assert_eq!(shared, map);
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
         assert_eq!(parts.segments.len(), 1);
-        for location in parts.locations.iter().flatten() {
-            assert_eq!(location.segment, 0);
-            assert_eq!(location.offset % ALIGNMENT, 0);
+        let mut label_buffers = 0;
+        for place in &parts.places {
+            match place {
+                Place::Segment(location) => {
+                    assert_eq!(location.segment, 0);
+                    assert_eq!(location.offset % ALIGNMENT, 0);
+                }
+                Place::Labels { offset, .. } => {
+                    label_buffers += 1;
+                    assert_eq!(offset % 8, 0);
+                }
+                Place::Empty => {}
+            }
         }
+        // keys, then samples and properties of 2 blocks, samples of 2 gradients
+        assert_eq!(label_buffers, 7);
+        // labels stay in memory the map owns, never in the segment
+        let keys = shared.keys().values().buffer();
+        assert!(keys.shared_segment().is_none());
         // shared already: nothing to do
         assert!(share(DataRef::Tensor(&shared)).unwrap().is_none());
     }
@@ -193,8 +264,9 @@ mod tests {
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
         let file = parts.segments[0].shared_segment().unwrap().0.file();
         let segment = SharedBytes::open(file.try_clone().unwrap()).unwrap();
+        let labels = Buffer::copy_from(&parts.labels).unwrap();
         let Data::Tensor(attached) =
-            attach(&parts.header, vec![segment], &parts.locations).unwrap()
+            attach(&parts.header, vec![segment], &parts.places, &labels).unwrap()
         else {
             panic!()
         };
@@ -223,13 +295,33 @@ mod tests {
             let file = parts.segments[0].shared_segment().unwrap().0.file();
             vec![SharedBytes::open(file.try_clone().unwrap()).unwrap()]
         };
-        let mut locations = parts.locations.clone();
-        let first = locations[0].as_mut().unwrap();
-        first.offset = usize::MAX - 1;
-        assert!(attach(&parts.header, open(), &locations).is_err());
-        let mut locations = parts.locations.clone();
-        locations[0].as_mut().unwrap().segment = 1;
-        assert!(attach(&parts.header, open(), &locations).is_err());
-        assert!(attach(&parts.header, open(), &parts.locations[1..]).is_err());
+        let labels = Buffer::copy_from(&parts.labels).unwrap();
+        let values = parts
+            .places
+            .iter()
+            .position(|p| matches!(p, Place::Segment(_)))
+            .unwrap();
+        let with = |change: &dyn Fn(&mut Location)| {
+            let mut places = parts.places.clone();
+            let Place::Segment(location) = &mut places[values] else {
+                unreachable!()
+            };
+            change(location);
+            places
+        };
+        let far = with(&|l| l.offset = usize::MAX - 1);
+        assert!(attach(&parts.header, open(), &far, &labels).is_err());
+        let missing = with(&|l| l.segment = 1);
+        assert!(attach(&parts.header, open(), &missing, &labels).is_err());
+        assert!(attach(&parts.header, open(), &parts.places[1..], &labels).is_err());
+        // label bytes that do not hold what the places say
+        let short = Buffer::copy_from(&parts.labels[..8]).unwrap();
+        assert!(attach(&parts.header, open(), &parts.places, &short).is_err());
+        // label bytes changed by the sender afterwards cannot reach the
+        // attached labels: they are copied and checked
+        let mut duplicated = parts.labels.clone();
+        duplicated.fill(0);
+        let duplicated = Buffer::copy_from(&duplicated).unwrap();
+        assert!(attach(&parts.header, open(), &parts.places, &duplicated).is_err());
     }
 }

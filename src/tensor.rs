@@ -126,7 +126,10 @@ impl TensorMap {
             blocks: self
                 .blocks
                 .iter()
-                .map(TensorBlock::deep_copy)
+                .map(|block| {
+                    crate::interrupt::check()?;
+                    block.deep_copy()
+                })
                 .collect::<Result<_>>()?,
             info: self.info.clone(),
         })

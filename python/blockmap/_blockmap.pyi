@@ -5,7 +5,7 @@ Everything here is re-exported from :mod:`blockmap`; import it from there.
 
 import os
 from collections.abc import Iterator, Sequence
-from typing import IO, Any, ClassVar, Self, SupportsIndex, TypeAlias, final, overload
+from typing import IO, Any, ClassVar, Literal, Self, SupportsIndex, TypeAlias, final, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -50,10 +50,10 @@ def save(file: _File, data: _Data) -> None:
 def save_buffer(data: _Data) -> memoryview:
     """The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns."""
 
-def load(file: _File, mmap: bool = False) -> TensorMap:
+def load(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorMap:
     """Load a TensorMap from a path or a binary file object."""
 
-def load_block(file: _File, mmap: bool = False) -> TensorBlock:
+def load_block(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorBlock:
     """Load a TensorBlock saved on its own."""
 
 def load_labels(file: _File) -> Labels:
@@ -76,9 +76,12 @@ def _reconstruct(version: int, *args: Any) -> Any:
 
 def _shared_parts(
     data: _Data,
-) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None]] | None: ...
+) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None], bytes] | None: ...
 def _attach_shared(
-    header: bytes, fds: list[int], locations: list[tuple[int, int, int, bool] | None]
+    header: Buffer,
+    fds: Sequence[int],
+    places: Sequence[tuple[int, int, int, bool] | None],
+    labels: Buffer,
 ) -> Any: ...
 
 class BlockMapError(Exception):
@@ -223,7 +226,7 @@ class TensorBlock:
     def save(self, file: _File) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
-    def load(file: _File, mmap: bool = False) -> TensorBlock:
+    def load(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorBlock:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
     def save_buffer(self) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
@@ -282,7 +285,7 @@ class TensorMap:
     def save(self, file: _File) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
-    def load(file: _File, mmap: bool = False) -> TensorMap:
+    def load(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorMap:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
     def save_buffer(self) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""

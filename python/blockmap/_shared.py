@@ -6,10 +6,12 @@ A reducer registered with :class:`multiprocessing.reduction.ForkingPickler`
 :class:`concurrent.futures.ProcessPoolExecutor` pickle with), and with loky's
 pickler (joblib's default backend), sends such an
 object as its pickle header, one duplicated file descriptor per shared
-segment (:func:`multiprocessing.reduction.DupFd`, passed over a Unix socket)
-and where each array lies in the segments. The receiver maps the same
-segments: nothing is copied, and writes by either process are seen by the
-other. Objects not in shared memory are pickled as usual.
+segment (:func:`multiprocessing.reduction.DupFd`, passed over a Unix socket),
+where each array lies in the segments, and the label values (labels never
+live in a segment another process could write to: each receiver copies and
+checks them). The receiver maps the same segments: the values are not
+copied, and writes by either process are seen by the other. Objects not in
+shared memory are pickled as usual.
 
 A descriptor sent with ``DupFd`` outside of process start-up is held by the
 sender's resource sharer until the receiver unpickles the message; the
@@ -37,14 +39,15 @@ def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     parts = _blockmap._shared_parts(obj)
     if parts is None:
         return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
-    header, fds, locations = parts
-    return _rebuild, (header, [DupFd(fd) for fd in fds], locations)
+    header, fds, places, labels = parts
+    return _rebuild, (header, [DupFd(fd) for fd in fds], places, labels)
 
 
 def _rebuild(
     header: bytes,
     handles: Sequence[Any],
-    locations: list[tuple[int, int, int, bool] | None],
+    places: list[tuple[int, int, int, bool] | None],
+    labels: bytes,
 ) -> Shareable:
     fds: list[int] = []
     try:
@@ -55,7 +58,7 @@ def _rebuild(
             os.close(fd)
         raise
     # takes ownership of the descriptors, also on error
-    return _blockmap._attach_shared(header, fds, locations)
+    return _blockmap._attach_shared(header, fds, places, labels)
 
 
 def register() -> None:

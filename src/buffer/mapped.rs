@@ -4,6 +4,7 @@ use std::fs::File;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
+use super::guard::Guard;
 use super::{Buffer, Storage};
 use crate::error::{Error, Result};
 
@@ -17,29 +18,47 @@ pub enum MapMode {
     CopyOnWrite,
 }
 
-/// A file mapping owned by a buffer.
+/// A file mapping owned by a buffer, registered with the SIGBUS guard
+/// (dropped first: the mapping is unregistered before it is unmapped).
+#[derive(Debug)]
+pub(super) struct Mapping {
+    guard: Option<Guard>,
+    #[allow(dead_code)] // held to be dropped with the buffer, never read
+    map: Map,
+}
+
+#[derive(Debug)]
 #[allow(dead_code)] // held to be dropped with the buffer, never read
-pub(super) enum Mapping {
+enum Map {
     ReadOnly(memmap2::Mmap),
     CopyOnWrite(memmap2::MmapMut),
+}
+
+impl Mapping {
+    /// Whether the file shrank under the mapping (see `guard.rs`).
+    pub(super) fn is_broken(&self) -> bool {
+        self.guard.as_ref().is_some_and(Guard::is_broken)
+    }
 }
 
 impl Buffer {
     /// Map the whole of `file` (opened for reading) in `mode`.
     ///
-    /// The documented risk of every file mapping: were another process to
-    /// truncate the file, reading the lost pages would fault. blockmap itself
-    /// only replaces files by renaming, never truncating them.
+    /// The documented risk of every file mapping: were another program to
+    /// truncate the file, reading the lost pages would fault. blockmap's
+    /// guard (`guard.rs`) makes them read as zeros instead and marks the
+    /// buffer broken ([`Buffer::check_intact`]); blockmap itself only
+    /// replaces files by renaming, never truncating them.
     pub fn map_file(file: &File, mode: MapMode) -> Result<Buffer> {
         let error = |e| Error::io("cannot map the file", e);
-        let (mapping, ptr, len) = match mode {
+        let (map, ptr, len) = match mode {
             MapMode::ReadOnly => {
                 // SAFETY: a read-only shared mapping of a file; its memory
                 // stays valid while the mapping (owned by the buffer) lives.
                 let map = unsafe { memmap2::Mmap::map(file) }.map_err(error)?;
                 let ptr = NonNull::new(map.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
                 let len = map.len();
-                (Mapping::ReadOnly(map), ptr, len)
+                (Map::ReadOnly(map), ptr, len)
             }
             MapMode::CopyOnWrite => {
                 // SAFETY: a private mapping of a file; its memory stays
@@ -49,14 +68,16 @@ impl Buffer {
                     unsafe { memmap2::MmapOptions::new().map_copy(file) }.map_err(error)?;
                 let ptr = NonNull::new(map.as_mut_ptr()).unwrap_or(NonNull::dangling());
                 let len = map.len();
-                (Mapping::CopyOnWrite(map), ptr, len)
+                (Map::CopyOnWrite(map), ptr, len)
             }
         };
+        let writable = mode == MapMode::CopyOnWrite;
+        let guard = Guard::register(ptr.as_ptr(), len, writable);
         Ok(Buffer {
-            storage: Arc::new(Storage::Mapped(mapping)),
+            storage: Arc::new(Storage::Mapped(Mapping { guard, map })),
             ptr,
             len,
-            writable: mode == MapMode::CopyOnWrite,
+            writable,
         })
     }
 }
@@ -83,6 +104,48 @@ mod tests {
         let cow = Buffer::map_file(&file, MapMode::CopyOnWrite).unwrap();
         assert!(cow.is_writable());
         assert_eq!(cow.len(), 4096);
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_truncated_under_its_mapping_reads_as_zeros() {
+        let path = std::env::temp_dir().join(format!("blockmap-shrunk-{}", std::process::id()));
+        let page = 4096;
+        std::fs::File::create(&path)
+            .unwrap()
+            .write_all(&vec![7u8; 4 * page])
+            .unwrap();
+        for mode in [MapMode::ReadOnly, MapMode::CopyOnWrite] {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(4 * page as u64)
+                .unwrap();
+            std::fs::write(&path, vec![7u8; 4 * page]).unwrap();
+            let buffer = Buffer::map_file(&File::open(&path).unwrap(), mode).unwrap();
+            assert_eq!(buffer.as_slice()[0], 7, "page 0 faulted in before");
+            assert!(buffer.check_intact().is_ok());
+            // another program truncates the file to one page
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_len(page as u64)
+                .unwrap();
+            let bytes = buffer.as_slice();
+            // SAFETY: volatile reads of bytes inside the buffer, so that
+            // the compiler does not elide or reorder them
+            let read = |i: usize| unsafe { std::ptr::read_volatile(bytes.as_ptr().add(i)) };
+            assert_eq!(read(10), 7, "the part still in the file is kept");
+            assert_eq!(read(2 * page + 5), 0, "the lost part reads as zeros");
+            assert_eq!(read(4 * page - 1), 0);
+            let error = buffer.check_intact().unwrap_err().to_string();
+            assert!(error.contains("truncated"), "{error}");
+            // a slice shares the mapping, and its state
+            assert!(buffer.slice(0, 8).unwrap().check_intact().is_err());
+        }
         std::fs::remove_file(&path).unwrap();
     }
 }

@@ -27,6 +27,7 @@
 //! building archives in place.
 
 mod aligned;
+mod guard;
 mod mapped;
 mod shared;
 mod writer;
@@ -249,6 +250,23 @@ impl Buffer {
                 })
             }
             _ => None,
+        }
+    }
+
+    /// An error when the memory is gone: the buffer maps a file that
+    /// another program truncated (the lost part reads as zeros, see
+    /// `buffer/guard.rs`).
+    pub fn check_intact(&self) -> Result<()> {
+        match &*self.storage {
+            Storage::Mapped(mapping) if mapping.is_broken() => Err(Error::io(
+                "reading mapped data",
+                std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the mapped file was truncated or rewritten by another program while \
+                     mapped: the part of the data past its new end is lost (it reads as zeros)",
+                ),
+            )),
+            _ => Ok(()),
         }
     }
 

@@ -122,14 +122,10 @@ fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {
 
 /// Load from a reader: every array is copied once into memory blockmap
 /// owns and every CRC is checked.
-pub fn load<R: Read + Seek>(mut reader: R, kind: Kind) -> Result<Data> {
+pub fn load<R: Read + Seek>(reader: R, kind: Kind) -> Result<Data> {
     if kind == Kind::Labels {
-        let mut bytes = Vec::new();
-        reader
-            .read_to_end(&mut bytes)
-            .map_err(|e| Error::io("reading labels", e))?;
-        // the bytes are viewed (copied only if misaligned for int32)
-        return load_buffer(Buffer::from_owner(bytes), kind);
+        // a header, then the bytes it announces (and nothing after them)
+        return read::labels_from_reader(reader, None).map(Data::Labels);
     }
     from_source(&mut read::ReaderSource::new(reader)?, kind)
 }
@@ -150,31 +146,96 @@ pub fn load_buffer_checked(buffer: Buffer, kind: Kind, check_crc: bool) -> Resul
     from_source(&mut read::BufferSource::new(buffer, check_crc)?, kind)
 }
 
-fn open(path: &Path) -> Result<File> {
-    File::open(path).map_err(|e| Error::io(format!("cannot open '{}'", path.display()), e))
+/// Open `path` for reading, refusing anything but a regular file before
+/// reading it: a FIFO without a writer would block forever (it is opened
+/// without waiting), a device such as `/dev/zero` never ends, a directory
+/// is not data.
+pub(crate) fn open_regular(path: &Path) -> Result<File> {
+    let shown = path.display();
+    let mut options = OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        // opening a FIFO for reading waits for a writer, unless non-blocking
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options
+        .open(path)
+        .map_err(|e| Error::io(format!("cannot open '{shown}'"), e))?;
+    let metadata = file
+        .metadata()
+        .map_err(|e| Error::io(format!("cannot open '{shown}'"), e))?;
+    if metadata.is_file() {
+        return Ok(file);
+    }
+    let what = if metadata.is_dir() {
+        return Err(Error::io(
+            format!("cannot open '{shown}'"),
+            std::io::Error::from_raw_os_error(libc::EISDIR),
+        ));
+    } else {
+        file_type_name(&metadata)
+    };
+    Err(Error::io(
+        format!("cannot read '{shown}'"),
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("it is not a regular file but {what}"),
+        ),
+    ))
 }
 
-/// Load from a file. With `mmap`, the file is mapped (privately: writes to
-/// views change this process's pages, never the file) and arrays view the
-/// mapping; CRCs are then not checked.
-pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
-    let file = open(path)?;
+fn file_type_name(metadata: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let kind = metadata.file_type();
+        if kind.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if kind.is_char_device() {
+            return "a character device";
+        }
+        if kind.is_block_device() {
+            return "a block device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    let _ = metadata;
+    "not a regular file"
+}
+
+/// Load from a file. With `mmap`, the file is mapped (read-only, or
+/// privately: writes to views change this process's pages, never the file)
+/// and arrays view the mapping; CRCs are then not checked.
+pub fn load_path(path: &Path, kind: Kind, mmap: Option<MapMode>) -> Result<Data> {
+    let file = open_regular(path)?;
     let in_file = |e: Error| e.context(format!("'{}'", path.display()));
     if kind == Kind::Labels {
-        return load(BufReader::new(file), kind).map_err(in_file);
+        let size = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?
+            .len();
+        return read::labels_from_reader(BufReader::new(file), Some(size))
+            .map(Data::Labels)
+            .map_err(in_file);
     }
-    if !mmap {
+    let Some(mode) = mmap else {
         return load(BufReader::with_capacity(1 << 16, file), kind).map_err(in_file);
-    }
+    };
     // blockmap itself only replaces files by renaming (see `save_path`),
-    // never truncating them under a mapping
-    let buffer = Buffer::map_file(&file, MapMode::CopyOnWrite).map_err(|e| match e {
+    // never truncating them under a mapping; another program that does is
+    // survived (see `buffer/guard.rs`)
+    let buffer = Buffer::map_file(&file, mode).map_err(|e| match e {
         Error::Io { source, .. } => Error::io(format!("cannot map '{}'", path.display()), source),
         other => other,
     })?;
-    // the structure (central directory, local and NPY headers) is read from
-    // the file, and labels are checked on a copy read from the file: the
-    // load touches no page of the mapping and allocates nothing for data
+    // the structure (central directory, local and NPY headers) and the
+    // labels are read from the file: the load touches no page of the
+    // mapping and allocates memory only for the labels
     let mut source = read::BufferSource::with_reader(
         cached::CachedFile::new(file)
             .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?,
@@ -191,7 +252,7 @@ pub fn load_path(path: &Path, kind: Kind, mmap: bool) -> Result<Data> {
 /// `TensorMap` (an archive with `keys.npy`) or a `TensorBlock`.
 pub fn verify_path(path: &Path) -> Result<Kind> {
     let in_file = |e: Error| e.context(format!("'{}'", path.display()));
-    let mut file = open(path)?;
+    let mut file = open_regular(path)?;
     let mut magic = [0u8; 6];
     let is_npy = file.read_exact(&mut magic).is_ok() && &magic == npy::MAGIC;
     let kind = if is_npy {
@@ -206,7 +267,7 @@ pub fn verify_path(path: &Path) -> Result<Kind> {
             Kind::Block
         }
     };
-    load_path(path, kind, false)?;
+    load_path(path, kind, None)?;
     Ok(kind)
 }
 

@@ -14,6 +14,7 @@ use crate::block::TensorBlock;
 use crate::buffer::{AlignedBytes, Buffer};
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, Result};
+use crate::interrupt;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
@@ -51,8 +52,6 @@ impl Payload {
 pub(crate) struct Npy {
     header: Header,
     payload: Payload,
-    /// labels whose names and uniqueness were already checked
-    checked: bool,
 }
 
 impl Npy {
@@ -98,7 +97,7 @@ impl Npy {
         let values = self
             .payload
             .into_array(DType::I4, shape, Layout::c_order(order))?;
-        Labels::from_array(names, values, self.checked)
+        Labels::from_array(names, values, false)
     }
 }
 
@@ -178,7 +177,6 @@ fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     Ok(Npy {
         header,
         payload: Payload::Owned(data),
-        checked: false,
     })
 }
 
@@ -195,8 +193,29 @@ fn io_read_error(e: std::io::Error) -> Error {
     }
 }
 
+/// Fill `buf` from `reader`, in pieces of [`interrupt::PIECE`] bytes with an
+/// [`interrupt::check`] between them; a read interrupted by a signal
+/// (`EINTR`) is retried only once the check let it go on.
 fn read_exact(reader: &mut impl Read, buf: &mut [u8]) -> Result<()> {
-    reader.read_exact(buf).map_err(io_read_error)
+    let mut done = 0;
+    let mut since_check = 0;
+    while done < buf.len() {
+        if since_check >= interrupt::PIECE {
+            interrupt::check()?;
+            since_check = 0;
+        }
+        let end = buf.len().min(done + interrupt::PIECE);
+        match reader.read(&mut buf[done..end]) {
+            Ok(0) => return Err(Error::format("the archive is truncated")),
+            Ok(n) => {
+                done += n;
+                since_check += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => interrupt::check()?,
+            Err(e) => return Err(io_read_error(e)),
+        }
+    }
+    Ok(())
 }
 
 /// Read until `buf` is full or the end; returns how much was read.
@@ -206,7 +225,7 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
         match reader.read(&mut buf[got..]) {
             Ok(0) => break,
             Ok(n) => got += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => interrupt::check()?,
             Err(e) => return Err(io_read_error(e)),
         }
     }
@@ -308,11 +327,9 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     buffer: Buffer,
     names: BTreeSet<String>,
     check_crc: bool,
-    /// check labels on a copy read through the reader (reused between
-    /// entries) instead of reading them through the buffer
-    check_labels_from_reader: bool,
-    scratch: Vec<u8>,
-    scratch_values: Vec<i32>,
+    /// read labels through the reader (into memory they own) instead of
+    /// through the buffer
+    labels_from_reader: bool,
 }
 
 impl BufferSource<Cursor<Buffer>> {
@@ -326,15 +343,15 @@ impl BufferSource<Cursor<Buffer>> {
 impl<R: Read + Seek> BufferSource<R> {
     /// Entries of the archive in `buffer`, whose structure is read from
     /// `reader` (the same bytes). With `check_crc`, the CRC of every viewed
-    /// entry is checked (a pass over its data). With
-    /// `check_labels_from_reader`, labels are checked on a copy read through
-    /// `reader` into reused memory, and then view the buffer: for a mapped
-    /// file, neither new memory nor pages of the mapping are used.
+    /// entry is checked (a pass over its data). With `labels_from_reader`,
+    /// labels are read through `reader` into memory they own (as they would
+    /// be copied anyway, labels owning what they validated): for a mapped
+    /// file, no page of the mapping is touched for them.
     pub fn with_reader(
         reader: R,
         buffer: Buffer,
         check_crc: bool,
-        check_labels_from_reader: bool,
+        labels_from_reader: bool,
     ) -> Result<Self> {
         let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
@@ -343,9 +360,7 @@ impl<R: Read + Seek> BufferSource<R> {
             buffer,
             names,
             check_crc,
-            check_labels_from_reader,
-            scratch: Vec::new(),
-            scratch_values: Vec::new(),
+            labels_from_reader,
         })
     }
 }
@@ -389,20 +404,14 @@ impl<R: Read + Seek> Source for BufferSource<R> {
             return Err(context(Error::format("CRC mismatch: the data is corrupt")));
         }
         let header = read_npy_header(&mut raw, entry.len()).map_err(context)?;
-        let checked = self.check_labels_from_reader
-            && check_labels(
-                &mut self.scratch,
-                &mut self.scratch_values,
-                &header,
-                &mut raw,
-            )
-            .map_err(context)?;
-        let payload = Payload::View(entry.slice(header.len, header.data_len()?)?);
-        Ok(Npy {
-            header,
-            payload,
-            checked,
-        })
+        let payload = if self.labels_from_reader && matches!(header.descr, Descr::Fields(_)) {
+            let mut data = AlignedBytes::zeroed(header.data_len()?)?;
+            read_exact(&mut raw, data.as_mut_slice()).map_err(context)?;
+            Payload::Owned(data)
+        } else {
+            Payload::View(entry.slice(header.len, header.data_len()?)?)
+        };
+        Ok(Npy { header, payload })
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
@@ -411,39 +420,68 @@ impl<R: Read + Seek> Source for BufferSource<R> {
     }
 }
 
-/// Check the labels `header` describes on a copy of their data read from
-/// `raw` into `scratch` (reused between calls); false when they are not
-/// native int32 labels (those are converted, and checked, on a copy).
-fn check_labels(
-    scratch: &mut Vec<u8>,
-    values: &mut Vec<i32>,
-    header: &Header,
-    raw: &mut impl Read,
-) -> Result<bool> {
-    let Descr::Fields(fields) = &header.descr else {
-        return Ok(false);
+/// Labels from a bare NPY file read from `reader`, reading only what the
+/// answer needs: the preamble, the header, then the bytes the header
+/// announces, and one more to find that nothing follows. When the `size`
+/// of the file is known, a header announcing more (or less) data than the
+/// file holds is refused before anything is allocated for the data;
+/// otherwise memory grows with the data actually read.
+pub(crate) fn labels_from_reader(mut reader: impl Read, size: Option<u64>) -> Result<Labels> {
+    let mut prefix = [0u8; 12];
+    let got = read_up_to(&mut reader, &mut prefix[..10])?;
+    let preamble_len = if got == 10 && prefix[6] >= 2 {
+        10 + read_up_to(&mut reader, &mut prefix[10..12])?
+    } else {
+        got
     };
-    if fields
-        .iter()
-        .any(|(_, dtype, order)| *dtype != DType::I4 || *order != ByteOrder::NATIVE)
-    {
-        // converted (and checked) on a copy anyway
-        return Ok(false);
+    let (preamble, header_len) = npy::header_extent(&prefix[..preamble_len])?;
+    let mut text = vec![0u8; header_len];
+    read_exact(&mut reader, &mut text).map_err(|_| Error::format("npy header is truncated"))?;
+    let header = npy::parse_header(&text, preamble)?;
+    let data_len = header.data_len()?;
+    if let Some(size) = size {
+        let expected = u64::try_from(header.len + data_len).unwrap_or(u64::MAX);
+        if expected != size {
+            return Err(Error::format(format!(
+                "npy data is {} bytes, but the shape {:?} needs {data_len}",
+                size.saturating_sub(header.len as u64),
+                header.shape
+            )));
+        }
     }
-    let [count] = header.shape[..] else {
-        return Ok(false);
+    let data = if size.is_some() {
+        let mut data = AlignedBytes::zeroed(data_len)?;
+        read_exact(&mut reader, data.as_mut_slice())
+            .map_err(|_| Error::format("npy data is truncated"))?;
+        data
+    } else {
+        // unknown size: grow with what arrives, never with what is claimed
+        let mut data = Vec::new();
+        let mut piece = vec![0u8; (64 << 10).min(data_len)];
+        while data.len() < data_len {
+            let want = piece.len().min(data_len - data.len());
+            let n = read_up_to(&mut reader, &mut piece[..want])?;
+            if n == 0 {
+                return Err(Error::format(format!(
+                    "npy data is {} bytes, but the shape {:?} needs {data_len}",
+                    data.len(),
+                    header.shape
+                )));
+            }
+            data.try_reserve(n)?;
+            data.extend_from_slice(&piece[..n]);
+        }
+        AlignedBytes::copy_from(&data)?
     };
-    scratch.resize(header.data_len()?, 0);
-    read_exact(raw, scratch)?;
-    values.clear();
-    values.extend(
-        scratch
-            .chunks_exact(4)
-            .map(|b| i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
-    );
-    let names: Vec<String> = fields.iter().map(|(name, _, _)| name.clone()).collect();
-    Labels::check(&names, values, count)?;
-    Ok(true)
+    let mut extra = [0u8; 1];
+    if read_up_to(&mut reader, &mut extra)? != 0 {
+        return Err(Error::format("the npy file has data past its end"));
+    }
+    Npy {
+        header,
+        payload: Payload::Owned(data),
+    }
+    .into_labels()
 }
 
 /// Labels from a bare NPY file held in `buffer` (viewed when possible).
@@ -461,7 +499,6 @@ pub(crate) fn labels_from_npy(buffer: &Buffer) -> Result<Labels> {
     Npy {
         header,
         payload: Payload::View(data),
-        checked: false,
     }
     .into_labels()
 }

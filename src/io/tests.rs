@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use super::*;
 use crate::array::Array;
 use crate::block::TensorBlock;
-use crate::buffer::OwnerKind;
+use crate::buffer::{MapMode, OwnerKind};
 use crate::dtype::DType;
 use crate::fixtures::{block_with_nested_gradients as block, labels, tensor};
 use crate::labels::Labels;
@@ -74,10 +74,24 @@ fn same_data_same_bytes_and_aligned_payloads() {
             assert_eq!(offset % 64, 0);
             assert_eq!(array.buffer().owner_kind(), OwnerKind::Rust);
         }
-        assert_eq!(
-            (block.samples().values().buffer().as_ptr() as usize - start) % 64,
-            0
-        );
+        // labels own a copy: the caller's buffer cannot reach them
+        let samples = block.samples().values().buffer().as_ptr() as usize;
+        assert!(!(start..start + first.len()).contains(&samples));
+    }
+    // every payload, labels' included, starts on a 64-byte boundary
+    let mut archive = zip::ZipArchive::new(Cursor::new(first.as_slice())).unwrap();
+    for i in 0..archive.len() {
+        let entry = archive.by_index_raw(i).unwrap();
+        let name = entry.name().unwrap().to_string();
+        if std::path::Path::new(&name)
+            .extension()
+            .is_none_or(|e| e != "npy")
+        {
+            continue;
+        }
+        let start = usize::try_from(entry.data_start().unwrap()).unwrap();
+        let header = npy::read_header(&first.as_slice()[start..]).unwrap();
+        assert_eq!((start + header.len) % 64, 0, "{name}");
     }
 }
 
@@ -130,7 +144,7 @@ fn paths_mapped_and_atomic() {
     let map = tensor(DType::F8);
     save_path(&path, DataRef::Tensor(&map)).unwrap();
 
-    let Data::Tensor(read) = load_path(&path, Kind::Tensor, false).unwrap() else {
+    let Data::Tensor(read) = load_path(&path, Kind::Tensor, None).unwrap() else {
         panic!()
     };
     assert_eq!(read, map);
@@ -139,13 +153,27 @@ fn paths_mapped_and_atomic() {
         OwnerKind::Rust
     );
 
-    let Data::Tensor(mapped) = load_path(&path, Kind::Tensor, true).unwrap() else {
+    let Data::Tensor(mapped) = load_path(&path, Kind::Tensor, Some(MapMode::ReadOnly)).unwrap()
+    else {
         panic!()
     };
     assert_eq!(mapped, map);
     let values = mapped.blocks()[0].values().buffer();
     assert_eq!(values.owner_kind(), OwnerKind::Mapped);
-    assert!(values.is_writable(), "copy-on-write mapping");
+    assert!(!values.is_writable(), "read-only mapping");
+    // labels own their memory, read from the file: never a view of the mapping
+    let samples = mapped.blocks()[0].samples().values().buffer();
+    assert_eq!(samples.owner_kind(), OwnerKind::Rust);
+
+    let Data::Tensor(private) = load_path(&path, Kind::Tensor, Some(MapMode::CopyOnWrite)).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(private, map);
+    assert!(
+        private.blocks()[0].values().buffer().is_writable(),
+        "copy-on-write mapping"
+    );
 
     // saving over the mapped file replaces it: the mapping keeps its data
     let other = tensor(DType::F8).deep_copy().unwrap();
@@ -170,7 +198,7 @@ fn paths_mapped_and_atomic() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 
-    let err = load_path(&dir.join("nope.mts"), Kind::Tensor, false).unwrap_err();
+    let err = load_path(&dir.join("nope.mts"), Kind::Tensor, None).unwrap_err();
     assert!(
         matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     );

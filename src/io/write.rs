@@ -159,12 +159,16 @@ impl<W: Write + Seek> Archive<W> {
         if self.scratch.len() < SNAPSHOT_PIECE.min(data.len()) {
             self.scratch.resize(SNAPSHOT_PIECE.min(data.len()), 0);
         }
-        for piece in data.chunks(SNAPSHOT_PIECE) {
+        for (i, piece) in data.chunks(SNAPSHOT_PIECE).enumerate() {
+            if i % (crate::interrupt::PIECE / SNAPSHOT_PIECE) == 0 {
+                crate::interrupt::check()?;
+            }
             let copy = &mut self.scratch[..piece.len()];
             copy.copy_from_slice(piece);
             self.zip.write_all(copy).map_err(write_error)?;
         }
-        Ok(())
+        // a file that shrank under a mapped array lost part of it
+        array.buffer().check_intact()
     }
 
     fn labels(&mut self, name: &str, labels: &Labels) -> Result<()> {

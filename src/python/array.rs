@@ -322,7 +322,7 @@ extern "C" {
 /// shrunk to what was written: one pass over the data, no copy.
 pub fn bytes_with<W>(py: Python<'_>, capacity: usize, write: W) -> PyResult<Bound<'_, PyBytes>>
 where
-    W: FnOnce(FixedWriter<'_>) -> crate::Result<usize>,
+    W: FnOnce(FixedWriter<'_>) -> crate::Result<usize> + Send,
 {
     let size = ffi::Py_ssize_t::try_from(capacity)
         .map_err(|_| invalid(py, "the data is too large for a bytes object"))?;
@@ -341,13 +341,12 @@ where
             capacity,
         )
     };
-    let len = write(FixedWriter::new(memory))
-        .map_err(PyErr::from)
-        .and_then(|len| {
-            // never fails: `len <= capacity`, which fits (checked above)
-            ffi::Py_ssize_t::try_from(len)
-                .map_err(|_| invalid(py, "the data is too large for a bytes object"))
-        });
+    // written with the GIL released (nothing else references the object)
+    let len = super::gil::detached(py, || write(FixedWriter::new(memory))).and_then(|len| {
+        // never fails: `len <= capacity`, which fits (checked above)
+        ffi::Py_ssize_t::try_from(len)
+            .map_err(|_| invalid(py, "the data is too large for a bytes object"))
+    });
     let len = match len {
         Ok(len) => len,
         Err(error) => {

@@ -10,7 +10,7 @@ use super::array::{from_python, to_numpy};
 use super::classes::{Origin, PyLabels, PyTensorBlock};
 use super::convert::extract_labels;
 use super::errors::{invalid, type_name, wrong_type};
-use super::file::FileArg;
+use super::file::{FileArg, MmapArg};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 use crate::labels::Names;
@@ -211,8 +211,8 @@ impl PyTensorBlock {
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, mmap = false))]
-    fn load(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (file, mmap = MmapArg::default()))]
+    fn load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
         super::io::load(py, file, Kind::Block, mmap)
     }
 
@@ -231,7 +231,7 @@ impl PyTensorBlock {
     fn copy(&self, py: Python<'_>) -> PyResult<Self> {
         let block = self.block();
         Ok(PyTensorBlock::new_view(
-            py.detach(|| block.deep_copy())?,
+            super::gil::detached(py, || block.deep_copy())?,
             Origin::Standalone,
         ))
     }

@@ -107,6 +107,7 @@ impl From<Error> for PyErr {
             Error::UnsupportedType(message) => wrong_type(py, message),
             Error::OutOfMemory(message) => Class::BlockMapMemoryError.err(py, message),
             error @ Error::Internal(_) => Class::InternalError.err(py, error.to_string()),
+            Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
             Error::Io { ref source, .. } => {
                 let class = if source.kind() == std::io::ErrorKind::NotFound {
                     Class::MissingFileError

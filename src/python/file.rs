@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBool, PyBytes, PyString};
 
-use super::errors::{type_name, wrong_type};
+use super::errors::{invalid, type_name, wrong_type};
+use crate::buffer::MapMode;
 
 /// Where to save to or load from: a path (`str` or `os.PathLike`), or a
 /// binary file object (anything with `write` for saving, `read` for
@@ -49,6 +50,43 @@ impl FileArg<'_> {
                 format!("{what} needs a path, not {}", type_name(&file)),
             )),
         }
+    }
+}
+
+/// The `mmap` argument of the loads: `False` (read the file), `True` or
+/// `"r"` (map it read-only: the arrays are read-only views), `"c"` (map it
+/// copy-on-write: writable views whose writes never reach the file), as
+/// numpy's `mmap_mode` spells them.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MmapArg(pub Option<MapMode>);
+
+impl FromPyObject<'_, '_> for MmapArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        if let Ok(flag) = obj.cast::<PyBool>() {
+            return Ok(MmapArg(flag.is_true().then_some(MapMode::ReadOnly)));
+        }
+        if let Ok(mode) = obj.cast::<PyString>() {
+            return match mode.to_str()? {
+                "r" => Ok(MmapArg(Some(MapMode::ReadOnly))),
+                "c" => Ok(MmapArg(Some(MapMode::CopyOnWrite))),
+                other => Err(invalid(
+                    obj.py(),
+                    format!(
+                        "mmap must be False, True, 'r' (read-only) or 'c' (copy-on-write), \
+                         got '{other}'"
+                    ),
+                )),
+            };
+        }
+        Err(wrong_type(
+            obj.py(),
+            format!(
+                "mmap must be False, True, 'r' or 'c', not {}",
+                type_name(&obj)
+            ),
+        ))
     }
 }
 

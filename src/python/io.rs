@@ -8,7 +8,8 @@ use pyo3::types::PyMemoryView;
 use super::array::{buffer_from_python, BufferOwner};
 use super::convert::{held_from_python, to_python};
 use super::errors::wrong_type;
-use super::file::{with_mts_extension, FileArg, PyFileWriter};
+use super::file::{with_mts_extension, FileArg, MmapArg, PyFileWriter};
+use super::gil::detached;
 use crate::data::{DataRef, Kind};
 use crate::io;
 
@@ -19,7 +20,7 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>) -> PyResult<()
     match file {
         FileArg::Path(path) => {
             let path = with_mts_extension(path);
-            Ok(py.detach(|| io::save_path(&path, data))?)
+            detached(py, || io::save_path(&path, data))
         }
         FileArg::File(file) => {
             if file.call_method0("seekable").and_then(|s| s.is_truthy())? {
@@ -40,22 +41,22 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>) -> PyResult<()
 
 /// The archive of `data` in a memoryview over memory blockmap owns.
 pub fn save_buffer<'py>(py: Python<'py>, data: DataRef<'_>) -> PyResult<Bound<'py, PyMemoryView>> {
-    let buffer = py.detach(|| io::save_buffer(data))?;
+    let buffer = detached(py, || io::save_buffer(data))?;
     let owner = Bound::new(py, BufferOwner::new(buffer))?;
     PyMemoryView::from(&owner.into_any())
 }
 
 /// Load `kind` from `file`: a path, read (or mapped, with `mmap`) with the
 /// GIL released; or a binary file object, read whole.
-pub fn load(py: Python<'_>, file: FileArg<'_>, kind: Kind, mmap: bool) -> PyResult<Py<PyAny>> {
+pub fn load(py: Python<'_>, file: FileArg<'_>, kind: Kind, mmap: MmapArg) -> PyResult<Py<PyAny>> {
     match file {
         FileArg::Path(path) => {
-            let data = py.detach(|| io::load_path(&path, kind, mmap))?;
+            let data = detached(py, || io::load_path(&path, kind, mmap.0))?;
             to_python(py, data)
         }
         FileArg::File(file) => {
-            if mmap {
-                return Err(wrong_type(py, "mmap=True needs a path, not a file object"));
+            if mmap.0.is_some() {
+                return Err(wrong_type(py, "mmap needs a path, not a file object"));
             }
             load_buffer(py, &file.call_method0("read")?, kind)
         }
@@ -65,7 +66,7 @@ pub fn load(py: Python<'_>, file: FileArg<'_>, kind: Kind, mmap: bool) -> PyResu
 /// Load `kind` from a bytes-like object, viewing it where possible.
 pub fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: Kind) -> PyResult<Py<PyAny>> {
     let buffer = buffer_from_python(buffer)?;
-    let data = py.detach(|| io::load_buffer(buffer, kind))?;
+    let data = detached(py, || io::load_buffer(buffer, kind))?;
     to_python(py, data)
 }
 
@@ -93,27 +94,32 @@ fn py_save_buffer<'py>(
 
 /// Load a :class:`TensorMap` from a path or a binary file object.
 ///
-/// With ``mmap=True`` (paths only) the file is mapped instead of read: every
-/// uncompressed, aligned, native-endian array is a view of the mapping
-/// (copy-on-write: writing to it never changes the file), other arrays are
-/// copied. Mapping costs only the metadata; CRCs are not checked (use
-/// :func:`verify`). Without it, the data is read once into memory blockmap
-/// owns and every CRC is checked.
-#[pyfunction(name = "load", signature = (file, mmap = false))]
-fn py_load(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+/// With ``mmap=True`` (or ``"r"``; paths only) the file is mapped instead of
+/// read: every uncompressed, aligned, native-endian array is a read-only
+/// view of the mapping, other arrays are copied; ``mmap="c"`` maps it
+/// copy-on-write instead, for writable views whose writes never reach the
+/// file. Labels are read into memory they own. Mapping costs only the
+/// metadata, whatever the size of the file; CRCs are not checked (use
+/// :func:`verify`). The values follow the file: if another program
+/// rewrites it, they change, and if it truncates it, the lost part reads as
+/// zeros and blockmap refuses to save, pickle or copy the map. Without
+/// ``mmap``, the data is read once into memory blockmap owns and every CRC
+/// is checked.
+#[pyfunction(name = "load", signature = (file, mmap = MmapArg::default()))]
+fn py_load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
     load(py, file, Kind::Tensor, mmap)
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
-#[pyfunction(name = "load_block", signature = (file, mmap = false))]
-fn py_load_block(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+#[pyfunction(name = "load_block", signature = (file, mmap = MmapArg::default()))]
+fn py_load_block(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
     load(py, file, Kind::Block, mmap)
 }
 
 /// Load Labels saved on their own (a bare ``.npy`` file).
 #[pyfunction(name = "load_labels")]
 fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-    load(py, file, Kind::Labels, false)
+    load(py, file, Kind::Labels, MmapArg(None))
 }
 
 /// Load a :class:`TensorMap` from a bytes-like object (``bytes``, ``bytearray``,
@@ -144,8 +150,7 @@ fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<
 #[pyfunction(name = "verify")]
 fn py_verify(py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
     let path = file.into_path(py, "verify")?;
-    py.detach(|| io::verify_path(&path))?;
-    Ok(())
+    detached(py, || io::verify_path(&path)).map(drop)
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {

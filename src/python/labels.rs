@@ -10,7 +10,7 @@ use super::convert::{
     check_index, extract_entry, extract_label_values, extract_names, saturating_index,
 };
 use super::errors::{invalid, type_name, wrong_type};
-use super::file::FileArg;
+use super::file::{FileArg, MmapArg};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
 
@@ -109,7 +109,7 @@ impl PyLabels {
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
     #[staticmethod]
     fn load(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-        super::io::load(py, file, Kind::Labels, false)
+        super::io::load(py, file, Kind::Labels, MmapArg(None))
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).

@@ -4,7 +4,8 @@
 
 //! Modules, bottom up: `errors` (exceptions), `array` (numpy glue),
 //! `classes` (what each class holds), `convert` (Python objects to and from
-//! the core), `file` (paths and file objects), then `io`, `pickle` and
+//! the core), `file` (paths and file objects), `gil` (core work with the
+//! GIL released, interruptible), then `io`, `pickle` and
 //! `shm` (the functions behind every save, load, pickle and share), and
 //! last the classes' methods (`labels`, `block`, `tensor`), whose bodies
 //! call into those.
@@ -15,6 +16,7 @@ mod classes;
 mod convert;
 mod errors;
 mod file;
+mod gil;
 mod io;
 mod labels;
 mod pickle;

@@ -14,6 +14,7 @@ use pyo3::types::{PyBytes, PyTuple};
 use super::array::{buffer_from_pickled_bytes, buffer_from_python, bytes_with, BufferOwner};
 use super::convert::{saturating_index, to_python};
 use super::errors::{type_name, Class};
+use super::gil::detached;
 use crate::data::{DataRef, Kind};
 use crate::io;
 use crate::pickle;
@@ -85,7 +86,7 @@ fn _reconstruct(
                 .skip(1)
                 .map(|b| buffer_from_python(&b))
                 .collect::<PyResult<Vec<_>>>()?;
-            let data = py.detach(|| pickle::load(header.as_slice(), buffers))?;
+            let data = detached(py, || pickle::load(header.as_slice(), buffers))?;
             to_python(py, data)
         }
         0 => {
@@ -102,7 +103,7 @@ fn _reconstruct(
                 Ok(bytes) => buffer_from_pickled_bytes(bytes),
                 Err(_) => buffer_from_python(archive)?,
             };
-            let data = py.detach(|| io::load_buffer_checked(archive, kind, false))?;
+            let data = detached(py, || io::load_buffer_checked(archive, kind, false))?;
             to_python(py, data)
         }
         other => Err(format_error(format!(

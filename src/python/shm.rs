@@ -12,9 +12,9 @@ use pyo3::types::PyBytes;
 use super::classes::SwapCell;
 use super::convert::{held_from_python, to_python};
 use super::errors::Class;
-use crate::buffer::SharedBytes;
+use crate::buffer::{Buffer, SharedBytes};
 use crate::data::{Data, DataRef};
-use crate::shm::{self, Location};
+use crate::shm::{self, Location, Place};
 
 /// `share_memory()` of a map or a block: the value in `cell` moved into
 /// shared memory with the GIL released, then swapped in; readers keep
@@ -26,33 +26,39 @@ pub fn share_in_place<T: Clone + Send + Sync>(
     as_data: impl Fn(&T) -> DataRef<'_> + Send + Sync,
     from_data: impl FnOnce(Data) -> crate::Result<T> + Send,
 ) -> PyResult<()> {
-    py.detach(|| {
+    super::gil::detached(py, || {
         cell.while_sharing(|| {
             let value = cell.get();
             if let Some(shared) = shm::share(as_data(&value))? {
                 cell.set(std::sync::Arc::new(from_data(shared)?));
             }
-            Ok::<_, crate::Error>(())
+            Ok(())
         })
-    })?;
-    Ok(())
+    })
 }
 
 pub fn is_shared(data: DataRef<'_>) -> PyResult<bool> {
     Ok(shm::is_shared(data)?)
 }
 
-/// A `Location` as Python sees it: `(segment, offset, len, writable)`,
-/// `None` for an empty buffer.
-type WireLocation = Option<(usize, usize, usize, bool)>;
+/// A buffer location as Python sees it: `(segment, offset, len, writable)`,
+/// with segment -1 for label values (in the label bytes), `None` for an
+/// empty buffer.
+type WirePlace = Option<(i64, usize, usize, bool)>;
 
-/// What `_shared_parts` returns: `(header, fds, locations)`.
-type WireParts<'py> = (Bound<'py, PyBytes>, Vec<RawFd>, Vec<WireLocation>);
+/// What `_shared_parts` returns: `(header, fds, places, labels)`.
+type WireParts<'py> = (
+    Bound<'py, PyBytes>,
+    Vec<RawFd>,
+    Vec<WirePlace>,
+    Bound<'py, PyBytes>,
+);
 
-/// `(header, fds, locations)` for a `TensorMap`, `TensorBlock` or `Labels`
-/// whose memory lives in shared segments, `None` otherwise. The descriptors
-/// belong to `data` and stay valid while it lives: the caller duplicates
-/// them before sending.
+/// `(header, fds, places, labels)` for a `TensorMap`, `TensorBlock` or
+/// `Labels` whose values live in shared segments, `None` otherwise. The
+/// descriptors belong to `data` and stay valid while it lives: the caller
+/// duplicates them before sending. `labels` holds the label values, which
+/// travel with the message.
 #[pyfunction]
 fn _shared_parts<'py>(
     py: Python<'py>,
@@ -68,52 +74,175 @@ fn _shared_parts<'py>(
         .filter_map(|segment| segment.shared_segment())
         .map(|(segment, _)| segment.file().as_raw_fd())
         .collect();
-    let locations = parts
-        .locations
+    let places = parts
+        .places
         .iter()
-        .map(|l| l.map(|l| (l.segment, l.offset, l.len, l.writable)))
+        .map(|place| match *place {
+            Place::Empty => None,
+            Place::Labels { offset, len } => Some((-1, offset, len, false)),
+            Place::Segment(l) => Some((
+                i64::try_from(l.segment).unwrap_or(i64::MAX),
+                l.offset,
+                l.len,
+                l.writable,
+            )),
+        })
         .collect();
-    Ok(Some((PyBytes::new(py, &parts.header), fds, locations)))
+    Ok(Some((
+        PyBytes::new(py, &parts.header),
+        fds,
+        places,
+        PyBytes::new(py, &parts.labels),
+    )))
+}
+
+/// Descriptors given to `_attach_shared`, owned from the moment the whole
+/// argument list has been checked: each is closed exactly once, by this
+/// value (on error) or by the file it becomes.
+struct OwnedFds(Vec<RawFd>);
+
+impl OwnedFds {
+    /// Take ownership of `fds`, which must be distinct, non-negative and
+    /// open; on refusal, the valid ones (each once) are closed all the
+    /// same, as the caller gave them up.
+    fn take(py: Python<'_>, fds: &Bound<'_, PyAny>) -> PyResult<OwnedFds> {
+        let mut owned = OwnedFds(Vec::new());
+        let mut problem: Option<String> = None;
+        let items = fds.try_iter().map_err(|_| {
+            Class::BlockMapTypeError.err(py, "fds must be a list of file descriptors")
+        })?;
+        for item in items {
+            let item = item?;
+            let Ok(fd) = item.extract::<i64>() else {
+                problem.get_or_insert(format!(
+                    "a file descriptor must be an int, got {}",
+                    super::errors::type_name(&item)
+                ));
+                continue;
+            };
+            let Ok(fd) = RawFd::try_from(fd) else {
+                problem.get_or_insert(format!("invalid file descriptor {fd}"));
+                continue;
+            };
+            if fd < 0 {
+                problem.get_or_insert(format!("invalid file descriptor {fd}"));
+            } else if owned.0.contains(&fd) {
+                problem.get_or_insert(format!("the file descriptor {fd} is given twice"));
+            } else if is_open(fd) {
+                owned.0.push(fd);
+            } else {
+                problem.get_or_insert(format!("the file descriptor {fd} is not open"));
+            }
+        }
+        match problem {
+            None => Ok(owned),
+            // `owned` is dropped here: the valid descriptors are closed
+            Some(problem) => Err(Class::ValidationError.err(py, problem)),
+        }
+    }
+
+    /// The descriptors as files, each owned by exactly one `File`.
+    fn into_files(mut self) -> Vec<File> {
+        std::mem::take(&mut self.0)
+            .into_iter()
+            // SAFETY: each descriptor is open, distinct and owned by this
+            // value (checked in `take`), which gives it to exactly one File
+            // and forgets it.
+            .map(|fd| unsafe { File::from_raw_fd(fd) })
+            .collect()
+    }
+}
+
+impl Drop for OwnedFds {
+    fn drop(&mut self) {
+        for &fd in &self.0 {
+            // SAFETY: `fd` is an open descriptor this value owns (see
+            // `take`); it is closed once, here, and never used again.
+            unsafe { libc::close(fd) };
+        }
+    }
+}
+
+fn is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only reads the flags of a descriptor number; an
+    // unused number gives EBADF.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// The places of `_shared_parts`, checked.
+fn extract_places(py: Python<'_>, places: &Bound<'_, PyAny>) -> PyResult<Vec<Place>> {
+    let bad = |what: String| Class::FormatError.err(py, what);
+    let items = places
+        .try_iter()
+        .map_err(|_| bad("the buffer places must be a list".into()))?;
+    let mut result = Vec::new();
+    for (i, item) in items.enumerate() {
+        let item = item?;
+        if item.is_none() {
+            result.push(Place::Empty);
+            continue;
+        }
+        let (segment, offset, len, writable): (i64, u64, u64, bool) =
+            item.extract().map_err(|_| {
+                bad(format!(
+                    "buffer place {i} must be (segment, offset, len, writable)"
+                ))
+            })?;
+        let offset = usize::try_from(offset)
+            .map_err(|_| bad(format!("buffer place {i}: offset {offset} is too large")))?;
+        let len = usize::try_from(len)
+            .map_err(|_| bad(format!("buffer place {i}: length {len} is too large")))?;
+        result.push(match segment {
+            -1 => Place::Labels { offset, len },
+            segment => Place::Segment(Location {
+                segment: usize::try_from(segment)
+                    .map_err(|_| bad(format!("buffer place {i}: invalid segment {segment}")))?,
+                offset,
+                len,
+                writable,
+            }),
+        });
+    }
+    Ok(result)
 }
 
 /// Rebuild what `_shared_parts` described, in another process. Takes
 /// ownership of the descriptors `fds` (duplicates received from the
-/// sender): they are kept open by the result, or closed on error.
+/// sender): once the whole argument list is checked, each is kept open by
+/// the result or closed exactly once on error, and on an argument error
+/// the valid ones are closed too. The label values are copied out of
+/// `labels` and checked.
 #[pyfunction]
 fn _attach_shared(
     py: Python<'_>,
-    header: &[u8],
-    fds: Vec<RawFd>,
-    locations: Vec<WireLocation>,
+    header: &Bound<'_, PyAny>,
+    fds: &Bound<'_, PyAny>,
+    places: &Bound<'_, PyAny>,
+    labels: &Bound<'_, PyAny>,
 ) -> PyResult<Py<PyAny>> {
-    if let Some(fd) = fds.iter().find(|&&fd| fd < 0) {
-        return Err(Class::ValidationError.err(py, format!("invalid file descriptor {fd}")));
-    }
-    let files: Vec<File> = fds
-        .into_iter()
-        // SAFETY: the caller gives up these descriptors (checked to be
-        // non-negative above); each becomes owned by exactly one File.
-        .map(|fd| unsafe { File::from_raw_fd(fd) })
-        .collect();
-    let locations: Vec<Option<Location>> = locations
-        .into_iter()
-        .map(|l| {
-            l.map(|(segment, offset, len, writable)| Location {
-                segment,
-                offset,
-                len,
-                writable,
-            })
-        })
-        .collect();
-    let data = py.detach(|| {
+    let fds = OwnedFds::take(py, fds)?;
+    // from here on every error drops `fds`, closing them once
+    let header = copy_bytes(py, header, "the header")?;
+    let places = extract_places(py, places)?;
+    let labels = copy_bytes(py, labels, "the label values")?;
+    let files = fds.into_files();
+    let data = super::gil::detached(py, || {
         let segments = files
             .into_iter()
             .map(SharedBytes::open)
             .collect::<crate::Result<Vec<_>>>()?;
-        shm::attach(header, segments, &locations)
+        shm::attach(header.as_slice(), segments, &places, &labels)
     })?;
     to_python(py, data)
+}
+
+/// A copy of the bytes of a bytes-like object: what blockmap checks is its
+/// own memory.
+fn copy_bytes(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Buffer> {
+    let buffer = super::array::buffer_from_python(obj).map_err(|_| {
+        Class::BlockMapTypeError.err(py, format!("{what} must be a bytes-like object"))
+    })?;
+    Ok(Buffer::copy_from(buffer.as_slice())?)
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {

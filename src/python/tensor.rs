@@ -11,7 +11,7 @@ use super::block::block_repr;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::convert::{check_index, extract_labels, saturating_index};
 use super::errors::{invalid, type_name, wrong_type};
-use super::file::FileArg;
+use super::file::{FileArg, MmapArg};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 use crate::labels::Names;
@@ -344,8 +344,8 @@ impl PyTensorMap {
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, mmap = false))]
-    fn load(py: Python<'_>, file: FileArg<'_>, mmap: bool) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (file, mmap = MmapArg::default()))]
+    fn load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
         super::io::load(py, file, Kind::Tensor, mmap)
     }
 
@@ -363,7 +363,9 @@ impl PyTensorMap {
     /// A deep copy: all array memory new.
     fn copy(&self, py: Python<'_>) -> PyResult<Self> {
         let map = self.map();
-        Ok(PyTensorMap::from_map(py.detach(|| map.deep_copy())?))
+        Ok(PyTensorMap::from_map(super::gil::detached(py, || {
+            map.deep_copy()
+        })?))
     }
 
     /// ``copy.deepcopy(tensor)``: the same as :meth:`copy`.
