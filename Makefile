@@ -43,12 +43,12 @@ py-test: build
 test: build lint stubtest rust-test py-test
 
 demo: build
-	$(PY) -m blockmap demo
+	$(PY) -m bench demo
 
 # The whole benchmark harness on W (about 20 minutes: every run is a fresh
 # process, metatensor-core is slow); writes the report and its chart.
 bench: build
-	$(PY) -m blockmap bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
+	$(PY) -m bench bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
 
 # Each cargo-fuzz target for FUZZ_SECONDS, one after another (not part of
 # `make test`; needs `cargo install cargo-fuzz --locked`, see fuzz/README.md).

@@ -2,19 +2,24 @@
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 
 import blockmap
-from blockmap import _workload
+from bench import _workload
+
+#: The repository root, where ``python -m bench`` runs.
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_small_demo_runs_and_prints_its_table():
     result = subprocess.run(
-        [sys.executable, "-m", "blockmap", "demo", "--small", "--repeat", "1"],
+        [sys.executable, "-m", "bench", "demo", "--small", "--repeat", "1"],
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     assert "build TensorMap (4 blocks)" in result.stdout
@@ -27,7 +32,7 @@ def test_small_demo_runs_and_prints_its_table():
 
 def test_cli_without_command_fails_with_usage():
     result = subprocess.run(
-        [sys.executable, "-m", "blockmap"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "bench"], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert result.returncode != 0
     assert "usage" in result.stderr
@@ -73,7 +78,7 @@ def test_small_bench_runs_every_operation_and_draws_the_chart(tmp_path):
         [
             sys.executable,
             "-m",
-            "blockmap",
+            "bench",
             "bench",
             "--small",
             "--repeat",
@@ -86,6 +91,7 @@ def test_small_bench_runs_every_operation_and_draws_the_chart(tmp_path):
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     for operation in (

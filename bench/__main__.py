@@ -1,4 +1,4 @@
-"""Command line of blockmap: ``python -m blockmap <command>``.
+"""Command line of the demo and the benchmark: ``python -m bench <command>``.
 
 Commands:
     demo    build the benchmark workload W with blockmap and metatensor-core,
@@ -20,9 +20,9 @@ from . import _bench, _demo
 
 
 def _parser() -> argparse.ArgumentParser:
-    """The ``python -m blockmap`` argument parser, one subparser per command."""
+    """The ``python -m bench`` argument parser, one subparser per command."""
     parser = argparse.ArgumentParser(
-        prog="python -m blockmap",
+        prog="python -m bench",
         description="blockmap: labeled block tensors (TensorMap) whose data moves "
         "without being copied.",
     )

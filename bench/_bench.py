@@ -101,6 +101,8 @@ OTHERS: tuple[str, ...] = LIBRARIES[1:]
 SEED = 0
 #: Seconds one worker process may take before it counts as failed.
 WORKER_TIMEOUT = 900.0
+#: The folder holding the ``bench`` package, where worker processes start.
+ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------
@@ -655,9 +657,11 @@ def _worker_main(argv: Sequence[str] | None = None) -> int:
 
 def _spawn(arguments: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
     """Run ``python -m blockmap._bench ARGUMENTS``; its JSON record, or None and why not."""
-    command = [sys.executable, "-m", "blockmap._bench", *arguments]
+    command = [sys.executable, "-m", "bench._bench", *arguments]
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=WORKER_TIMEOUT)
+        done = subprocess.run(
+            command, capture_output=True, text=True, timeout=WORKER_TIMEOUT, cwd=ROOT
+        )
     except subprocess.TimeoutExpired:
         return None, f"timed out after {WORKER_TIMEOUT:.0f} s"
     if done.returncode != 0:
@@ -1370,6 +1374,6 @@ from . import _bench_transports  # noqa: E402, F401
 if __name__ == "__main__":
     # Run the worker of the imported module, whose registry the transports
     # module filled (this file, run as __main__, is a separate module object).
-    from blockmap._bench import _worker_main as _imported_worker_main
+    from bench._bench import _worker_main as _imported_worker_main
 
     sys.exit(_imported_worker_main())
