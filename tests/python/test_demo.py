@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 
 import blockmap
-from bench import _workload
+from bench import workload
 
 #: The repository root, where ``python -m bench`` runs.
 ROOT = Path(__file__).resolve().parents[2]
@@ -39,8 +39,8 @@ def test_cli_without_command_fails_with_usage():
 
 
 def test_workload_shape_and_zero_copy():
-    arrays = _workload.make_arrays(n_keys=3, n_samples=24, n_grad_samples=6, n_properties=5)
-    tensor = _workload.build_blockmap(arrays)
+    arrays = workload.make_arrays(n_keys=3, n_samples=24, n_grad_samples=6, n_properties=5)
+    tensor = workload.build_blockmap(arrays)
     assert len(tensor) == 3
     assert tensor.keys.names == ["o3_lambda", "center_type"]
     assert tensor.sample_names == ["system", "atom"]
@@ -59,7 +59,7 @@ def test_workload_shape_and_zero_copy():
         + sum(g.values.nbytes + g.samples.values.nbytes for g in b.gradients)
         for b in arrays.blocks
     )
-    assert _workload.nbytes(arrays) == expected
+    assert workload.nbytes(arrays) == expected
 
 
 def test_full_workload_is_794_mb_without_allocating_it():
