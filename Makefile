@@ -27,8 +27,8 @@ lint: $(STAMP)
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
 
 # the stubs must describe the built module (needs the build)
 stubtest: build
