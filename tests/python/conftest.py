@@ -6,11 +6,11 @@ can compare a block's data to the exact array it was built from.
 
 import gc
 
-import io_cases
 import numpy as np
 import pytest
 
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers import io_cases
 
 
 @pytest.fixture

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from distributed.protocol import deserialize, dumps, loads, serialize
 from distributed.protocol.serialize import serialize_and_split
-from io_cases import assert_identical, make_map, zero_block_map
-from pickle_cases import doubled
 
 import blockmap
 from blockmap import TensorMap
+from helpers.io_cases import assert_identical, make_map, zero_block_map
+from helpers.pickle_cases import doubled
 
 
 def describe(tensor):

@@ -13,8 +13,11 @@ import zipfile
 import metatensor
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
-from io_cases import (
+
+import blockmap
+from blockmap import Labels, TensorBlock, TensorMap
+from helpers.dtypes import ALL_DTYPES
+from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
     LABELS_CASES,
@@ -28,9 +31,6 @@ from io_cases import (
     to_metatensor,
     without_empty_info,
 )
-
-import blockmap
-from blockmap import Labels, TensorBlock, TensorMap
 
 WRITERS = {"native": False, "use_numpy": True}
 

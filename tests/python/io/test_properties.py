@@ -19,26 +19,26 @@ import pickle
 import metatensor
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
 from hypothesis import given, note
 from hypothesis import strategies as st
-from io_cases import (
+
+import blockmap
+from blockmap import Labels, TensorBlock, TensorMap
+from helpers.dtypes import ALL_DTYPES
+from helpers.io_cases import (
     all_blocks,
     assert_identical,
     assert_matches_metatensor,
     to_metatensor,
     without_empty_info,
 )
-from strategies import (
+from helpers.strategies import (
     SETTINGS,
     labels_objects,
     scaled,
     tensor_blocks,
     tensor_maps,
 )
-
-import blockmap
-from blockmap import Labels, TensorBlock, TensorMap
 
 # "5-oob": protocol 5 with a buffer_callback (out-of-band buffers)
 PICKLE_MODES = ["0", "1", "2", "3", "4", "5", "5-oob"]

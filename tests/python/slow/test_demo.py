@@ -2,15 +2,15 @@
 
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
 import blockmap
 from bench import workload
+from helpers import TESTS_DIR
 
 #: The repository root, where ``python -m bench`` runs.
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = TESTS_DIR.parents[1]
 
 
 def test_small_demo_runs_and_prints_its_table():

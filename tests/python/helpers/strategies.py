@@ -28,11 +28,12 @@ import os
 import string
 
 import numpy as np
-from dtypes import ALL_DTYPES
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from blockmap import Labels, TensorBlock, TensorMap
+
+from .dtypes import ALL_DTYPES
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 
