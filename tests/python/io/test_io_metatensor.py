@@ -10,7 +10,6 @@ dtypes, values bytes, gradients (two deep) and info.
 import io
 import zipfile
 
-import metatensor
 import numpy as np
 import pytest
 
@@ -31,6 +30,8 @@ from helpers.io_cases import (
     to_metatensor,
     without_empty_info,
 )
+
+metatensor = pytest.importorskip("metatensor")
 
 WRITERS = {"native": False, "use_numpy": True}
 

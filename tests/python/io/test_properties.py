@@ -16,11 +16,8 @@ import copy
 import io
 import pickle
 
-import metatensor
 import numpy as np
 import pytest
-from hypothesis import given, note
-from hypothesis import strategies as st
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
@@ -32,7 +29,14 @@ from helpers.io_cases import (
     to_metatensor,
     without_empty_info,
 )
-from helpers.strategies import (
+
+metatensor = pytest.importorskip("metatensor")
+pytest.importorskip("hypothesis")
+
+from hypothesis import given, note  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from helpers.strategies import (  # noqa: E402
     SETTINGS,
     labels_objects,
     scaled,

@@ -33,10 +33,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 
 from helpers import TESTS_DIR
+
+pytest.importorskip("hypothesis")
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
 
 from blockmap import Labels
 from helpers import TESTS_DIR
@@ -32,6 +31,8 @@ from helpers.io_cases import (
     make_map,
 )
 from helpers.pickle_cases import doubled, wire_arrays
+
+ray = pytest.importorskip("ray")
 
 HERE = Path(__file__).resolve().parent
 
