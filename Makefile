@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test demo bench fuzz check-memory build lint stubtest rust-test py-test clean
+.PHONY: all test test-fast demo bench fuzz check-memory build lint stubtest rust-test py-test clean
 
 all: test
 
@@ -40,9 +40,13 @@ rust-test:
 # Every engine is installed here, so nothing may be skipped: with
 # BLOCKMAP_REQUIRE_ALL set, a skipped test fails the run (tests/python/conftest.py).
 py-test: build
-	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q
+	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build lint stubtest rust-test py-test
+
+# The same without the slow tests (soak, fuzz, demo and benchmark runs).
+test-fast: PYTEST_ARGS = -m "not slow"
+test-fast: build lint stubtest rust-test py-test
 
 demo: build
 	$(PY) -m bench demo

@@ -20,7 +20,10 @@ MISSING = [
     if importlib.util.find_spec(name) is None
 ]
 
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}"),
+]
 
 #: The repository root, where ``python -m bench`` runs.
 ROOT = TESTS_DIR.parents[1]

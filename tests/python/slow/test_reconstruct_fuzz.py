@@ -41,6 +41,8 @@ pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+pytestmark = pytest.mark.slow
+
 HERE = Path(__file__).resolve().parent
 
 # ~15 s each on an idle 2-core machine, both children running at once

@@ -8,8 +8,12 @@ the open file descriptors and the mappings of the file are back to what they
 were before.
 """
 
+import pytest
+
 from helpers import TESTS_DIR
 from helpers.io_cases import run_child
+
+pytestmark = pytest.mark.slow
 
 CYCLES = 10_000
 WARM_UP = 1_000
