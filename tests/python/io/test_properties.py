@@ -1,6 +1,6 @@
 """Property tests: every way a map leaves and comes back gives an equal map.
 
-Random valid maps (tests/python/strategies.py: every element type, 0 to 3
+Random valid maps (helpers/strategies.py: every element type, 0 to 3
 components, blocks without samples, maps without blocks, gradients of
 gradients, odd label names, info) go through files (read and mapped),
 buffers, pickle (protocols 0 to 5 in-band and 5 out-of-band), copy and
