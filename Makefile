@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test demo bench fuzz check-memory build lint stubtest rust-test py-test clean
+.PHONY: all test test-fast demo bench fuzz check-memory build lint stubtest rust-test py-test clean
 
 all: test
 
@@ -27,8 +27,8 @@ lint: $(STAMP)
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
-	$(VENV)/bin/ruff check python tests
-	$(VENV)/bin/ruff format --check python tests
+	$(VENV)/bin/ruff check python tests bench
+	$(VENV)/bin/ruff format --check python tests bench
 
 # the stubs must describe the built module (needs the build)
 stubtest: build
@@ -37,18 +37,24 @@ stubtest: build
 rust-test:
 	cargo test --quiet
 
+# Every engine is installed here, so nothing may be skipped: with
+# BLOCKMAP_REQUIRE_ALL set, a skipped test fails the run (tests/python/conftest.py).
 py-test: build
-	$(PY) -m pytest -q
+	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build lint stubtest rust-test py-test
 
+# The same without the slow tests (soak, fuzz, demo and benchmark runs).
+test-fast: PYTEST_ARGS = -m "not slow"
+test-fast: build lint stubtest rust-test py-test
+
 demo: build
-	$(PY) -m blockmap demo
+	$(PY) -m bench demo
 
 # The whole benchmark harness on W (about 20 minutes: every run is a fresh
 # process, metatensor-core is slow); writes the report and its chart.
 bench: build
-	$(PY) -m blockmap bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
+	$(PY) -m bench bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
 
 # Each cargo-fuzz target for FUZZ_SECONDS, one after another (not part of
 # `make test`; needs `cargo install cargo-fuzz --locked`, see fuzz/README.md).

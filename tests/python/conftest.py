@@ -1,16 +1,24 @@
-"""Shared fixtures for the blockmap Python tests.
+"""Shared fixtures for the blockmap Python tests, and the check that nothing
+was skipped when every engine is installed.
 
 The factories return plain numpy arrays next to the blocks they build, so a test
 can compare a block's data to the exact array it was built from.
+
+The tests are grouped by area (core, io, pickle, transports, slow); a module
+that needs an optional engine (metatensor-core, hypothesis, dask, ray, joblib)
+skips itself when the engine is missing, so numpy and pytest are enough for the
+rest. ``make test`` installs every engine and sets ``BLOCKMAP_REQUIRE_ALL=1``:
+then a skipped test fails the session (:func:`pytest_sessionfinish`).
 """
 
 import gc
+import os
 
-import io_cases
 import numpy as np
 import pytest
 
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers import io_cases
 
 
 @pytest.fixture
@@ -135,3 +143,46 @@ def _no_leaked_segments():
     gc.collect()
     leaked = io_cases.open_segments() - before
     assert leaked <= 0, f"{leaked} shared-memory segment(s) left open by this module"
+
+
+# ------------------------------------------------- nothing skipped, when asked
+
+#: The environment variable that makes any skipped test fail the session.
+REQUIRE_ALL = "BLOCKMAP_REQUIRE_ALL"
+
+_skipped = []
+
+
+def _requires_all():
+    return os.environ.get(REQUIRE_ALL, "") not in ("", "0")
+
+
+def _note_skip(report):
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    _skipped.append(f"{report.nodeid or report.fspath}: {reason}")
+
+
+def pytest_collectreport(report):
+    """A module that skipped itself (``pytest.importorskip``) is noted."""
+    if report.skipped:
+        _note_skip(report)
+
+
+def pytest_runtest_logreport(report):
+    """A skipped test is noted (an expected failure is not a skip)."""
+    if report.skipped and not hasattr(report, "wasxfail"):
+        _note_skip(report)
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _requires_all() and _skipped:
+        terminalreporter.section(f"{REQUIRE_ALL} is set: nothing may be skipped", red=True)
+        for line in _skipped:
+            terminalreporter.line(line)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """With ``BLOCKMAP_REQUIRE_ALL`` set, a session that skipped anything fails."""
+    if _requires_all() and _skipped and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -16,11 +16,12 @@ import pickle
 import sys
 
 import numpy as np
-from io_cases import archive_entries, make_map
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
 from blockmap._blockmap import _reconstruct
+
+from .io_cases import archive_entries, make_map
 
 
 def identity(data):

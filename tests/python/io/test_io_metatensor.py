@@ -10,11 +10,13 @@ dtypes, values bytes, gradients (two deep) and info.
 import io
 import zipfile
 
-import metatensor
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
-from io_cases import (
+
+import blockmap
+from blockmap import Labels, TensorBlock, TensorMap
+from helpers.dtypes import ALL_DTYPES
+from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
     LABELS_CASES,
@@ -29,8 +31,7 @@ from io_cases import (
     without_empty_info,
 )
 
-import blockmap
-from blockmap import Labels, TensorBlock, TensorMap
+metatensor = pytest.importorskip("metatensor")
 
 WRITERS = {"native": False, "use_numpy": True}
 

@@ -1,6 +1,8 @@
-"""The ``transports`` family of ``python -m blockmap bench``: W sent to
-another process and back, or through a store, with the engines users move
-data with. Registered into :data:`blockmap._bench.OPERATIONS` on import.
+"""The ``transports`` family of the benchmark: W sent to another process and
+back, or through a store, with the engines users move data with. Registered
+into :data:`bench.registry.OPERATIONS` on import, with the goals of the
+transports issue; the objects moved are those the pickle family pickles
+(:data:`bench.pickling.PICKLED`).
 
 Each run is a fresh process (as for every operation): it starts the engine
 (a dask ``LocalCluster`` with one worker process, a multiprocessing child, a
@@ -16,20 +18,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from . import _workload
-from ._bench import (
-    PICKLED,
-    TARGETS,
-    CheckError,
-    Context,
-    Implementation,
-    Operation,
-    _check_unpickled,
-    _first_values,
-    register,
-    time_goal,
-)
-from ._demo import format_bytes, format_seconds
+from .checks import check_unpickled, first_values
+from .measure import format_bytes, format_seconds
+from .pickling import PICKLED
+from .registry import TARGETS, CheckError, Context, Implementation, Operation, register, time_goal
+from .workload import make_arrays
 
 __all__: list[str] = []
 
@@ -38,7 +31,7 @@ TINY = {"n_keys": 2, "n_samples": 4, "n_grad_samples": 2, "n_properties": 2}
 
 
 def _tiny(library: str) -> Any:
-    return PICKLED[library][1](_workload.make_arrays(seed=1, **TINY))
+    return PICKLED[library][1](make_arrays(seed=1, **TINY))
 
 
 def _identity(obj: Any) -> Any:
@@ -46,7 +39,7 @@ def _identity(obj: Any) -> Any:
 
 
 def _check(context: Context, library: str, received: Any, note: str = "") -> str:
-    checked = _check_unpickled(context, library, received)
+    checked = check_unpickled(context, library, received)
     return f"{note}; {checked}" if note else checked
 
 
@@ -263,9 +256,9 @@ def _ray_finish(library: str) -> Any:
 
         ref, received = result
         try:
-            values = _first_values(library, received)
+            values = first_values(library, received)
             viewed = "read-only views of the store" if not values.flags.writeable else "copies"
-            shares = np.shares_memory(values, _first_values(library, ray.get(ref)))
+            shares = np.shares_memory(values, first_values(library, ray.get(ref)))
             return _check(context, library, received, f"{viewed}{' (zero-copy)' if shares else ''}")
         finally:
             del ref, received

@@ -1,9 +1,9 @@
 import numpy as np
 import pytest
-from dtypes import INTEGER_DTYPES
 
 import blockmap
 from blockmap import Labels, LabelsEntry
+from helpers.dtypes import INTEGER_DTYPES
 
 
 @pytest.fixture

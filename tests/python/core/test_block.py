@@ -2,10 +2,10 @@ import re
 
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
 
 import blockmap
 from blockmap import Labels, TensorBlock
+from helpers.dtypes import ALL_DTYPES
 
 
 def _samples(n, names=("system", "atom")):

@@ -5,7 +5,7 @@
 - ``labels_objects``: Labels with 1 to 3 dimensions, 0 to 6 unique entries,
   int32 values over the whole range;
 - ``tensor_blocks`` / ``tensor_maps``: blocks and maps of every element type
-  blockmap supports (tests/python/dtypes.py), 0 to 3 components, blocks with
+  blockmap supports (helpers/dtypes.py), 0 to 3 components, blocks with
   0 samples, maps with 0 blocks, gradients two deep (a gradient of a
   gradient), with parameter names that are archive entry names, and info
   dicts with any text (``for_metatensor=True`` leaves out what metatensor-core
@@ -28,11 +28,12 @@ import os
 import string
 
 import numpy as np
-from dtypes import ALL_DTYPES
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from blockmap import Labels, TensorBlock, TensorMap
+
+from .dtypes import ALL_DTYPES
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 

@@ -10,8 +10,9 @@ That is about 794 MB of array data.
 
 :func:`make_arrays` describes W with numpy arrays only, so that the same arrays
 can be wrapped by blockmap (:func:`build_blockmap`) and by metatensor-core
-(:func:`build_metatensor`) without copying their data. Every size is a parameter
-so that tests and quick checks can use a tiny W.
+(:func:`build_metatensor`) without copying their data; numpy's side holds them as
+a flat list (:func:`flat_arrays`). Every size is a parameter so that tests and
+quick checks can use a tiny W (:data:`SMALL`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "WorkloadArrays",
     "build_blockmap",
     "build_metatensor",
+    "flat_arrays",
     "make_arrays",
     "nbytes",
 ]
@@ -43,6 +45,13 @@ Float64Array = npt.NDArray[np.float64]
 CENTER_TYPES: tuple[int, ...] = (1, 6, 7, 8, 9, 15, 16, 17, 35, 53)
 #: Atoms per system in the ``samples`` of every block.
 ATOMS_PER_SYSTEM = 24
+#: Sizes of the small W used by ``--small``.
+SMALL: dict[str, int] = {
+    "n_keys": 4,
+    "n_samples": 24,
+    "n_grad_samples": 6,
+    "n_properties": 8,
+}
 
 
 @dataclass(frozen=True)
@@ -182,6 +191,17 @@ def nbytes(arrays: WorkloadArrays) -> int:
         for gradient in block.gradients:
             total += gradient.values.nbytes + gradient.samples.values.nbytes
     return total
+
+
+def flat_arrays(arrays: WorkloadArrays) -> list[np.ndarray]:
+    """W as numpy's side holds it: per block, values, samples, then for each
+    gradient its values and samples."""
+    flat: list[np.ndarray] = []
+    for block in arrays.blocks:
+        flat += [block.values, block.samples.values]
+        for gradient in block.gradients:
+            flat += [gradient.values, gradient.samples.values]
+    return flat
 
 
 def _build(library: Any, arrays: WorkloadArrays) -> Any:

@@ -17,12 +17,15 @@ import sys
 
 import numpy as np
 import pytest
-from io_cases import INFO, assert_identical, block_with_gradients, labels, make_map
-from joblib import Parallel, delayed
-from joblib.externals.loky import get_reusable_executor
-from pickle_cases import doubled, identity, wire_arrays
 
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers.io_cases import INFO, assert_identical, block_with_gradients, labels, make_map
+from helpers.pickle_cases import doubled, identity, wire_arrays
+
+pytest.importorskip("joblib")
+
+from joblib import Parallel, delayed  # noqa: E402
+from joblib.externals.loky import get_reusable_executor  # noqa: E402
 
 BACKENDS = ["loky", "multiprocessing", "threading"]
 PROCESS_BACKENDS = ["loky", "multiprocessing"]

@@ -11,10 +11,10 @@ import threading
 
 import numpy as np
 import pytest
-from io_cases import INFO, assert_identical, make_map
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers.io_cases import INFO, assert_identical, make_map
 
 N_THREADS = 4
 ROUNDS = 3

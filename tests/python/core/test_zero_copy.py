@@ -8,9 +8,9 @@ import weakref
 
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
 
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers.dtypes import ALL_DTYPES
 
 
 def _block(values):

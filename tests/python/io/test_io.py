@@ -12,8 +12,19 @@ import zipfile
 
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
-from io_cases import (
+
+import blockmap
+from blockmap import (
+    BlockMapIOError,
+    BlockMapTypeError,
+    FormatError,
+    Labels,
+    MissingFileError,
+    TensorBlock,
+    TensorMap,
+)
+from helpers.dtypes import ALL_DTYPES
+from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
     LABELS_CASES,
@@ -30,17 +41,6 @@ from io_cases import (
     run_child,
     tensor_entries_dict,
     write_archive,
-)
-
-import blockmap
-from blockmap import (
-    BlockMapIOError,
-    BlockMapTypeError,
-    FormatError,
-    Labels,
-    MissingFileError,
-    TensorBlock,
-    TensorMap,
 )
 
 

@@ -21,12 +21,16 @@ import signal
 import subprocess
 import sys
 import weakref
-from pathlib import Path
 
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
-from io_cases import (
+
+import blockmap
+from blockmap import Labels, TensorBlock, TensorMap
+from blockmap._blockmap import _reconstruct
+from helpers import TESTS_DIR
+from helpers.dtypes import ALL_DTYPES
+from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
     LABELS_CASES,
@@ -37,14 +41,9 @@ from io_cases import (
     labels,
     make_map,
 )
-from pickle_cases import CRAFTED, FLIPPED_V0, crafted_map, identity, wire_arrays
+from helpers.pickle_cases import CRAFTED, FLIPPED_V0, crafted_map, identity, wire_arrays
 
-import blockmap
-from blockmap import Labels, TensorBlock, TensorMap
-from blockmap._blockmap import _reconstruct
-
-HERE = Path(__file__).resolve().parent
-DATA = HERE.parent / "data" / "pickle"
+DATA = TESTS_DIR.parent / "data" / "pickle"
 
 # "5-oob": protocol 5 with a buffer_callback (out-of-band buffers)
 MODES = ["0", "1", "2", "3", "4", "5", "5-oob"]
@@ -736,7 +735,7 @@ def _run_crafted(names):
     died in is recorded and the child restarted on the cases after it."""
     results = {}
     remaining = list(names)
-    code = f"import sys; sys.path.insert(0, {str(HERE)!r}); import pickle_cases; "
+    code = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r}); from helpers import pickle_cases; "
     code += "pickle_cases.main(sys.argv[1:])"
     while remaining:
         try:

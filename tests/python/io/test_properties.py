@@ -1,6 +1,6 @@
 """Property tests: every way a map leaves and comes back gives an equal map.
 
-Random valid maps (tests/python/strategies.py: every element type, 0 to 3
+Random valid maps (helpers/strategies.py: every element type, 0 to 3
 components, blocks without samples, maps without blocks, gradients of
 gradients, odd label names, info) go through files (read and mapped),
 buffers, pickle (protocols 0 to 5 in-band and 5 out-of-band), copy and
@@ -16,29 +16,33 @@ import copy
 import io
 import pickle
 
-import metatensor
 import numpy as np
 import pytest
-from dtypes import ALL_DTYPES
-from hypothesis import given, note
-from hypothesis import strategies as st
-from io_cases import (
+
+import blockmap
+from blockmap import Labels, TensorBlock, TensorMap
+from helpers.dtypes import ALL_DTYPES
+from helpers.io_cases import (
     all_blocks,
     assert_identical,
     assert_matches_metatensor,
     to_metatensor,
     without_empty_info,
 )
-from strategies import (
+
+metatensor = pytest.importorskip("metatensor")
+pytest.importorskip("hypothesis")
+
+from hypothesis import given, note  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from helpers.strategies import (  # noqa: E402
     SETTINGS,
     labels_objects,
     scaled,
     tensor_blocks,
     tensor_maps,
 )
-
-import blockmap
-from blockmap import Labels, TensorBlock, TensorMap
 
 # "5-oob": protocol 5 with a buffer_callback (out-of-band buffers)
 PICKLE_MODES = ["0", "1", "2", "3", "4", "5", "5-oob"]

@@ -5,17 +5,19 @@ own and against a real ``LocalCluster`` with two worker processes."""
 import subprocess
 import sys
 
-import dask
-import distributed
 import numpy as np
 import pytest
-from distributed.protocol import deserialize, dumps, loads, serialize
-from distributed.protocol.serialize import serialize_and_split
-from io_cases import assert_identical, make_map, zero_block_map
-from pickle_cases import doubled
 
 import blockmap
 from blockmap import TensorMap
+from helpers.io_cases import assert_identical, make_map, zero_block_map
+from helpers.pickle_cases import doubled
+
+dask = pytest.importorskip("dask")
+distributed = pytest.importorskip("distributed")
+
+from distributed.protocol import deserialize, dumps, loads, serialize  # noqa: E402
+from distributed.protocol.serialize import serialize_and_split  # noqa: E402
 
 
 def describe(tensor):

@@ -15,11 +15,12 @@ from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 import pytest
-from io_cases import assert_identical, make_map, zero_block_map
-from pickle_cases import identity
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers import TESTS_DIR
+from helpers.io_cases import assert_identical, make_map, zero_block_map
+from helpers.pickle_cases import identity
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memfd shared memory is Linux only")
 
@@ -263,13 +264,13 @@ def test_shared_block_and_labels_through_a_queue(rng):
 LEAK_CHECK = r"""
 import gc, multiprocessing, os, signal, sys
 import numpy as np
-sys.path.insert(0, sys.argv[1])
+sys.path[:0] = sys.argv[1:3]
 from test_transports_mp import _segment_ranges, _hold_until_killed
-from io_cases import open_segments
-from io_cases import make_map
+from helpers.io_cases import open_segments
+from helpers.io_cases import make_map
 
 def main():
-    context = multiprocessing.get_context(sys.argv[2])
+    context = multiprocessing.get_context(sys.argv[3])
     tensor = make_map(np.random.default_rng(0)).share_memory()
     requests, answers = context.Queue(), context.Queue()
     child = context.Process(target=_hold_until_killed, args=(requests, answers))
@@ -306,7 +307,7 @@ def test_no_segment_outlives_its_maps_even_when_a_worker_is_killed(tmp_path, met
     script.write_text(LEAK_CHECK)
     here = os.path.dirname(os.path.abspath(__file__))
     result = subprocess.run(
-        [sys.executable, str(script), here, method],
+        [sys.executable, str(script), here, str(TESTS_DIR), method],
         capture_output=True,
         text=True,
         timeout=120,

@@ -17,8 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import ray
-from io_cases import (
+
+from blockmap import Labels
+from helpers import TESTS_DIR
+from helpers.io_cases import (
     INFO,
     LABELS_CASES,
     MAP_CASES,
@@ -28,9 +30,11 @@ from io_cases import (
     labels,
     make_map,
 )
-from pickle_cases import doubled, wire_arrays
+from helpers.pickle_cases import doubled, wire_arrays
 
-from blockmap import Labels
+ray = pytest.importorskip("ray")
+
+HERE = Path(__file__).resolve().parent
 
 #: ray inlines task arguments and results smaller than this (its default
 #: ``max_direct_call_object_size``); larger ones go through the object store
@@ -52,7 +56,7 @@ def ray_instance():
         object_store_memory=200 * 1024 * 1024,
         log_to_driver=False,
         configure_logging=False,
-        runtime_env={"env_vars": {"PYTHONPATH": str(Path(__file__).parent)}},
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join([str(HERE), str(TESTS_DIR)])}},
     )
     try:
         yield

@@ -33,8 +33,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
+
+from helpers import TESTS_DIR
+
+pytest.importorskip("hypothesis")
+
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 HERE = Path(__file__).resolve().parent
 
@@ -48,9 +55,9 @@ CHILD_TIMEOUT = 300
 def _pool():
     """Real objects to mutate: maps of every element type, the map, block and
     labels cases of the I/O tests."""
-    from dtypes import ALL_DTYPES
-    from io_cases import BLOCK_CASES, LABELS_CASES, MAP_CASES, make_map
-    from pickle_cases import crafted_map
+    from helpers.dtypes import ALL_DTYPES
+    from helpers.io_cases import BLOCK_CASES, LABELS_CASES, MAP_CASES, make_map
+    from helpers.pickle_cases import crafted_map
 
     rng = np.random.default_rng(0xF022)
     objects = [crafted_map()]
@@ -502,9 +509,8 @@ class WrongOutcome(Exception):
 
 def _exercise(result):
     """Everything in a loaded object can be read, saved and loaded again."""
-    from io_cases import all_blocks, assert_identical
-
     import blockmap
+    from helpers.io_cases import all_blocks, assert_identical
 
     if isinstance(result, blockmap.Labels):
         _ = result.values.tobytes()
@@ -593,7 +599,8 @@ def child_main(mode, n_examples, record_path, self_test=None):
 
 def _start(mode, n_examples, record_path, self_test=None):
     code = (
-        f"import sys; sys.path.insert(0, {str(HERE)!r}); import test_reconstruct_fuzz as f; "
+        f"import sys; sys.path[:0] = [{str(HERE)!r}, {str(TESTS_DIR)!r}]; "
+        "import test_reconstruct_fuzz as f; "
         f"f.child_main({mode!r}, {n_examples}, {str(record_path)!r}, {self_test!r})"
     )
     return subprocess.Popen(

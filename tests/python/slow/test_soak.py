@@ -8,11 +8,12 @@ the open file descriptors and the mappings of the file are back to what they
 were before.
 """
 
-from pathlib import Path
+import pytest
 
-from io_cases import run_child
+from helpers import TESTS_DIR
+from helpers.io_cases import run_child
 
-HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.slow
 
 CYCLES = 10_000
 WARM_UP = 1_000
@@ -24,7 +25,7 @@ RSS_TOLERANCE = 2 * 1024 * 1024
 SOAK = """
 sys.path.insert(0, sys.argv[1])
 import pickle
-from io_cases import make_map
+from helpers.io_cases import make_map
 
 path = sys.argv[2]
 cycles, warm_up = int(sys.argv[3]), int(sys.argv[4])
@@ -87,7 +88,7 @@ print(json.dumps({"before": before, "after": after, "samples": samples, "seconds
 
 def test_soak_pickle_and_mapped_loads(tmp_path):
     path = tmp_path / "soak.mts"
-    report = run_child(SOAK, HERE, path, CYCLES, WARM_UP, "", timeout=300)
+    report = run_child(SOAK, TESTS_DIR, path, CYCLES, WARM_UP, "", timeout=300)
     before, after, samples = report["before"], report["after"], report["samples"]
     described = (
         f"{CYCLES} cycles in {report['seconds']:.1f} s; VmRSS before {before['rss']} B, "
@@ -108,7 +109,7 @@ def test_soak_pickle_and_mapped_loads(tmp_path):
 
 def test_soak_sees_a_leak(tmp_path):
     """Two thousand maps kept (one per cycle) exceed the tolerance."""
-    report = run_child(SOAK, HERE, tmp_path / "soak.mts", 2000, 100, "leak", timeout=300)
+    report = run_child(SOAK, TESTS_DIR, tmp_path / "soak.mts", 2000, 100, "leak", timeout=300)
     assert report["after"]["rss"] - report["before"]["rss"] > RSS_TOLERANCE, report
     assert report["samples"][-1] - report["samples"][0] > RSS_TOLERANCE / 2, report
 
@@ -118,7 +119,7 @@ def test_soak_sees_a_mapping_that_stays(tmp_path):
     code = """
     sys.path.insert(0, sys.argv[1])
     import pickle
-    from io_cases import make_map
+    from helpers.io_cases import make_map
 
     path = sys.argv[2]
     tensor = make_map(np.random.default_rng(5), n_samples=(3, 5, 4))
@@ -135,7 +136,7 @@ def test_soak_sees_a_mapping_that_stays(tmp_path):
     gc.collect()
     print(json.dumps({"before": before, "held": held, "after": of_file()}))
     """
-    report = run_child(code, HERE, tmp_path / "data.mts")
+    report = run_child(code, TESTS_DIR, tmp_path / "data.mts")
     assert report["before"] == 0
     assert report["held"] >= 1
     assert report["after"] == 0

@@ -1,20 +1,41 @@
 """The demo and the workload it builds: they run, and W has the documented shape."""
 
+import importlib.util
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import blockmap
-from blockmap import _workload
+from bench import workload
+from helpers import TESTS_DIR
+
+# the demo and the benchmark compare with metatensor-core, move W through
+# dask, ray and joblib, and draw a chart, all in child processes: looked up,
+# not imported here
+MISSING = [
+    name
+    for name in ("metatensor", "distributed", "ray", "joblib", "matplotlib")
+    if importlib.util.find_spec(name) is None
+]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}"),
+]
+
+#: The repository root, where ``python -m bench`` runs.
+ROOT = TESTS_DIR.parents[1]
 
 
 def test_small_demo_runs_and_prints_its_table():
     result = subprocess.run(
-        [sys.executable, "-m", "blockmap", "demo", "--small", "--repeat", "1"],
+        [sys.executable, "-m", "bench", "demo", "--small", "--repeat", "1"],
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     assert "build TensorMap (4 blocks)" in result.stdout
@@ -27,15 +48,15 @@ def test_small_demo_runs_and_prints_its_table():
 
 def test_cli_without_command_fails_with_usage():
     result = subprocess.run(
-        [sys.executable, "-m", "blockmap"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "bench"], capture_output=True, text=True, timeout=60, cwd=ROOT
     )
     assert result.returncode != 0
     assert "usage" in result.stderr
 
 
 def test_workload_shape_and_zero_copy():
-    arrays = _workload.make_arrays(n_keys=3, n_samples=24, n_grad_samples=6, n_properties=5)
-    tensor = _workload.build_blockmap(arrays)
+    arrays = workload.make_arrays(n_keys=3, n_samples=24, n_grad_samples=6, n_properties=5)
+    tensor = workload.build_blockmap(arrays)
     assert len(tensor) == 3
     assert tensor.keys.names == ["o3_lambda", "center_type"]
     assert tensor.sample_names == ["system", "atom"]
@@ -54,7 +75,7 @@ def test_workload_shape_and_zero_copy():
         + sum(g.values.nbytes + g.samples.values.nbytes for g in b.gradients)
         for b in arrays.blocks
     )
-    assert _workload.nbytes(arrays) == expected
+    assert workload.nbytes(arrays) == expected
 
 
 def test_full_workload_is_794_mb_without_allocating_it():
@@ -73,7 +94,7 @@ def test_small_bench_runs_every_operation_and_draws_the_chart(tmp_path):
         [
             sys.executable,
             "-m",
-            "blockmap",
+            "bench",
             "bench",
             "--small",
             "--repeat",
@@ -86,6 +107,7 @@ def test_small_bench_runs_every_operation_and_draws_the_chart(tmp_path):
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=ROOT,
     )
     assert result.returncode == 0, result.stderr
     for operation in (

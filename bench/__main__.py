@@ -1,0 +1,167 @@
+"""Command line of the demo and the benchmark: ``python -m bench <command>``,
+run from the repository root.
+
+Commands:
+    demo     build the benchmark workload W with blockmap and metatensor-core,
+             and print what each map holds and how long building took; then
+             move it through files, pickle and transports next to numpy and
+             metatensor-core (bench/demo.py).
+    bench    time operations on W (files, pickle, transports) with blockmap,
+             numpy and metatensor-core, each in a fresh process; print the
+             medians, their ratios and the targets they meet, and write them as
+             markdown and a chart when asked.
+    worker   one timed run in this process, and
+    prepare  the files that load operations read: the fresh processes that
+             bench starts (bench/runner.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from . import (
+    demo,
+    families,  # noqa: F401  (registers every operation before the parser is made)
+    runner,
+)
+from .registry import OPERATIONS, OTHER_NAME, metatensor_version
+from .report import print_report, runs_phrase, workload_summary, write_chart, write_markdown
+
+# ---------------------------------------------------------------------------
+# The bench command
+# ---------------------------------------------------------------------------
+
+
+def _operation_list(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in OPERATIONS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown operations {unknown}; choose among {','.join(OPERATIONS)}"
+        )
+    return names
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the ``bench`` options to ``parser``."""
+    parser.add_argument(
+        "--small",
+        action="store_true",
+        help="use a tiny workload (4 blocks of 24 samples) for a quick check",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=5,
+        metavar="N",
+        help="fresh processes per operation and library; medians are reported (default: 5)",
+    )
+    parser.add_argument(
+        "--ops",
+        type=_operation_list,
+        default=list(OPERATIONS),
+        metavar="OPS",
+        help=f"comma-separated operations (default: {','.join(OPERATIONS)})",
+    )
+    parser.add_argument(
+        "--markdown",
+        type=Path,
+        metavar="FILE",
+        help="also write the report as markdown to FILE (e.g. docs/benchmarks.md)",
+    )
+    parser.add_argument(
+        "--chart",
+        type=Path,
+        metavar="FILE",
+        help="also draw the median times as a bar chart (PNG, log scale) to FILE",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the benchmark with parsed options; return the exit status."""
+    import blockmap
+
+    if args.repeat < 1:
+        print("--repeat must be at least 1", file=sys.stderr)
+        return 2
+    print(
+        f"blockmap {blockmap.__version__} bench, numpy {np.__version__}, "
+        f"{OTHER_NAME} {metatensor_version() or 'not installed'}",
+        flush=True,
+    )
+    result = runner.run_bench(args.ops, args.repeat, args.small, progress=sys.stderr)
+    print(
+        f"workload W ({workload_summary(result)}), {runs_phrase(result.repeat)} of each, "
+        f"{result.seconds:.0f} s in all"
+    )
+    print()
+    print_report(result)
+    if args.markdown is not None:
+        command = "python -m bench bench" + (" --small" if args.small else "")
+        if args.repeat != 5:
+            command += f" --repeat {args.repeat}"
+        if args.ops != list(OPERATIONS):
+            command += f" --ops {','.join(args.ops)}"
+        command += f" --markdown {args.markdown}"
+        if args.chart is not None:
+            command += f" --chart {args.chart}"
+        write_markdown(result, args.markdown, command)
+        print(f"markdown written to {args.markdown}")
+    if args.chart is not None:
+        write_chart(result, args.chart)
+        print(f"chart written to {args.chart}")
+    return 1 if result.problems() else 0
+
+
+# ---------------------------------------------------------------------------
+# The parser
+# ---------------------------------------------------------------------------
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The ``python -m bench`` argument parser, one subparser per command."""
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description="The demo and the benchmark of blockmap: labeled block tensors "
+        "(TensorMap) whose data moves without being copied.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    demo_command = commands.add_parser(
+        "demo",
+        help="build the benchmark workload W and compare with metatensor-core",
+        description="Build the benchmark workload W (about 0.8 GB of arrays) with blockmap "
+        "and with metatensor-core from the same numpy arrays; print what each map holds, "
+        "the median build time and the peak resident memory growth; then time saving, "
+        "loading and mapping W through files, and pickling and unpickling it, next to numpy "
+        "and metatensor-core, each run in a fresh process.",
+    )
+    demo.add_arguments(demo_command)
+    demo_command.set_defaults(run=demo.run)
+    bench_command = commands.add_parser(
+        "bench",
+        help="time save, load, mapped load and pickle of W against numpy and metatensor-core",
+        description="Time operations on the benchmark workload W with blockmap, numpy and "
+        "metatensor-core on the same arrays, each run in a fresh process; print medians of "
+        "the time and of the peak resident memory growth, blockmap's ratios to the others, "
+        "and whether the targets are met.",
+    )
+    add_arguments(bench_command)
+    bench_command.set_defaults(run=run)
+    runner.add_commands(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) and run the chosen command."""
+    args = _parser().parse_args(argv)
+    status: int = args.run(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

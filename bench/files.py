@@ -1,0 +1,256 @@
+"""The ``files`` family of the benchmark: save W to a file, load it, map it.
+
+blockmap saves and loads ``.mts`` files, numpy an ``.npz`` (and, to map it,
+one ``.npy`` per array), metatensor-core its ``.mts`` (it cannot map a file).
+The files that load operations read are prepared once per benchmark run
+(:func:`bench.registry.register_prepared`); a saved file is deleted after its
+size is noted. Registered into :data:`bench.registry.OPERATIONS` on import,
+with the goals of issue 3 ("Benchmark", and its memory bound on save).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .checks import check_list, check_map
+from .measure import format_bytes
+from .registry import (
+    LIBRARIES,
+    OTHER_NAME,
+    TARGETS,
+    CheckError,
+    Context,
+    Implementation,
+    Operation,
+    memory_goal,
+    register,
+    register_prepared,
+    time_goal,
+)
+from .workload import WorkloadArrays, build_blockmap, build_metatensor, flat_arrays
+
+__all__ = ["BLOCKMAP_FILE", "METATENSOR_FILE", "NUMPY_DIR", "NUMPY_FILE"]
+
+
+def _fresh_path(context: Context, library: str, suffix: str) -> Path:
+    """A path in the work directory that no other process uses."""
+    return context.workdir / f"save-{library}-{os.getpid()}{suffix}"
+
+
+def _finish_save(context: Context, state: tuple[Any, Path], result: Any) -> str:
+    """Report the written file's size, then delete it."""
+    path = state[1]
+    if not path.exists():
+        raise CheckError(f"{path.name} was not written")
+    size = path.stat().st_size
+    path.unlink()
+    return f"file {format_bytes(size)}"
+
+
+# ---------------------------------------------------------------------------
+# Prepared files (written once per benchmark run, not timed)
+# ---------------------------------------------------------------------------
+
+BLOCKMAP_FILE = "blockmap.mts"
+NUMPY_FILE = "numpy.npz"
+NUMPY_DIR = "numpy-npy"
+METATENSOR_FILE = "metatensor.mts"
+
+
+@register_prepared(BLOCKMAP_FILE)
+def _prepare_blockmap(arrays: WorkloadArrays, path: Path) -> None:
+    import blockmap
+
+    blockmap.save(path, build_blockmap(arrays))
+
+
+@register_prepared(NUMPY_FILE)
+def _prepare_numpy(arrays: WorkloadArrays, path: Path) -> None:
+    np.savez(path, *flat_arrays(arrays))
+
+
+@register_prepared(NUMPY_DIR)
+def _prepare_numpy_dir(arrays: WorkloadArrays, path: Path) -> None:
+    path.mkdir()
+    for index, array in enumerate(flat_arrays(arrays)):
+        np.save(path / f"{index:05d}.npy", array)
+
+
+@register_prepared(METATENSOR_FILE)
+def _prepare_metatensor(arrays: WorkloadArrays, path: Path) -> None:
+    import metatensor
+
+    metatensor.save(str(path), build_metatensor(arrays))
+
+
+# ---------------------------------------------------------------------------
+# Operations: save to a file
+# ---------------------------------------------------------------------------
+
+
+def _blockmap_save(state: tuple[Any, Path]) -> None:
+    import blockmap
+
+    blockmap.save(state[1], state[0])
+
+
+def _numpy_save(state: tuple[list[np.ndarray], Path]) -> None:
+    np.savez(state[1], *state[0])
+
+
+def _metatensor_save(state: tuple[Any, Path]) -> None:
+    import metatensor
+
+    metatensor.save(str(state[1]), state[0])
+
+
+register(
+    Operation(
+        name="save",
+        title="save to a file",
+        family="files",
+        implementations={
+            "blockmap": Implementation(
+                call="blockmap.save(path, tensor)",
+                setup=lambda c: (
+                    build_blockmap(c.arrays),
+                    _fresh_path(c, "blockmap", ".mts"),
+                ),
+                run=_blockmap_save,
+                finish=_finish_save,
+            ),
+            "numpy": Implementation(
+                call="np.savez(path, *arrays)",
+                setup=lambda c: (flat_arrays(c.arrays), _fresh_path(c, "numpy", ".npz")),
+                run=_numpy_save,
+                finish=_finish_save,
+            ),
+            OTHER_NAME: Implementation(
+                call="metatensor.save(path, tensor)",
+                setup=lambda c: (
+                    build_metatensor(c.arrays),
+                    _fresh_path(c, "metatensor", ".mts"),
+                ),
+                run=_metatensor_save,
+                finish=_finish_save,
+            ),
+        },
+    )
+)
+
+
+# ---------------------------------------------------------------------------
+# Operations: load from a file, all data read
+# ---------------------------------------------------------------------------
+
+
+def _blockmap_load(path: Path) -> Any:
+    import blockmap
+
+    return blockmap.load(path)
+
+
+def _numpy_load(path: Path) -> list[np.ndarray]:
+    with np.load(path) as npz:
+        return [npz[name] for name in npz.files]
+
+
+def _metatensor_load(path: Path) -> Any:
+    import metatensor
+
+    return metatensor.load(str(path))
+
+
+register(
+    Operation(
+        name="load",
+        title="load from a file, all data read",
+        family="files",
+        implementations={
+            "blockmap": Implementation(
+                call="blockmap.load(path)",
+                setup=lambda c: c.workdir / BLOCKMAP_FILE,
+                run=_blockmap_load,
+                finish=lambda c, state, tensor: check_map(c, tensor),
+                needs=(BLOCKMAP_FILE,),
+            ),
+            "numpy": Implementation(
+                call="npz = np.load(path); [npz[k] for k in npz.files]",
+                setup=lambda c: c.workdir / NUMPY_FILE,
+                run=_numpy_load,
+                finish=lambda c, state, loaded: check_list(c, loaded),
+                needs=(NUMPY_FILE,),
+            ),
+            OTHER_NAME: Implementation(
+                call="metatensor.load(path)",
+                setup=lambda c: c.workdir / METATENSOR_FILE,
+                run=_metatensor_load,
+                finish=lambda c, state, tensor: check_map(c, tensor),
+                needs=(METATENSOR_FILE,),
+            ),
+        },
+    )
+)
+
+
+# ---------------------------------------------------------------------------
+# Operations: mapped load
+# ---------------------------------------------------------------------------
+
+
+def _blockmap_mmap(path: Path) -> Any:
+    import blockmap
+
+    return blockmap.load(path, mmap=True)
+
+
+def _numpy_mmap(paths: list[Path]) -> list[np.ndarray]:
+    return [np.load(path, mmap_mode="r") for path in paths]
+
+
+register(
+    Operation(
+        name="mmap",
+        title="mapped load",
+        family="files",
+        implementations={
+            "blockmap": Implementation(
+                call="blockmap.load(path, mmap=True)",
+                setup=lambda c: c.workdir / BLOCKMAP_FILE,
+                run=_blockmap_mmap,
+                finish=lambda c, state, tensor: check_map(c, tensor),
+                needs=(BLOCKMAP_FILE,),
+            ),
+            "numpy": Implementation(
+                call='[np.load(f, mmap_mode="r") for f in files] (one .npy per array)',
+                setup=lambda c: sorted((c.workdir / NUMPY_DIR).iterdir()),
+                run=_numpy_mmap,
+                finish=lambda c, state, loaded: check_list(c, loaded),
+                needs=(NUMPY_DIR,),
+            ),
+            # metatensor-core cannot map a file.
+        },
+    )
+)
+
+
+TARGETS.extend(
+    [
+        time_goal("save: at most 1.0x numpy's time", "save", ("save", "numpy"), 1.0),
+        time_goal(
+            "save: at least 3x faster than metatensor-core", "save", ("save", OTHER_NAME), 1 / 3
+        ),
+        time_goal("load: at most 1.0x numpy's time", "load", ("load", "numpy"), 1.0),
+        time_goal(
+            "load: at least 3x faster than metatensor-core", "load", ("load", OTHER_NAME), 1 / 3
+        ),
+        time_goal(
+            "mapped load: under 1% of the full load's time", "mmap", ("load", LIBRARIES[0]), 0.01
+        ),
+        memory_goal("save: peak memory growth under 2% of the data", "save", 0.02),
+    ]
+)

@@ -1,0 +1,18 @@
+"""Helpers shared by the Python tests, imported as ``from helpers import io_cases``.
+
+- ``io_cases``: maps, blocks and labels to save and load, archive parsing,
+  comparisons (also with metatensor-core), child processes;
+- ``pickle_cases``: functions workers can import, the pickle buffers' order,
+  crafted reconstructor input;
+- ``strategies``: hypothesis strategies of valid maps, blocks and labels
+  (needs hypothesis);
+- ``dtypes``: the element types the tests iterate over.
+
+pytest finds this package through ``pythonpath`` in pyproject.toml; a child
+process puts :data:`TESTS_DIR` on its ``sys.path`` first.
+"""
+
+from pathlib import Path
+
+#: tests/python, the folder holding this package.
+TESTS_DIR = Path(__file__).resolve().parent.parent
