@@ -198,9 +198,16 @@ pub fn attach(
                         segments.len()
                     ))
                 })?;
-                Ok(segment
-                    .slice(location.offset, location.len)?
-                    .with_access(location.writable))
+                let view = segment.slice(location.offset, location.len).map_err(|_| {
+                    Error::format(format!(
+                        "a buffer at [{}, {}+{}) lies outside its segment of {} bytes",
+                        location.offset,
+                        location.offset,
+                        location.len,
+                        segment.len()
+                    ))
+                })?;
+                Ok(view.with_access(location.writable))
             }
         })
         .collect::<Result<Vec<_>>>()?;

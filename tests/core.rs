@@ -136,7 +136,7 @@ fn errors_name_what_is_wrong() {
 }
 
 #[test]
-fn labels_over_a_foreign_buffer() {
+fn labels_from_a_foreign_buffer_own_a_copy() {
     let values: Vec<u8> = [0i32, 1, 1, 0]
         .iter()
         .flat_map(|v| v.to_ne_bytes())
@@ -145,6 +145,9 @@ fn labels_over_a_foreign_buffer() {
     let labels =
         Labels::from_buffer(vec!["a".into(), "b".into()], 2, buffer.clone(), false).unwrap();
     assert_eq!(labels.position(&[1, 0]).unwrap(), Some(1));
-    assert_eq!(labels.values().buffer().as_ptr(), buffer.as_ptr());
+    // validated means owned: the labels copied the foreign bytes, so that
+    // nothing the owner writes afterwards can reach them
+    assert_ne!(labels.values().buffer().as_ptr(), buffer.as_ptr());
+    assert_eq!(labels.values().buffer().owner_kind(), OwnerKind::Rust);
     assert!(Labels::from_buffer(vec!["a".into()], 3, buffer, false).is_err());
 }

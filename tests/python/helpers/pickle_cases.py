@@ -81,6 +81,12 @@ def wire_arrays(data):
     return arrays
 
 
+def is_values(name):
+    """Whether the wire array ``name`` is values (a block's or a gradient's):
+    received data may view those; labels always own a copy."""
+    return name == "values" or name.endswith("/values")
+
+
 # ------------------------------------------------------------ crafted input
 
 

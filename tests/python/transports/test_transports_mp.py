@@ -53,6 +53,31 @@ def _segment_ranges():
                 yield int(start, 16), int(end, 16)
 
 
+def _value_arrays(data):
+    """The values (of blocks and gradients, recursively) of a map or block."""
+    blocks = data.blocks() if isinstance(data, TensorMap) else [data]
+    for block in blocks:
+        yield block.values
+        for parameter in block.gradients_list():
+            yield from _value_arrays(block.gradient(parameter))
+
+
+def _label_arrays(data):
+    """The label values of a map or block (keys, samples, components,
+    properties, recursively): everything but the values."""
+    if isinstance(data, TensorMap):
+        yield data.keys.values
+        for block in data.blocks():
+            yield from _label_arrays(block)
+        return
+    yield data.samples.values
+    for component in data.components:
+        yield component.values
+    yield data.properties.values
+    for parameter in data.gradients_list():
+        yield from _label_arrays(data.gradient(parameter))
+
+
 def _in_segment(array):
     if array.size == 0:
         return True
@@ -135,8 +160,13 @@ def test_share_memory_moves_every_array_into_one_segment(rng):
     assert tensor.is_shared()
     for array, before in zip(_arrays(tensor), original, strict=True):
         np.testing.assert_array_equal(array, before)
-        assert _in_segment(array), "array outside the shared segment"
+    for array in _value_arrays(tensor):
+        assert _in_segment(array), "values outside the shared segment"
         assert array.ctypes.data % 64 == 0
+    # labels stay in memory the map owns: another process could write to a
+    # segment, and labels own what they validated
+    for array in _label_arrays(tensor):
+        assert not _in_segment(array) or array.size == 0
     assert tensor.info() == {"unit": "eV"}
     assert tensor.block(0).values.flags.writeable
     assert not tensor.keys.values.flags.writeable
@@ -152,7 +182,7 @@ def test_share_memory_of_blocks_and_edge_cases(rng):
     block.share_memory()
     assert block.is_shared()
     assert not tensor.is_shared(), "sharing a block taken from a map leaves the map alone"
-    assert all(_in_segment(array) for array in _arrays(block))
+    assert all(_in_segment(array) for array in _value_arrays(block))
 
     empty = TensorMap(
         Labels(["k"], np.array([[0]], dtype=np.int32)),
@@ -180,7 +210,11 @@ def test_shared_maps_pickle_to_metadata_only(rng):
     assert len(plain) > tensor.nbytes
     tensor.share_memory()
     shared = ForkingPickler.dumps(tensor)
-    assert len(shared) < 8_000, len(shared)
+    # metadata and the label values (which travel with the message), not
+    # the values
+    label_bytes = sum(array.nbytes for array in _label_arrays(tensor))
+    assert len(shared) < 8_000 + label_bytes, len(shared)
+    assert len(shared) < sum(array.nbytes for array in _value_arrays(tensor)) / 10
     # receiving it (here, in the same process) maps the same memory again;
     # until then the sender's resource sharer holds a duplicate descriptor
     received = pickle.loads(shared)
@@ -320,40 +354,81 @@ def test_no_segment_outlives_its_maps_even_when_a_worker_is_killed(tmp_path, met
 # ------------------------------------------------------------ hostile input
 
 
+def _is_open(fd):
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
 def test_attach_refuses_bad_descriptors_and_locations(rng, tmp_path):
+    """``_attach_shared`` owns each descriptor it is given exactly once, from
+    when its whole argument list has been checked, and closes each (once) on
+    every error path; every refusal is a blockmap error."""
     attach = blockmap._blockmap._attach_shared
     tensor = make_map(rng).share_memory()
-    header, fds, locations = blockmap._blockmap._shared_parts(tensor)
+    header, fds, places, labels = blockmap._blockmap._shared_parts(tensor)
     assert len(fds) == 1
+    values = next(i for i, place in enumerate(places) if place and place[0] >= 0)
 
-    with pytest.raises(blockmap.ValidationError, match="file descriptor"):
-        attach(header, [-1], locations)
+    def attempt(error, *, header=header, extra=(), places=places, labels=labels, match=None):
+        fd = os.dup(fds[0])
+        with pytest.raises(error, match=match):
+            attach(header, [fd, *extra], places, labels)
+        assert not _is_open(fd), "the descriptor given is closed"
+        return fd
+
+    def with_place(place):
+        return [*places[:values], place, *places[values + 1 :]]
+
+    segment, offset, length, writable = places[values]
+    attempt(blockmap.ValidationError, extra=[-1], match="invalid file descriptor -1")
+    attempt(blockmap.ValidationError, extra=[2**40], match="invalid file descriptor")
+    attempt(blockmap.ValidationError, extra=["3"], match="must be an int")
+    attempt(blockmap.FormatError, places=with_place((segment, 2**62, length, True)))
+    attempt(blockmap.FormatError, places=with_place((segment, 2**64, length, True)))
+    attempt(blockmap.FormatError, places=with_place((segment, -8, length, True)))
+    attempt(blockmap.FormatError, places=with_place((segment, offset)))
+    attempt(blockmap.FormatError, places=with_place((5, offset, length, writable)))
+    attempt(blockmap.FormatError, places=with_place((-2, offset, length, writable)))
+    attempt(blockmap.FormatError, places=places[1:])
+    attempt(blockmap.FormatError, places=with_place((segment, offset, length + 8, True)))
+    attempt(blockmap.FormatError, places=42)
+    attempt(blockmap.FormatError, header=b"{")
+    attempt(blockmap.BlockMapTypeError, header="a str header")
+    attempt(blockmap.BlockMapTypeError, labels=None)
+    attempt(blockmap.BlockMapError, labels=labels[:8])
+    attempt(blockmap.BlockMapError, labels=bytes(len(labels)))
+
+    # a descriptor given twice is owned, and closed, once: a file that
+    # reuses its number afterwards is left alone
+    fd = os.dup(fds[0])
+    with pytest.raises(blockmap.ValidationError, match="given twice"):
+        attach(header, [fd, fd], places, labels)
+    assert not _is_open(fd)
+    reused = os.open(tmp_path / "bystander", os.O_CREAT | os.O_RDWR)
+    gc.collect()
+    assert _is_open(reused), "blockmap closed an unrelated file"
+    os.close(reused)
+
+    # a closed descriptor is refused; the others are closed all the same
+    closed = next(fd for fd in range(900, 1000) if not _is_open(fd))
+    attempt(blockmap.ValidationError, extra=[closed], match="not open")
+
+    # fds that are not a list: nothing was given, nothing is closed
+    with pytest.raises(blockmap.BlockMapTypeError):
+        attach(header, 7, places, labels)
 
     # a regular file is not a segment: refused, and the descriptor closed
     path = tmp_path / "not-a-segment"
     path.write_bytes(b"\0" * 4096)
     fd = os.open(path, os.O_RDWR)
     with pytest.raises(blockmap.ValidationError, match="not a blockmap shared-memory segment"):
-        attach(header, [fd], locations)
-    with pytest.raises(OSError):
-        os.fstat(fd)
-
-    def attempt(locations):
-        fd = os.dup(fds[0])
-        with pytest.raises(blockmap.BlockMapError):
-            attach(header, [fd], locations)
-        with pytest.raises(OSError):
-            os.fstat(fd)
-
-    first = locations[0]
-    attempt([(first[0], 2**62, first[2], True), *locations[1:]])
-    attempt([(5, *first[1:]), *locations[1:]])
-    attempt(locations[1:])
-    attempt([(first[0], first[1], first[2] + 8, True), *locations[1:]])
-    with pytest.raises(blockmap.FormatError):
-        attach(b"{", [os.dup(fds[0])], locations)
+        attach(header, [fd], places, labels)
+    assert not _is_open(fd)
 
     # the genuine parts still work
-    assert_identical(attach(header, [os.dup(fds[0])], locations), tensor)
+    assert_identical(attach(header, [os.dup(fds[0])], places, labels), tensor)
     assert blockmap._blockmap._shared_parts(make_map(rng)) is None
     gc.collect()
