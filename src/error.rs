@@ -36,8 +36,8 @@ pub enum Error {
     #[error("{0}")]
     OutOfMemory(String),
 
-    /// A long operation stopped because its caller asked it to (see
-    /// [`interrupt`](crate::interrupt)), e.g. on Ctrl-C.
+    /// A long operation stopped because its caller asked it to (its
+    /// interrupt checker said so), e.g. on Ctrl-C.
     #[error("interrupted")]
     Interrupted,
 
