@@ -6,6 +6,7 @@ use crate::array::Array;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::labels::{is_valid_name, Labels, Names};
+use crate::limits::{MAX_GRADIENT_DEPTH, MAX_GRADIENT_NAME};
 
 /// A labeled N-d array: axes `[samples, *components, properties]`, each
 /// described by [`Labels`]; plus gradient blocks keyed by parameter name.
@@ -149,6 +150,7 @@ impl TensorBlock {
                 "this block already has a gradient with respect to '{parameter}'"
             )));
         }
+        check_gradient_limits(parameter, &gradient)?;
         let context = |what: String| Error::invalid(format!("gradient '{parameter}': {what}"));
         if gradient.dtype() != self.dtype() {
             return Err(context(format!(
@@ -197,6 +199,16 @@ impl TensorBlock {
         }
         self.gradients.insert(parameter.to_string(), gradient);
         Ok(())
+    }
+
+    /// How deeply gradients nest under this block: 0 without gradients, 1
+    /// with gradients that have none of their own, ...
+    pub fn gradient_depth(&self) -> usize {
+        self.gradients
+            .values()
+            .map(|gradient| 1 + gradient.gradient_depth())
+            .max()
+            .unwrap_or(0)
     }
 
     /// A deep copy: values and gradient values in new memory. Labels are
@@ -269,6 +281,27 @@ impl TensorBlock {
         }
         Ok(())
     }
+}
+
+/// The limits of gradients (see `limits.rs`): a parameter name of at most
+/// [`MAX_GRADIENT_NAME`] bytes, and at most [`MAX_GRADIENT_DEPTH`] levels
+/// of gradients under a block once `gradient` is added.
+fn check_gradient_limits(parameter: &str, gradient: &TensorBlock) -> Result<()> {
+    if parameter.len() > MAX_GRADIENT_NAME {
+        return Err(Error::invalid(format!(
+            "the gradient parameter name has {} bytes, more than the {MAX_GRADIENT_NAME} \
+             allowed",
+            parameter.len()
+        )));
+    }
+    let depth = 1 + gradient.gradient_depth();
+    if depth > MAX_GRADIENT_DEPTH {
+        return Err(Error::invalid(format!(
+            "gradient '{parameter}' would nest gradients {depth} levels deep, more than the \
+             {MAX_GRADIENT_DEPTH} allowed"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

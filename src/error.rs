@@ -94,5 +94,11 @@ impl From<std::collections::TryReserveError> for Error {
     }
 }
 
+impl From<hashbrown::TryReserveError> for Error {
+    fn from(_: hashbrown::TryReserveError) -> Self {
+        Error::OutOfMemory("cannot reserve memory for a table: out of memory".into())
+    }
+}
+
 /// `Result` with blockmap's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -91,7 +91,8 @@ pub fn tensor(dtype: DType) -> TensorMap {
         block_with_nested_gradients(dtype),
     ];
     let mut map = TensorMap::new(keys, blocks).expect("a valid map");
-    map.set_info("origin".into(), "tests".into());
+    map.set_info("origin".into(), "tests".into())
+        .expect("a small info");
     map
 }
 
@@ -123,7 +124,7 @@ pub fn small_map() -> TensorMap {
         .add_gradient("positions", gradient)
         .expect("a valid gradient");
     let mut map = TensorMap::new(labels(&["k"], &[7]), vec![block]).expect("a valid map");
-    map.set_info("a".into(), "b".into());
+    map.set_info("a".into(), "b".into()).expect("a small info");
     map
 }
 

@@ -363,14 +363,25 @@ fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Ind
 }
 
 fn check_names(names: &[String]) -> Result<()> {
-    for (i, name) in names.iter().enumerate() {
+    let size = crate::limits::label_names_size(names);
+    if size > crate::limits::MAX_LABEL_NAMES {
+        return Err(Error::invalid(format!(
+            "the {} label names take {size} bytes in an NPY header, more than the {} \
+             allowed",
+            names.len(),
+            crate::limits::MAX_LABEL_NAMES
+        )));
+    }
+    let mut seen = hashbrown::HashSet::new();
+    seen.try_reserve(names.len())?;
+    for name in names {
         if !is_valid_name(name) {
             return Err(Error::invalid(format!(
                 "'{name}' is not a valid label name: use letters, digits and '_', \
                  not starting with a digit"
             )));
         }
-        if names[..i].contains(name) {
+        if !seen.insert(name.as_str()) {
             return Err(Error::invalid(format!(
                 "the label name '{name}' is used twice in {}",
                 Names(names)

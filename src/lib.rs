@@ -8,7 +8,7 @@
 //! as a Python object.
 //!
 //! Modules use only those below them:
-//! `error → interrupt → dtype → buffer → array → labels → block → tensor → data →
+//! `error → {interrupt, limits} → dtype → buffer → array → labels → block → tensor → data →
 //! {io, pickle} → shm`, and the binding (`python`, feature `python`) calls
 //! into them.
 
@@ -23,6 +23,7 @@ pub mod fixtures;
 pub mod interrupt;
 pub mod io;
 pub mod labels;
+pub mod limits;
 pub mod pickle;
 pub mod shm;
 pub mod tensor;

@@ -22,9 +22,6 @@ use crate::tensor::TensorMap;
 /// The version of the wire format [`dump`] writes and [`load`] reads.
 pub const VERSION: u32 = 1;
 
-/// Headers larger than this are refused.
-const MAX_HEADER_LEN: usize = 64 << 20;
-
 /// Labels in a header: names and number of entries (the values are a buffer).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -210,7 +207,14 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
         header: BlockHeader,
         parent: Option<&TensorBlock>,
         what: &str,
+        depth: usize,
     ) -> Result<TensorBlock> {
+        if depth > crate::limits::MAX_GRADIENT_DEPTH {
+            return Err(Error::format(format!(
+                "{what}: gradients nest more than {} levels deep",
+                crate::limits::MAX_GRADIENT_DEPTH
+            )));
+        }
         let values = self.array(&header.dtype, header.shape, &format!("{what} values"))?;
         let samples = self.labels(header.samples, &format!("{what} samples"))?;
         let mut components = Vec::with_capacity(header.components.len());
@@ -234,6 +238,7 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
                 gradient,
                 Some(&block),
                 &format!("{what} gradient '{parameter}'"),
+                depth + 1,
             )?;
             block.add_gradient(&parameter, gradient)?;
         }
@@ -245,12 +250,9 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
 /// buffers holding the same bytes). Each array views its buffer when the
 /// buffer is aligned for the element type, and is copied otherwise.
 pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
-    if header.len() > MAX_HEADER_LEN {
-        return Err(Error::format(format!(
-            "the pickle header has {} bytes, more than the {MAX_HEADER_LEN} allowed",
-            header.len()
-        )));
-    }
+    // the header's structure is checked before it is parsed: the parser's
+    // recursion stays bounded (see `limits.rs`)
+    crate::limits::check_json_nesting(header)?;
     let header: Header = serde_json::from_slice(header)
         .map_err(|e| Error::format(format!("invalid pickle header: {e}")))?;
     let count = buffers.len();
@@ -263,15 +265,13 @@ pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
             let keys = buffers.labels(keys, "keys")?;
             let mut rebuilt = Vec::with_capacity(blocks.len().min(keys.count()));
             for (i, block) in blocks.into_iter().enumerate() {
-                rebuilt.push(buffers.block(block, None, &format!("block {i}"))?);
+                rebuilt.push(buffers.block(block, None, &format!("block {i}"), 0)?);
             }
             let mut map = TensorMap::new(keys, rebuilt)?;
-            for (key, value) in info {
-                map.set_info(key, value);
-            }
+            map.replace_info(info)?;
             Data::Tensor(map)
         }
-        Header::Block { block } => Data::Block(buffers.block(block, None, "block")?),
+        Header::Block { block } => Data::Block(buffers.block(block, None, "block", 0)?),
         Header::Labels { labels } => Data::Labels(buffers.labels(labels, "labels")?),
     };
     if buffers.used != count {

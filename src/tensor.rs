@@ -90,9 +90,26 @@ impl TensorMap {
         &self.info
     }
 
-    /// Set an info entry, replacing any value it had.
-    pub fn set_info(&mut self, key: String, value: String) {
-        self.info.insert(key, value);
+    /// Set an info entry, replacing any value it had; an error (and the
+    /// info unchanged) when the info would no longer fit in an archive's
+    /// `info.json` (see `limits.rs`).
+    pub fn set_info(&mut self, key: String, value: String) -> Result<()> {
+        let previous = self.info.insert(key.clone(), value);
+        if let Err(error) = crate::limits::check_info(&self.info) {
+            match previous {
+                Some(previous) => self.info.insert(key, previous),
+                None => self.info.remove(&key),
+            };
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Replace the whole info (checked as by [`TensorMap::set_info`], once).
+    pub fn replace_info(&mut self, info: BTreeMap<String, String>) -> Result<()> {
+        crate::limits::check_info(&info)?;
+        self.info = info;
+        Ok(())
     }
 
     /// Sample names shared by all blocks (empty for a map without blocks).
@@ -211,7 +228,7 @@ mod tests {
     #[test]
     fn info_names_and_copy() {
         let mut map = TensorMap::new(keys(), vec![block("s"), block("s"), block("s")]).unwrap();
-        map.set_info("origin".into(), "test".into());
+        map.set_info("origin".into(), "test".into()).unwrap();
         assert_eq!(map.info()["origin"], "test");
         assert_eq!(map.sample_names(), vec!["s"]);
         assert_eq!(map.property_names(), vec!["p"]);

@@ -113,7 +113,7 @@ pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
 fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {
     match kind {
         Kind::Tensor => read::tensor(source).map(Data::Tensor),
-        Kind::Block => read::block(source, "", None).map(Data::Block),
+        Kind::Block => read::block(source, "", None, 0).map(Data::Block),
         Kind::Labels => Err(Error::internal(
             "labels are a bare NPY file, not an archive: they are read by `load_buffer_checked`",
         )),

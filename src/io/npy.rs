@@ -13,9 +13,9 @@ use crate::error::{Error, Result};
 /// The first bytes of every NPY file.
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
 
-/// Headers longer than this are refused (numpy itself refuses more than
-/// 10 kB by default; labels with many dimensions need a few kB).
-pub const MAX_HEADER_LEN: usize = 1 << 20;
+/// Headers longer than this are refused by the reader, and never written
+/// (see `limits.rs`).
+pub const MAX_HEADER_LEN: usize = crate::limits::MAX_NPY_HEADER;
 
 /// Header blocks are padded to this size, so data is aligned in the file.
 pub const HEADER_ALIGNMENT: usize = 64;
@@ -387,6 +387,12 @@ pub fn write_header(descr: &str, shape: &[usize]) -> Result<Vec<u8>> {
         (2u8, 12, long.to_le_bytes().to_vec())
     };
     let header_len = padded(preamble);
+    if header_len > MAX_HEADER_LEN {
+        return Err(Error::invalid(format!(
+            "the NPY header would be {header_len} bytes, more than the {MAX_HEADER_LEN} \
+             that readers accept"
+        )));
+    }
     let mut out = Vec::with_capacity(preamble + header_len);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&[version, 0]);
@@ -480,6 +486,12 @@ mod tests {
             (10, 65535)
         );
         assert!(read_header(b"\x93NUMPY\x01\x00\xff\xff{'descr'").is_err());
+    }
+
+    #[test]
+    fn headers_the_reader_refuses_are_not_written() {
+        let names: Vec<String> = (0..100_000).map(|i| format!("dimension_{i}")).collect();
+        assert!(write_header(&labels_descr(&names), &[1]).is_err());
     }
 
     #[test]

@@ -503,8 +503,8 @@ pub(crate) fn labels_from_npy(buffer: &Buffer) -> Result<Labels> {
     .into_labels()
 }
 
-/// The largest info.json accepted.
-const MAX_INFO_LEN: usize = 64 << 20;
+/// The largest info.json accepted (see `limits.rs`).
+const MAX_INFO_LEN: usize = crate::limits::MAX_INFO_JSON;
 
 /// Read the `TensorMap` of an archive.
 pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
@@ -515,7 +515,7 @@ pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
     let mut blocks = Vec::with_capacity(keys.count());
     for i in 0..keys.count() {
         let prefix = format!("blocks/{i}/");
-        blocks.push(block(source, &prefix, None).map_err(|e| e.context(format!("block {i}")))?);
+        blocks.push(block(source, &prefix, None, 0).map_err(|e| e.context(format!("block {i}")))?);
     }
     let mut map = TensorMap::new(keys, blocks)?;
     if source.names().contains("info.json") {
@@ -523,20 +523,28 @@ pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
         let info: BTreeMap<String, String> = serde_json::from_str(&text).map_err(|e| {
             Error::format(format!("info.json is not a JSON object of strings: {e}"))
         })?;
-        for (key, value) in info {
-            map.set_info(key, value);
-        }
+        map.replace_info(info)?;
     }
     Ok(map)
 }
 
 /// Read the block whose entries start with `prefix`; a gradient block
-/// (`parent` given) has no properties entry: it uses the parent's.
+/// (`parent` given) has no properties entry: it uses the parent's. `depth`
+/// is how many gradient levels lie above it: past the limit of gradient
+/// nesting the archive is refused before reading further (the recursion is
+/// bounded, whatever the archive holds).
 pub(crate) fn block(
     source: &mut impl Source,
     prefix: &str,
     parent: Option<&TensorBlock>,
+    depth: usize,
 ) -> Result<TensorBlock> {
+    if depth > crate::limits::MAX_GRADIENT_DEPTH {
+        return Err(Error::format(format!(
+            "gradients nest more than {} levels deep",
+            crate::limits::MAX_GRADIENT_DEPTH
+        )));
+    }
     let entry = |name: &str| format!("{prefix}{name}");
     let values = source.npy(&entry("values.npy"))?.into_array()?;
     let samples = source.npy(&entry("samples.npy"))?.into_labels()?;
@@ -570,7 +578,7 @@ pub(crate) fn block(
         .collect();
     for parameter in parameters {
         let prefix_of_gradient = format!("{gradients_prefix}{parameter}/");
-        let gradient = self::block(source, &prefix_of_gradient, Some(&block))
+        let gradient = self::block(source, &prefix_of_gradient, Some(&block), depth + 1)
             .map_err(|e| e.context(format!("gradient '{parameter}'")))?;
         block.add_gradient(&parameter, gradient)?;
     }

@@ -16,6 +16,7 @@ use crate::block::TensorBlock;
 use crate::buffer::ALIGNMENT;
 use crate::error::{Error, Result};
 use crate::labels::Labels;
+use crate::limits;
 use crate::tensor::TensorMap;
 
 /// [`ALIGNMENT`] as the zip writer takes it.
@@ -218,8 +219,52 @@ impl<W: Write + Seek> Archive<W> {
     }
 }
 
+/// The limits of the readers (see `limits.rs`) that an archive of these
+/// blocks could break, checked before anything is written: entry names
+/// the zip format can hold, gradients no deeper than readers accept.
+/// (Labels and info are checked when they are made.)
+fn check_blocks<'a>(blocks: impl Iterator<Item = (String, &'a TensorBlock)>) -> Result<()> {
+    fn walk(prefix: &str, block: &TensorBlock, depth: usize) -> Result<()> {
+        // the longest name of the block: prefix + "components/<k>.npy"
+        let longest = prefix.len() + "components/".len() + 20 + ".npy".len();
+        if longest > limits::MAX_ENTRY_NAME {
+            return Err(Error::invalid(format!(
+                "the archive entry names of the block at '{prefix}' would be longer than \
+                 the {} bytes a zip archive allows",
+                limits::MAX_ENTRY_NAME
+            )));
+        }
+        if depth > limits::MAX_GRADIENT_DEPTH {
+            return Err(Error::invalid(format!(
+                "gradients nest more than {} levels deep",
+                limits::MAX_GRADIENT_DEPTH
+            )));
+        }
+        for (parameter, gradient) in block.gradients() {
+            walk(
+                &format!("{prefix}gradients/{parameter}/"),
+                gradient,
+                depth + 1,
+            )?;
+        }
+        Ok(())
+    }
+    for (prefix, block) in blocks {
+        walk(&prefix, block, 0)?;
+    }
+    Ok(())
+}
+
 /// Write `map` as an `.mts` archive.
 pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
+    let last = map.blocks().len().saturating_sub(1);
+    check_blocks(
+        map.blocks()
+            .last()
+            .map(|block| (format!("blocks/{last}/"), block))
+            .into_iter(),
+    )?;
+    limits::check_info(map.info())?;
     let mut archive = Archive::new(writer);
     let mut write = || {
         archive.labels("keys.npy", map.keys())?;
@@ -239,6 +284,7 @@ pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
 
 /// Write `block` as an `.mts` archive of a single block.
 pub fn block<W: Write + Seek>(writer: W, block: &TensorBlock) -> Result<W> {
+    check_blocks(std::iter::once((String::new(), block)))?;
     let mut archive = Archive::new(writer);
     let result = archive.block("", block, false);
     archive.finish(result)

@@ -211,7 +211,7 @@ impl PyTensorBlock {
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, mmap = MmapArg::default()))]
+    #[pyo3(signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
     fn load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
         super::io::load(py, file, Kind::Block, mmap)
     }

@@ -105,13 +105,13 @@ fn py_save_buffer<'py>(
 /// zeros and blockmap refuses to save, pickle or copy the map. Without
 /// ``mmap``, the data is read once into memory blockmap owns and every CRC
 /// is checked.
-#[pyfunction(name = "load", signature = (file, mmap = MmapArg::default()))]
+#[pyfunction(name = "load", signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
 fn py_load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
     load(py, file, Kind::Tensor, mmap)
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
-#[pyfunction(name = "load_block", signature = (file, mmap = MmapArg::default()))]
+#[pyfunction(name = "load_block", signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
 fn py_load_block(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
     load(py, file, Kind::Block, mmap)
 }

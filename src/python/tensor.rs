@@ -325,9 +325,10 @@ impl PyTensorMap {
         self.map().info().get(key).cloned()
     }
 
-    /// Set the info value of ``key``.
-    fn set_info(&self, key: String, value: String) {
-        self.map.modify(|map| map.set_info(key, value));
+    /// Set the info value of ``key`` (the info must fit in 64 MiB of JSON,
+    /// as ``.mts`` files hold it).
+    fn set_info(&self, key: String, value: String) -> PyResult<()> {
+        Ok(self.map.modify(|map| map.set_info(key, value))?)
     }
 
     /// Pickle support: out-of-band buffers over this object's memory with
@@ -344,7 +345,7 @@ impl PyTensorMap {
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, mmap = MmapArg::default()))]
+    #[pyo3(signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
     fn load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
         super::io::load(py, file, Kind::Tensor, mmap)
     }
