@@ -18,13 +18,13 @@
 mod cached;
 pub mod npy;
 mod read;
+mod replace;
 mod write;
 
 use std::fs::File;
 use std::fs::OpenOptions;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
 
 use crate::buffer::{AlignedBytes, Buffer, FixedWriter, MapMode};
 use crate::data::{Data, DataRef, Kind};
@@ -68,46 +68,24 @@ pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
     Buffer::from(bytes).slice(0, written)
 }
 
-static TEMPORARY_COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// A new file name beside `path` for writing it atomically.
-fn temporary_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let counter = TEMPORARY_COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.{}-{counter}.tmp", std::process::id()))
-}
-
-/// Save `data` to `path`, atomically: the data goes to a temporary file
-/// beside `path`, renamed over it once complete. On failure the temporary
-/// file is removed and `path` is untouched; a file that something has
-/// mapped is replaced, never truncated.
+/// Save `data` to `path`, atomically, keeping what the user had: the data
+/// goes to a temporary file beside the file `path` names (following
+/// symlinks), synced and renamed over it once complete, with its mode and
+/// owner; on failure nothing is left behind and the file is untouched (see
+/// `replace.rs` for the whole contract).
 pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
+    let target = replace::resolve(path)?;
     let shown = path.display();
-    let temporary = temporary_path(path);
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temporary)
-        .map_err(|e| Error::io(format!("cannot create a file beside '{shown}'"), e))?;
-    let result = (|| {
-        // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
-        let writer = save(BufWriter::with_capacity(write::SNAPSHOT_PIECE, file), data)?;
-        writer
-            .into_inner()
-            .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))
-    })();
-    let renamed = result.and_then(|file| {
-        drop(file);
-        std::fs::rename(&temporary, path)
-            .map_err(|e| Error::io(format!("cannot write '{shown}'"), e))
-    });
-    if renamed.is_err() {
-        let _ = std::fs::remove_file(&temporary);
-    }
-    renamed
+    let mut temporary = replace::Temporary::beside(&target)?;
+    // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
+    let writer = save(
+        BufWriter::with_capacity(write::SNAPSHOT_PIECE, temporary.file()?),
+        data,
+    )?;
+    writer
+        .into_inner()
+        .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))?;
+    temporary.replace(&target)
 }
 
 fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {

@@ -114,6 +114,11 @@ impl<W: Seek> Seek for Fuse<W> {
         }
         let target = match from {
             std::io::SeekFrom::Start(offset) => Some(offset),
+            // where the zip writer asks where it is, after a failure in the
+            // middle of rewriting a header: the end of what it wrote, so
+            // that the sizes it computes while finishing on drop stay
+            // sane (it would refuse them, and print that it did)
+            std::io::SeekFrom::Current(0) => Some(self.len),
             std::io::SeekFrom::Current(offset) => self.position.checked_add_signed(offset),
             std::io::SeekFrom::End(offset) => self.len.checked_add_signed(offset),
         };
@@ -208,11 +213,16 @@ impl<W: Write + Seek> Archive<W> {
     }
 
     /// Finish the archive after `result`, or abandon it on error.
-    fn finish(self, result: Result<()>) -> Result<W> {
+    fn finish(mut self, result: Result<()>) -> Result<W> {
         match result {
             Ok(()) => self.zip.finish().map(|fuse| fuse.inner).map_err(zip_error),
             Err(error) => {
+                // nothing reaches the real writer any more, and the entry
+                // being written is dropped: when the zip writer finishes the
+                // archive on drop, it has nothing to refuse (and so nothing
+                // to print)
                 self.blown.set(true);
+                let _ = self.zip.abort_file();
                 Err(error)
             }
         }

@@ -1,0 +1,289 @@
+"""Saving keeps what the user had (the contract of docs/format.md,
+"Saving"): symlinks are followed, mode and owner kept, the temporary file is
+short, random and unnamed while written, a killed save leaves nothing
+behind, the data is synced, a failed save leaves the target as it was, and
+blockmap never prints."""
+
+import io
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import blockmap
+from blockmap import BlockMapIOError
+from helpers import TESTS_DIR
+from helpers.io_cases import assert_identical, make_map
+
+
+@pytest.fixture
+def tensor(rng):
+    return make_map(rng)
+
+
+def _other(rng):
+    return make_map(rng, n_samples=(5, 7))
+
+
+# ------------------------------------------------------------ symlinks
+
+
+def test_a_relative_symlink_is_followed(tmp_path, tensor, rng):
+    real = tmp_path / "real.mts"
+    blockmap.save(real, _other(rng))
+    link = tmp_path / "link.mts"
+    link.symlink_to("real.mts")
+    blockmap.save(link, tensor)
+    assert link.is_symlink(), "the link stays a link"
+    assert os.readlink(link) == "real.mts"
+    assert_identical(blockmap.load(real), tensor)
+    assert sorted(os.listdir(tmp_path)) == ["link.mts", "real.mts"]
+
+
+def test_a_chain_of_absolute_symlinks_into_another_directory(tmp_path, tensor):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    real = elsewhere / "real.mts"
+    real.write_bytes(b"old")
+    middle = tmp_path / "middle.mts"
+    middle.symlink_to(real)
+    first = tmp_path / "first.mts"
+    first.symlink_to(middle)
+    blockmap.save(first, tensor)
+    assert first.is_symlink() and middle.is_symlink()
+    assert_identical(blockmap.load(real), tensor)
+    # the temporary file was made beside the real file: nothing else anywhere
+    assert sorted(os.listdir(elsewhere)) == ["real.mts"]
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere", "first.mts", "middle.mts"]
+
+
+def test_a_dangling_symlink_creates_its_target(tmp_path, tensor):
+    link = tmp_path / "link.mts"
+    link.symlink_to("new.mts")
+    blockmap.save(link, tensor)
+    assert link.is_symlink()
+    assert_identical(blockmap.load(tmp_path / "new.mts"), tensor)
+
+
+def test_a_symlink_loop_is_an_io_error(tmp_path, tensor):
+    (tmp_path / "a.mts").symlink_to("b.mts")
+    (tmp_path / "b.mts").symlink_to("a.mts")
+    with pytest.raises(BlockMapIOError) as error:
+        blockmap.save(tmp_path / "a.mts", tensor)
+    assert error.value.errno == 40  # ELOOP
+
+
+# ------------------------------------------------------------ mode and owner
+
+
+@pytest.mark.parametrize("mode", [0o600, 0o640, 0o444, 0o755])
+def test_the_mode_of_the_file_replaced_is_kept(tmp_path, tensor, rng, mode):
+    target = tmp_path / "data.mts"
+    blockmap.save(target, _other(rng))
+    os.chmod(target, mode)
+    blockmap.save(target, tensor)
+    assert stat.S_IMODE(os.stat(target).st_mode) == mode
+    assert_identical(blockmap.load(target), tensor)
+
+
+def test_a_new_file_gets_the_umask(tmp_path, tensor):
+    previous = os.umask(0o027)
+    try:
+        blockmap.save(tmp_path / "new.mts", tensor)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(os.stat(tmp_path / "new.mts").st_mode) == 0o640
+
+
+def test_the_owner_is_kept_where_the_process_may_set_it(tmp_path, tensor, rng):
+    target = tmp_path / "data.mts"
+    blockmap.save(target, _other(rng))
+    if os.geteuid() == 0:
+        os.chown(target, 1234, 5678)
+        expected = (1234, 5678)
+    else:
+        expected = (os.getuid(), os.getgid())
+    blockmap.save(target, tensor)
+    info = os.stat(target)
+    assert (info.st_uid, info.st_gid) == expected
+
+
+# ------------------------------------------------------------ temporary names
+
+
+def test_a_250_byte_file_name_saves(tmp_path, tensor):
+    target = tmp_path / ("x" * 246 + ".mts")
+    assert len(target.name) == 250
+    blockmap.save(target, tensor)
+    assert_identical(blockmap.load(target), tensor)
+    assert os.listdir(tmp_path) == [target.name]
+
+
+def test_leftover_temporary_files_do_not_block_saving(tmp_path, tensor):
+    # what killed saves of other processes (on file systems without unnamed
+    # temporary files) could leave: nothing blocks a save
+    for i in range(200):
+        (tmp_path / f".bm-{i:016x}.tmp").write_bytes(b"stale")
+        (tmp_path / f".data.mts.{os.getpid()}-{i}.tmp").write_bytes(b"stale")
+    blockmap.save(tmp_path / "data.mts", tensor)
+    assert_identical(blockmap.load(tmp_path / "data.mts"), tensor)
+
+
+KILLED_SAVE = """
+import sys, numpy as np, blockmap
+path = sys.argv[1]
+values = np.random.default_rng(1).normal(size=(4_000_000, 8))  # 256 MB
+block = blockmap.TensorBlock(values, blockmap.Labels.range("s", len(values)), [],
+                             blockmap.Labels.range("p", 8))
+tensor = blockmap.TensorMap(blockmap.Labels.range("k", 1), [block])
+print("ready", flush=True)
+while True:
+    blockmap.save(path, tensor)
+"""
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.3, 0.9])
+def test_a_killed_save_leaves_nothing_behind(tmp_path, tensor, delay):
+    target = tmp_path / "data.mts"
+    blockmap.save(target, tensor)
+    before = target.read_bytes()
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SAVE, str(target)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout.readline().strip() == "ready"
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=60)
+    child.stdout.close()
+    assert os.listdir(tmp_path) == ["data.mts"], "no temporary file left"
+    # old or new content, never a part
+    if target.read_bytes() != before:
+        blockmap.verify(target)
+        assert blockmap.load(target).block(0).values.shape == (4_000_000, 8)
+
+
+# ------------------------------------------------------------ syncing
+
+
+def _written_to_storage():
+    with open("/proc/self/io") as stats:
+        return next(int(line.split()[1]) for line in stats if line.startswith("write_bytes"))
+
+
+def test_the_data_reaches_storage_before_save_returns(tmp_path, rng):
+    tensor = make_map(rng, n_samples=(40_000, 40_000), n_properties=80)
+    assert tensor.nbytes > 20_000_000
+    before = _written_to_storage()
+    blockmap.save(tmp_path / "data.mts", tensor)
+    written = _written_to_storage() - before
+    # the page cache would hold it for seconds; fdatasync sent it down
+    assert written >= os.path.getsize(tmp_path / "data.mts"), written
+
+
+# ------------------------------------------------------------ failures
+
+
+class _FailingFile(io.RawIOBase):
+    """A seekable binary file whose ``n``-th write (or its flush) fails."""
+
+    def __init__(self, fail_at):
+        self.stream = io.BytesIO()
+        self.fail_at = fail_at
+        self.writes = 0
+
+    def writable(self):
+        return True
+
+    def seekable(self):
+        return True
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == self.fail_at:
+            raise OSError(28, "No space left on device")
+        return self.stream.write(data)
+
+    def seek(self, offset, whence=0):
+        return self.stream.seek(offset, whence)
+
+    def tell(self):
+        return self.stream.tell()
+
+
+def test_every_failing_write_of_a_file_object_raises_and_prints_nothing(tensor, capfd):
+    total = _FailingFile(fail_at=-1)
+    blockmap.save(total, tensor)
+    assert total.writes > 10
+    for n in range(1, total.writes + 1):
+        with pytest.raises(OSError, match="No space left"):
+            blockmap.save(_FailingFile(fail_at=n), tensor)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+FAILING_PATH_SAVES = """
+import os, resource, signal, sys
+import blockmap
+from helpers.io_cases import make_map
+import numpy as np
+directory = sys.argv[1]
+tensor = make_map(np.random.default_rng(3), n_samples=(300, 500), n_properties=40)
+path = os.path.join(directory, "data.mts")
+blockmap.save(path, tensor)
+size = os.path.getsize(path)
+with open(path, "rb") as f:
+    before = f.read()
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+outcomes = set()
+for limit in list(range(0, 4096, 97)) + list(range(4096, size + 4096, 4093)):
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
+    try:
+        blockmap.save(path, make_map(np.random.default_rng(limit), n_samples=(300, 500),
+                                     n_properties=40))
+        outcomes.add("saved")
+    except blockmap.BlockMapIOError:
+        outcomes.add("BlockMapIOError")
+    resource.setrlimit(resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    assert sorted(os.listdir(directory)) == ["data.mts"], os.listdir(directory)
+    with open(path, "rb") as f:
+        now = f.read()
+    if now != before:
+        blockmap.verify(path)
+        before = now
+print(sorted(outcomes))
+"""
+
+
+def test_every_failing_write_of_a_path_leaves_old_content_nothing_else_and_no_output(tmp_path):
+    code = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n" + textwrap.dedent(
+        FAILING_PATH_SAVES
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == "", "a library never prints"
+    assert "BlockMapIOError" in result.stdout
+
+
+def test_saving_over_a_mapped_file_stays_safe(tmp_path, tensor, rng):
+    target = tmp_path / "data.mts"
+    blockmap.save(target, tensor)
+    mapped = blockmap.load(target, mmap=True)
+    replacement = _other(rng)
+    blockmap.save(target, replacement)
+    # the map keeps the old file's data, intact
+    assert_identical(mapped, tensor)
+    assert_identical(blockmap.load(target), replacement)
+    assert np.isfinite(mapped.block(0).values).all()
