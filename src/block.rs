@@ -31,6 +31,13 @@ impl TensorBlock {
         properties: Labels,
     ) -> Result<Self> {
         let shape = values.shape();
+        if shape.len() > crate::limits::MAX_NDIM {
+            return Err(Error::invalid(format!(
+                "values have {} dimensions, more than the {} an array may have",
+                shape.len(),
+                crate::limits::MAX_NDIM
+            )));
+        }
         if shape.len() != components.len() + 2 {
             return Err(Error::invalid(format!(
                 "values of shape {shape:?} have {} dimensions, but {} component(s) \

@@ -28,6 +28,10 @@ pub fn label_names_size(names: &[String]) -> usize {
         .fold(0, usize::saturating_add)
 }
 
+/// Most dimensions an array may have (numpy's own limit): a block has at
+/// most this many axes, so at most `MAX_NDIM - 2` components.
+pub const MAX_NDIM: usize = 64;
+
 /// Deepest nesting of gradients: a block with a gradient has depth 1, a
 /// gradient of a gradient depth 2. Every recursion over blocks is bounded
 /// by it (it fits a thread stack of 512 KiB many times over).

@@ -22,11 +22,143 @@ use crate::tensor::TensorMap;
 /// The version of the wire format [`dump`] writes and [`load`] reads.
 pub const VERSION: u32 = 1;
 
+/// Label names as a header holds them: one string and where each name
+/// ends. Read as a JSON list of strings, checked against the limit of label
+/// names (see `limits.rs`) as they come, and stored compactly (no
+/// allocation per name), so that a crafted list of many short names costs
+/// about what it takes in the header.
+#[derive(Debug, Default)]
+struct NameList {
+    text: String,
+    ends: Vec<u32>,
+}
+
+impl NameList {
+    fn from_names(names: &[String]) -> Self {
+        let mut list = NameList::default();
+        for name in names {
+            list.text.push_str(name);
+            list.ends
+                .push(u32::try_from(list.text.len()).unwrap_or(u32::MAX));
+        }
+        list
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().map(|&end| end as usize));
+        starts
+            .zip(self.ends.iter().map(|&end| end as usize))
+            .map(|(start, end)| &self.text[start..end])
+    }
+
+    fn into_names(self) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        names.try_reserve_exact(self.len())?;
+        names.extend(self.iter().map(str::to_string));
+        Ok(names)
+    }
+}
+
+impl Serialize for NameList {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for NameList {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = NameList;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list of label names")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<NameList, A::Error> {
+                let mut list = NameList::default();
+                let mut size = 0usize;
+                while seq.next_element_seed(Append(&mut list.text))?.is_some() {
+                    let start = list.ends.last().map_or(0, |&end| end as usize);
+                    // counted as `limits::label_names_size` counts
+                    size = size.saturating_add(list.text.len() - start + 13);
+                    if size > crate::limits::MAX_LABEL_NAMES {
+                        return Err(serde::de::Error::custom(format!(
+                            "the label names take more than the {} bytes allowed",
+                            crate::limits::MAX_LABEL_NAMES
+                        )));
+                    }
+                    let end = u32::try_from(list.text.len())
+                        .map_err(|_| serde::de::Error::custom("label names too long"))?;
+                    list.ends.push(end);
+                }
+                Ok(list)
+            }
+        }
+        deserializer.deserialize_seq(Visitor)
+    }
+}
+
+/// Deserializes one string by appending it to a `String`.
+struct Append<'a>(&'a mut String);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Append<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        struct Visitor<'a>(&'a mut String);
+        impl serde::de::Visitor<'_> for Visitor<'_> {
+            type Value = ();
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a label name (a string)")
+            }
+            fn visit_str<E: serde::de::Error>(self, name: &str) -> Result<(), E> {
+                self.0.push_str(name);
+                Ok(())
+            }
+        }
+        deserializer.deserialize_str(Visitor(self.0))
+    }
+}
+
+/// At most `MAX_NDIM` elements, refused as they come beyond that.
+fn bounded<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    struct Visitor<T>(std::marker::PhantomData<T>);
+    impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Visitor<T> {
+        type Value = Vec<T>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "a list of at most {} elements", crate::limits::MAX_NDIM)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<T>, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element()? {
+                if items.len() == crate::limits::MAX_NDIM {
+                    return Err(serde::de::Error::custom(format!(
+                        "more than {} dimensions",
+                        crate::limits::MAX_NDIM
+                    )));
+                }
+                items.push(item);
+            }
+            Ok(items)
+        }
+    }
+    deserializer.deserialize_seq(Visitor(std::marker::PhantomData))
+}
+
 /// Labels in a header: names and number of entries (the values are a buffer).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct LabelsHeader {
-    names: Vec<String>,
+    names: NameList,
     count: usize,
     /// npy descr of the values with explicit byte order: `<i4` or `>i4`
     dtype: String,
@@ -38,8 +170,10 @@ struct LabelsHeader {
 struct BlockHeader {
     /// npy descr with explicit byte order, e.g. `<f8`
     dtype: String,
+    #[serde(deserialize_with = "bounded")]
     shape: Vec<usize>,
     samples: LabelsHeader,
+    #[serde(deserialize_with = "bounded")]
     components: Vec<LabelsHeader>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     properties: Option<LabelsHeader>,
@@ -48,8 +182,8 @@ struct BlockHeader {
 }
 
 /// The header: what the buffers hold, in the order they come.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+#[derive(Debug, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
 enum Header {
     Tensor {
         keys: LabelsHeader,
@@ -63,6 +197,54 @@ enum Header {
     Labels {
         labels: LabelsHeader,
     },
+}
+
+/// A header as read: the same JSON as [`Header`] writes, parsed as one
+/// flat struct (serde parses an internally tagged enum by first copying the
+/// whole input into a generic tree, which costs many times its size).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Incoming {
+    kind: String,
+    keys: Option<LabelsHeader>,
+    blocks: Option<Vec<BlockHeader>>,
+    #[serde(default)]
+    info: BTreeMap<String, String>,
+    block: Option<BlockHeader>,
+    labels: Option<LabelsHeader>,
+}
+
+impl Incoming {
+    fn into_header(self) -> Result<Header> {
+        let unexpected = |kind: &str| {
+            Error::format(format!(
+                "invalid pickle header: a '{kind}' header must have exactly the fields of a {kind}"
+            ))
+        };
+        match (
+            self.kind.as_str(),
+            self.keys,
+            self.blocks,
+            self.block,
+            self.labels,
+        ) {
+            ("tensor", Some(keys), Some(blocks), None, None) => Ok(Header::Tensor {
+                keys,
+                blocks,
+                info: self.info,
+            }),
+            ("block", None, None, Some(block), None) if self.info.is_empty() => {
+                Ok(Header::Block { block })
+            }
+            ("labels", None, None, None, Some(labels)) if self.info.is_empty() => {
+                Ok(Header::Labels { labels })
+            }
+            ("tensor" | "block" | "labels", ..) => Err(unexpected(&self.kind)),
+            (other, ..) => Err(Error::format(format!(
+                "invalid pickle header: unknown kind '{other}'"
+            ))),
+        }
+    }
 }
 
 /// What a buffer of the wire order holds.
@@ -85,7 +267,7 @@ fn labels_header(labels: &Labels, buffers: &mut Buffers) -> LabelsHeader {
         Role::Labels,
     ));
     LabelsHeader {
-        names: labels.names().to_vec(),
+        names: NameList::from_names(labels.names()),
         count: labels.count(),
         dtype: DType::I4.native_descr(),
     }
@@ -199,7 +381,7 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
             )));
         }
         let values = self.array(&header.dtype, shape, what)?;
-        Labels::from_array(header.names, values, false).map_err(|e| e.context(what))
+        Labels::from_array(header.names.into_names()?, values, false).map_err(|e| e.context(what))
     }
 
     fn block(
@@ -253,8 +435,9 @@ pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
     // the header's structure is checked before it is parsed: the parser's
     // recursion stays bounded (see `limits.rs`)
     crate::limits::check_json_nesting(header)?;
-    let header: Header = serde_json::from_slice(header)
-        .map_err(|e| Error::format(format!("invalid pickle header: {e}")))?;
+    let header = serde_json::from_slice::<Incoming>(header)
+        .map_err(|e| Error::format(format!("invalid pickle header: {e}")))?
+        .into_header()?;
     let count = buffers.len();
     let mut buffers = Received {
         buffers: buffers.into_iter(),

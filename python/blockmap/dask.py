@@ -38,7 +38,12 @@ def serialize(obj: Serializable) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _with_writeable_flag(frame: Any, writeable: bool) -> memoryview:
-    view = memoryview(frame)
+    try:
+        view = memoryview(frame)
+    except TypeError:
+        raise FormatError(
+            f"a dask frame must be a bytes-like object, got {type(frame).__name__}"
+        ) from None
     if writeable and view.readonly:
         return memoryview(bytearray(view))
     if not writeable and not view.readonly:
@@ -47,15 +52,25 @@ def _with_writeable_flag(frame: Any, writeable: bool) -> memoryview:
 
 
 def deserialize(header: dict[str, Any], frames: list[Any]) -> Serializable:
-    """Rebuild what :func:`serialize` described, viewing the frames."""
+    """Rebuild what :func:`serialize` described, viewing the frames.
+
+    A header or frames that :func:`serialize` did not make raise
+    :class:`blockmap.FormatError`.
+    """
+    if not isinstance(header, dict):
+        raise FormatError(f"the dask header must be a dict, got {type(header).__name__}")
+    if not isinstance(frames, list | tuple) or not frames:
+        raise FormatError("the dask frames must be a non-empty list")
     writeable = header.get("writeable")
-    if not isinstance(writeable, list | tuple) or len(writeable) != len(frames) - 1:
+    if not isinstance(writeable, list | tuple) or not all(isinstance(w, bool) for w in writeable):
+        raise FormatError("the dask header's 'writeable' must be a list of booleans")
+    if len(writeable) != len(frames) - 1:
         raise FormatError(
-            f"the dask header describes {len(writeable or ())} buffers "
+            f"the dask header describes {len(writeable)} buffers "
             f"but {len(frames) - 1} frames arrived"
         )
     buffers = [
-        _with_writeable_flag(frame, bool(w)) for frame, w in zip(frames[1:], writeable, strict=True)
+        _with_writeable_flag(frame, w) for frame, w in zip(frames[1:], writeable, strict=True)
     ]
     return _reconstruct(header.get("version"), frames[0], *buffers)
 

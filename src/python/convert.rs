@@ -123,12 +123,19 @@ pub fn extract_label_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResul
     let array = as_ndarray(values)?;
     let shape: Vec<usize> = array.getattr("shape")?.extract()?;
     let size: usize = array.getattr("size")?.extract()?;
-    if size == 0 && shape.len() <= 2 {
-        // an empty list or array of any dtype: no entries
-        let count = if shape.len() == 2 && n_dims == 0 {
-            shape[0]
-        } else {
-            0
+    if size == 0 {
+        // no entries: an empty list (shape (0,)), or an array of any dtype
+        // of shape (0, n_dims); labels without dimensions have at most one
+        // (empty) entry
+        let count = match shape[..] {
+            [0] => 0,
+            [count, dims] if dims == n_dims && (count == 0 || n_dims == 0) => count,
+            _ => {
+                return Err(invalid(
+                    py,
+                    format!("label values must have shape (count, {n_dims}), got {shape:?}"),
+                ))
+            }
         };
         if count > 1 {
             return Err(invalid(

@@ -126,6 +126,26 @@ def test_crafted_headers_raise_blockmap_errors(rng):
         ours({**sub, "version": 99}, frames)
     with pytest.raises(blockmap.FormatError):
         ours(sub, [b"{not json", *frames[1:]])
+    # whatever a crafted message holds, only blockmap's errors come out
+    crafted = [
+        (None, frames),
+        ("header", frames),
+        ([("writeable", [])], frames),
+        ({**sub, "writeable": 3}, frames),
+        ({**sub, "writeable": ["yes"] * (len(frames) - 1)}, frames),
+        ({**sub, "writeable": [object()] * (len(frames) - 1)}, frames),
+        ({**sub, "version": "1"}, frames),
+        ({**sub, "version": None}, frames),
+        (sub, None),
+        (sub, []),
+        (sub, 42),
+        (sub, [frames[0], *([None] * (len(frames) - 1))]),
+        (sub, [None, *frames[1:]]),
+        (sub, [12, *frames[1:]]),
+    ]
+    for header_, frames_ in crafted:
+        with pytest.raises(blockmap.BlockMapError):
+            ours(header_, frames_)
 
 
 # ------------------------------------------------------------ a real cluster
