@@ -82,6 +82,37 @@ fn json_string_len(text: &str) -> usize {
         .sum::<usize>()
 }
 
+/// A JSON string that borrows the text it was parsed from when it has no
+/// escapes (then no allocation is made for it).
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord, serde::Deserialize)]
+pub struct JsonStr<'a>(#[serde(borrow)] pub std::borrow::Cow<'a, str>);
+
+/// Info parsed from JSON (borrowing the text where it has no escapes) as
+/// owned strings, each copied with a fallible allocation.
+pub fn owned_info(info: BTreeMap<JsonStr<'_>, JsonStr<'_>>) -> Result<BTreeMap<String, String>> {
+    let mut result = BTreeMap::new();
+    for (key, value) in info {
+        result.insert(try_string(&key.0)?, try_string(&value.0)?);
+    }
+    Ok(result)
+}
+
+/// A copy of `info` made with fallible allocations.
+pub fn try_clone_info(info: &BTreeMap<String, String>) -> Result<BTreeMap<String, String>> {
+    let mut result = BTreeMap::new();
+    for (key, value) in info {
+        result.insert(try_string(key)?, try_string(value)?);
+    }
+    Ok(result)
+}
+
+fn try_string(text: &str) -> Result<String> {
+    let mut copy = String::new();
+    copy.try_reserve_exact(text.len())?;
+    copy.push_str(text);
+    Ok(copy)
+}
+
 /// An error unless `info` fits in [`MAX_INFO_JSON`].
 pub fn check_info(info: &BTreeMap<String, String>) -> Result<()> {
     let len = info_json_len(info);

@@ -184,12 +184,13 @@ struct BlockHeader {
 /// The header: what the buffers hold, in the order they come.
 #[derive(Debug, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
-enum Header {
+enum Header<'a> {
     Tensor {
         keys: LabelsHeader,
         blocks: Vec<BlockHeader>,
-        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-        info: BTreeMap<String, String>,
+        /// the map's own when dumping, owned when loading
+        #[serde(skip_serializing_if = "info_is_empty")]
+        info: std::borrow::Cow<'a, BTreeMap<String, String>>,
     },
     Block {
         block: BlockHeader,
@@ -199,23 +200,30 @@ enum Header {
     },
 }
 
+// serde's `skip_serializing_if` passes a reference to the field itself
+#[allow(clippy::ptr_arg)]
+fn info_is_empty(info: &std::borrow::Cow<'_, BTreeMap<String, String>>) -> bool {
+    info.is_empty()
+}
+
 /// A header as read: the same JSON as [`Header`] writes, parsed as one
 /// flat struct (serde parses an internally tagged enum by first copying the
 /// whole input into a generic tree, which costs many times its size).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Incoming {
+struct Incoming<'a> {
     kind: String,
     keys: Option<LabelsHeader>,
     blocks: Option<Vec<BlockHeader>>,
-    #[serde(default)]
-    info: BTreeMap<String, String>,
+    /// borrowed where it has no escapes: copied with fallible allocations
+    #[serde(default, borrow)]
+    info: BTreeMap<crate::limits::JsonStr<'a>, crate::limits::JsonStr<'a>>,
     block: Option<BlockHeader>,
     labels: Option<LabelsHeader>,
 }
 
-impl Incoming {
-    fn into_header(self) -> Result<Header> {
+impl Incoming<'_> {
+    fn into_header(self) -> Result<Header<'static>> {
         let unexpected = |kind: &str| {
             Error::format(format!(
                 "invalid pickle header: a '{kind}' header must have exactly the fields of a {kind}"
@@ -231,7 +239,7 @@ impl Incoming {
             ("tensor", Some(keys), Some(blocks), None, None) => Ok(Header::Tensor {
                 keys,
                 blocks,
-                info: self.info,
+                info: std::borrow::Cow::Owned(crate::limits::owned_info(self.info)?),
             }),
             ("block", None, None, Some(block), None) if self.info.is_empty() => {
                 Ok(Header::Block { block })
@@ -321,7 +329,7 @@ pub fn dump_with_roles(data: DataRef<'_>) -> Result<(Vec<u8>, Buffers)> {
                 .iter()
                 .map(|b| block_header(b, false, &mut buffers))
                 .collect(),
-            info: map.info().clone(),
+            info: std::borrow::Cow::Borrowed(map.info()),
         },
         DataRef::Block(block) => Header::Block {
             block: block_header(block, false, &mut buffers),
@@ -335,9 +343,30 @@ pub fn dump_with_roles(data: DataRef<'_>) -> Result<(Vec<u8>, Buffers)> {
     for (buffer, _) in &buffers {
         buffer.check_intact()?;
     }
-    let bytes = serde_json::to_vec(&header)
-        .map_err(|e| Error::invalid(format!("cannot encode the pickle header: {e}")))?;
+    // the header's length first (written nowhere), then the header, into
+    // memory reserved with a fallible allocation
+    let encoding =
+        |e: serde_json::Error| Error::internal(format!("cannot encode the pickle header: {e}"));
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, &header).map_err(encoding)?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(counter.0)?;
+    serde_json::to_writer(&mut bytes, &header).map_err(encoding)?;
     Ok((bytes, buffers))
+}
+
+/// Counts the bytes written to it.
+struct Counter(usize);
+
+impl std::io::Write for Counter {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0 += data.len();
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Hands out the buffers in order, checking their count.
@@ -451,7 +480,7 @@ pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
                 rebuilt.push(buffers.block(block, None, &format!("block {i}"), 0)?);
             }
             let mut map = TensorMap::new(keys, rebuilt)?;
-            map.replace_info(info)?;
+            map.replace_info(info.into_owned())?;
             Data::Tensor(map)
         }
         Header::Block { block } => Data::Block(buffers.block(block, None, "block", 0)?),

@@ -148,7 +148,7 @@ impl TensorMap {
                     block.deep_copy()
                 })
                 .collect::<Result<_>>()?,
-            info: self.info.clone(),
+            info: crate::limits::try_clone_info(&self.info)?,
         })
     }
 

@@ -39,17 +39,16 @@ pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
     }
 }
 
-/// An upper bound of the size of the archive (or NPY file) of `data`.
+/// An upper bound of the size of the archive (or NPY file) of `data`,
+/// computed without allocating.
 pub fn save_size_bound(data: DataRef<'_>) -> usize {
+    let mut bound = write::SizeBound::new();
     match data {
-        DataRef::Tensor(map) => write::size_bound(write::tensor_entries(map).into_iter()),
-        DataRef::Block(block) => {
-            let mut entries = Vec::new();
-            write::block_entries("", block, false, &mut entries);
-            write::size_bound(entries.into_iter())
-        }
-        DataRef::Labels(labels) => write::labels_size(labels),
+        DataRef::Tensor(map) => bound.tensor(map),
+        DataRef::Block(block) => bound.block(0, block, false),
+        DataRef::Labels(labels) => return write::labels_size(labels),
     }
+    bound.total()
 }
 
 /// Write `data` into `writer` (whose capacity is at least

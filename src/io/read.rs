@@ -124,6 +124,14 @@ fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<BTreeSet<Str
     Ok(names)
 }
 
+/// `len` zero bytes, or an out-of-memory error.
+fn zeroed_vec(len: usize) -> Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(len)?;
+    bytes.resize(len, 0);
+    Ok(bytes)
+}
+
 /// Read the NPY header at the start of `reader`, an entry of `size` bytes,
 /// and check that the data it announces fills the rest of the entry.
 fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
@@ -144,7 +152,7 @@ fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
     if total_header > size {
         return Err(Error::format("npy header is longer than its entry"));
     }
-    let mut text = vec![0u8; header_len];
+    let mut text = zeroed_vec(header_len)?;
     read_exact(reader, &mut text)?;
     let header = npy::parse_header(&text, preamble)?;
     let data_len = header.data_len()?;
@@ -189,6 +197,7 @@ fn io_read_error(e: std::io::Error) -> Error {
     }
     match e.kind() {
         std::io::ErrorKind::UnexpectedEof => Error::format("the archive is truncated"),
+        std::io::ErrorKind::OutOfMemory => Error::OutOfMemory(format!("reading the archive: {e}")),
         _ => Error::format(format!("corrupt archive: {e}")),
     }
 }
@@ -435,7 +444,7 @@ pub(crate) fn labels_from_reader(mut reader: impl Read, size: Option<u64>) -> Re
         got
     };
     let (preamble, header_len) = npy::header_extent(&prefix[..preamble_len])?;
-    let mut text = vec![0u8; header_len];
+    let mut text = zeroed_vec(header_len)?;
     read_exact(&mut reader, &mut text).map_err(|_| Error::format("npy header is truncated"))?;
     let header = npy::parse_header(&text, preamble)?;
     let data_len = header.data_len()?;
@@ -457,7 +466,7 @@ pub(crate) fn labels_from_reader(mut reader: impl Read, size: Option<u64>) -> Re
     } else {
         // unknown size: grow with what arrives, never with what is claimed
         let mut data = Vec::new();
-        let mut piece = vec![0u8; (64 << 10).min(data_len)];
+        let mut piece = zeroed_vec((64 << 10).min(data_len))?;
         while data.len() < data_len {
             let want = piece.len().min(data_len - data.len());
             let n = read_up_to(&mut reader, &mut piece[..want])?;
@@ -520,10 +529,11 @@ pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
     let mut map = TensorMap::new(keys, blocks)?;
     if source.names().contains("info.json") {
         let text = source.text("info.json", MAX_INFO_LEN)?;
-        let info: BTreeMap<String, String> = serde_json::from_str(&text).map_err(|e| {
-            Error::format(format!("info.json is not a JSON object of strings: {e}"))
-        })?;
-        map.replace_info(info)?;
+        let info: BTreeMap<crate::limits::JsonStr<'_>, crate::limits::JsonStr<'_>> =
+            serde_json::from_str(&text).map_err(|e| {
+                Error::format(format!("info.json is not a JSON object of strings: {e}"))
+            })?;
+        map.replace_info(crate::limits::owned_info(info)?)?;
     }
     Ok(map)
 }

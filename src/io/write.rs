@@ -162,8 +162,10 @@ impl<W: Write + Seek> Archive<W> {
             .start_file(name, options(header.len() + data.len()))
             .map_err(zip_error)?;
         self.zip.write_all(&header).map_err(write_error)?;
-        if self.scratch.len() < SNAPSHOT_PIECE.min(data.len()) {
-            self.scratch.resize(SNAPSHOT_PIECE.min(data.len()), 0);
+        let piece = SNAPSHOT_PIECE.min(data.len());
+        if self.scratch.len() < piece {
+            self.scratch.try_reserve_exact(piece - self.scratch.len())?;
+            self.scratch.resize(piece, 0);
         }
         for (i, piece) in data.chunks(SNAPSHOT_PIECE).enumerate() {
             if i % (crate::interrupt::PIECE / SNAPSHOT_PIECE) == 0 {
@@ -282,9 +284,12 @@ pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
             archive.block(&format!("blocks/{i}/"), block, false)?;
         }
         if !map.info().is_empty() {
-            let info = serde_json::to_string_pretty(map.info())
-                .map_err(|e| Error::invalid(format!("cannot encode info as JSON: {e}")))?;
-            archive.entry("info.json", &[], info.as_bytes())?;
+            // written into memory reserved (fallibly) for its exact size
+            let mut info = Vec::new();
+            info.try_reserve_exact(limits::info_json_len(map.info()))?;
+            serde_json::to_writer_pretty(&mut info, map.info())
+                .map_err(|e| Error::internal(format!("cannot encode info as JSON: {e}")))?;
+            archive.entry("info.json", &[], &info)?;
         }
         Ok(())
     };
@@ -310,60 +315,81 @@ pub fn labels<W: Write>(mut writer: W, labels: &Labels) -> Result<W> {
     Ok(writer)
 }
 
-/// An upper bound of the size of the archive of arrays with these
-/// (name, NPY header + data) sizes: each entry costs at most its data, its
-/// name twice (local and central headers), fixed headers, ZIP64 fields and
-/// alignment padding, all well within 512 bytes.
-pub(crate) fn size_bound(entries: impl Iterator<Item = (usize, usize)>) -> usize {
-    entries
-        .map(|(name, data)| data.saturating_add(2 * name + 512))
-        .fold(1024usize, usize::saturating_add)
-}
+/// An upper bound of the size of an archive, added up entry by entry
+/// without allocating: each entry costs at most its data, its name twice
+/// (local and central headers), fixed headers, ZIP64 fields and alignment
+/// padding, all well within 512 bytes.
+#[derive(Debug)]
+pub(crate) struct SizeBound(usize);
 
-/// (name length, entry size) of every entry the archive of `map` has.
-pub(crate) fn tensor_entries(map: &TensorMap) -> Vec<(usize, usize)> {
-    let mut entries = vec![(8, labels_size(map.keys()))];
-    for (i, block) in map.blocks().iter().enumerate() {
-        block_entries(&format!("blocks/{i}/"), block, false, &mut entries);
+impl SizeBound {
+    pub(crate) fn new() -> Self {
+        SizeBound(1024)
     }
-    if !map.info().is_empty() {
-        let info = serde_json::to_string_pretty(map.info()).map_or(0, |s| s.len());
-        entries.push((9, info));
-    }
-    entries
-}
 
-pub(crate) fn block_entries(
-    prefix: &str,
-    block: &TensorBlock,
-    gradient: bool,
-    entries: &mut Vec<(usize, usize)>,
-) {
-    // names are at most prefix + "components/NNNN.npy"
-    let name = prefix.len() + 32;
-    let values = block.values();
-    // a header that cannot be written fails the save: its size is moot
-    let header = array_npy_header(values).map_or(0, |h| h.len());
-    entries.push((name, header + values.bytes().len()));
-    entries.push((name, labels_size(block.samples())));
-    for component in block.components() {
-        entries.push((name, labels_size(component)));
+    fn entry(&mut self, name: usize, data: usize) {
+        self.0 = self
+            .0
+            .saturating_add(data)
+            .saturating_add(name.saturating_mul(2))
+            .saturating_add(512);
     }
-    if !gradient {
-        entries.push((name, labels_size(block.properties())));
+
+    pub(crate) fn total(&self) -> usize {
+        self.0
     }
-    for (parameter, gradient) in block.gradients() {
-        block_entries(
-            &format!("{prefix}gradients/{parameter}/"),
-            gradient,
-            true,
-            entries,
+
+    /// Every entry of the archive of `map`.
+    pub(crate) fn tensor(&mut self, map: &TensorMap) {
+        self.entry(8, labels_size(map.keys()));
+        for (i, block) in map.blocks().iter().enumerate() {
+            // "blocks/" + the index + "/"
+            let prefix = 8 + decimal_digits(i);
+            self.block(prefix, block, false);
+        }
+        if !map.info().is_empty() {
+            self.entry(9, limits::info_json_len(map.info()));
+        }
+    }
+
+    /// Every entry of a block whose names start with `prefix` bytes.
+    pub(crate) fn block(&mut self, prefix: usize, block: &TensorBlock, gradient: bool) {
+        // names are at most prefix + "components/" + an index + ".npy"
+        let name = prefix + 36;
+        let values = block.values();
+        self.entry(
+            name,
+            array_header_bound(values.shape()) + values.bytes().len(),
         );
+        self.entry(name, labels_size(block.samples()));
+        for component in block.components() {
+            self.entry(name, labels_size(component));
+        }
+        if !gradient {
+            self.entry(name, labels_size(block.properties()));
+        }
+        for (parameter, gradient) in block.gradients() {
+            // + "gradients/" + the parameter + "/"
+            self.block(prefix + 11 + parameter.len(), gradient, true);
+        }
     }
 }
 
+fn decimal_digits(n: usize) -> usize {
+    n.checked_ilog10().map_or(1, |digits| digits as usize + 1)
+}
+
+/// An upper bound of the NPY header of an array of this shape: the dict's
+/// fixed text, at most 22 bytes per dimension, padding to 64 bytes.
+fn array_header_bound(shape: &[usize]) -> usize {
+    12 + 96 + 22 * shape.len() + npy::HEADER_ALIGNMENT
+}
+
+/// An upper bound of the size of the bare NPY file of `labels`, computed
+/// without writing its header.
 pub(crate) fn labels_size(labels: &Labels) -> usize {
-    labels_npy_header(labels).map_or(0, |h| h.len()) + labels.values().bytes().len()
+    let header = 12 + 96 + 22 + limits::label_names_size(labels.names()) + npy::HEADER_ALIGNMENT;
+    header + labels.values().bytes().len()
 }
 
 #[cfg(test)]
