@@ -1,4 +1,16 @@
 //! Labels: named int32 columns with one unique row per entry.
+//!
+//! This file holds the type, its validation and its lookup index; the
+//! operations that make new Labels from existing ones are in the other
+//! files: set operations (`set.rs`), selection (`select.rs`), changes of
+//! dimensions (`dimensions.rs`) and metatensor's text layout (`print.rs`).
+//! Every operation returns new Labels whose values live in memory blockmap
+//! owns, and costs O(entries): lookups go through the hash index.
+
+mod dimensions;
+mod print;
+mod select;
+mod set;
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -6,8 +18,9 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashTable;
 
+use crate::array::byte_len;
 use crate::array::Array;
-use crate::buffer::Buffer;
+use crate::buffer::{AlignedBytes, Buffer};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -267,14 +280,97 @@ impl Labels {
                 self.size()
             )));
         }
+        Ok(self.find(entry))
+    }
+
+    /// Position of `entry`, which has one value per dimension.
+    fn find(&self, entry: &[i32]) -> Option<usize> {
         let index = self.index();
         let hash = index.hasher.hash_one(entry);
-        Ok(index.table.find(hash, |&j| self.row(j) == entry).copied())
+        index.table.find(hash, |&j| self.row(j) == entry).copied()
     }
 
     /// Whether the two labels are the same object (not just equal).
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+/// The values of new Labels, written entry by entry into memory blockmap
+/// owns (allocated once, at the final size, without aborting when it
+/// cannot be had).
+struct Rows {
+    bytes: AlignedBytes,
+    /// entries announced
+    count: usize,
+    /// values per entry
+    size: usize,
+    /// entries written so far
+    written: usize,
+}
+
+impl Rows {
+    /// Room for `count` entries of `size` values.
+    fn new(count: usize, size: usize) -> Result<Self> {
+        let len = byte_len(DType::I4, &[count, size])?;
+        Ok(Rows {
+            bytes: AlignedBytes::zeroed(len)?,
+            count,
+            size,
+            written: 0,
+        })
+    }
+
+    /// The room for the next `entries` entries, or an internal error when
+    /// the caller counted wrong (never a panic).
+    fn next(&mut self, entries: usize) -> Result<&mut [u8]> {
+        let row = self.size * DType::I4.size();
+        let end = self
+            .written
+            .checked_add(entries)
+            .filter(|&end| end <= self.count)
+            .ok_or_else(|| Error::internal("more label entries written than counted"))?;
+        let room = &mut self.bytes.as_mut_slice()[self.written * row..end * row];
+        self.written = end;
+        Ok(room)
+    }
+
+    /// Add one entry (`size` values).
+    fn push(&mut self, entry: &[i32]) -> Result<()> {
+        if entry.len() != self.size {
+            return Err(Error::internal("a label entry of the wrong size"));
+        }
+        for (bytes, value) in self.next(1)?.chunks_exact_mut(4).zip(entry) {
+            bytes.copy_from_slice(&value.to_ne_bytes());
+        }
+        Ok(())
+    }
+
+    /// Add the entries of `labels` from `start` to `end` (copied whole).
+    fn push_from(&mut self, labels: &Labels, start: usize, end: usize) -> Result<()> {
+        let row = self.size * DType::I4.size();
+        let source = labels
+            .values()
+            .bytes()
+            .get(start * row..end * row)
+            .filter(|_| labels.size() == self.size && start <= end)
+            .ok_or_else(|| Error::internal("label entries copied from out of range"))?;
+        self.next(end - start)?.copy_from_slice(source);
+        Ok(())
+    }
+
+    /// The Labels: `names` over the entries written, all of them. With
+    /// `assume_unique`, the caller vouches that the entries are unique.
+    fn finish(self, names: Vec<String>, assume_unique: bool) -> Result<Labels> {
+        if self.written != self.count {
+            return Err(Error::internal("fewer label entries written than counted"));
+        }
+        let array = Array::new(
+            DType::I4,
+            vec![self.count, self.size],
+            Buffer::from(self.bytes),
+        )?;
+        Labels::from_array(names, array, assume_unique)
     }
 }
 
