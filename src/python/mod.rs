@@ -6,13 +6,14 @@
 //! `classes` (what each class holds), `convert` (Python objects to and from
 //! the core), `file` (paths and file objects), then `io`, `pickle` and
 //! `shm` (the functions behind every save, load, pickle and share), and
-//! last the classes' methods (`labels`, `block`, `tensor`), whose bodies
-//! call into those.
+//! last the classes' methods (`labels`, `entry`, `block`, `tensor`), whose
+//! bodies call into those.
 
 mod array;
 mod block;
 mod classes;
 mod convert;
+mod entry;
 mod errors;
 mod file;
 mod io;
