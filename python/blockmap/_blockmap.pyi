@@ -201,7 +201,7 @@ class Labels:
     def union_and_mapping(self, other: Labels) -> tuple[Labels, _Mapping, _Mapping]:
         """The union, and the position in it of each entry of both operands."""
     def intersection(self, other: Labels) -> Labels:
-        """The entries of these Labels that ``other`` has too."""
+        """The entries both have, in the order of the one with fewer entries."""
     def intersection_and_mapping(self, other: Labels) -> tuple[Labels, _Mapping, _Mapping]:
         """The intersection, and the position in it of each entry (-1: not there)."""
     def difference(self, other: Labels) -> Labels:

@@ -5,11 +5,13 @@ use super::{Labels, Names};
 use crate::error::{Error, Result};
 
 impl Labels {
-    /// Positions, in order, of the entries of `self` whose values in the
-    /// dimensions of `selection` (a subset of those of `self`, in any
-    /// order) are one of the entries of `selection`. Entries of the
-    /// selection that `self` does not have select nothing; a selection
-    /// without dimensions selects every entry, as in metatensor.
+    /// Positions of the entries of `self` whose values in the dimensions of
+    /// `selection` (a subset of those of `self`, in any order) are one of
+    /// the entries of `selection`. Entries of the selection that `self`
+    /// does not have select nothing; a selection without dimensions selects
+    /// every entry. The positions are in the order of `self`, except when
+    /// the selection has the very dimensions of `self` (same order): then
+    /// they are those of its entries, in its order. All as in metatensor.
     pub fn select(&self, selection: &Labels) -> Result<Vec<usize>> {
         let dimensions = selection
             .names()
@@ -27,6 +29,12 @@ impl Labels {
         if dimensions.is_empty() {
             selected.try_reserve_exact(self.count())?;
             selected.extend(0..self.count());
+            return Ok(selected);
+        }
+        if selection.names() == self.names() {
+            let mut selected = Vec::new();
+            selected.try_reserve_exact(selection.count())?;
+            selected.extend((0..selection.count()).filter_map(|j| self.find(selection.row(j))));
             return Ok(selected);
         }
         let mut projected = vec![0; dimensions.len()];
@@ -69,6 +77,16 @@ mod tests {
         assert_eq!(labels.select(&selection).unwrap(), [1, 2]);
         let everything = Labels::new(vec!["b", "c", "a"], &[3, 6, 0, 1, 5, 0]).unwrap();
         assert_eq!(labels.select(&everything).unwrap(), [0, 2]);
+    }
+
+    #[test]
+    fn selection_of_whole_entries_in_the_selection_order() {
+        let labels = labels(&["a", "b"], &[0, 1, 1, 2, 0, 3, 1, 1, 2, 4, 0, 5]);
+        let selection = Labels::new(vec!["a", "b"], &[9, 9, 0, 5, 1, 2]).unwrap();
+        assert_eq!(labels.select(&selection).unwrap(), [5, 1]);
+        // the same dimensions in another order: the order of the labels
+        let selection = Labels::new(vec!["b", "a"], &[5, 0, 2, 1]).unwrap();
+        assert_eq!(labels.select(&selection).unwrap(), [1, 5]);
     }
 
     #[test]

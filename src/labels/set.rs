@@ -2,9 +2,11 @@
 //! dimensions, with metatensor's mappings: for each entry of an input, its
 //! position in the result, or -1 when it is not there.
 //!
-//! The entries of the result keep the order of the inputs: the entries of
-//! `self` first (those that are kept), then, for the union, the entries of
-//! `other` that `self` does not have. Each costs one hash lookup per entry.
+//! The entries of the result keep the order of the inputs, as in
+//! metatensor: for the union, the entries of `self`, then those of `other`
+//! that `self` does not have; for the difference, the entries of `self`
+//! that are kept; for the intersection, those of the operand with fewer
+//! entries. Each costs one hash lookup per entry.
 
 use super::{Labels, Names, Rows};
 use crate::error::{Error, Result};
@@ -44,23 +46,18 @@ impl Labels {
         Ok((rows.finish(self.names().to_vec(), true)?, first, second))
     }
 
-    /// The entries of `self` that `other` has too, in the order of `self`;
-    /// with the position of each entry of `self` and of `other` in the
-    /// intersection (-1 for those that are not in it).
+    /// The entries that `self` and `other` both have, in the order of the
+    /// one with fewer entries (of `self` when they have as many), as
+    /// metatensor orders them; with the position of each entry of `self`
+    /// and of `other` in the intersection (-1 for those that are not in
+    /// it).
     pub fn intersection(&self, other: &Labels) -> Result<Mapped> {
         same_dimensions(self, other, "intersection")?;
-        let mut first = filled(self.count(), -1)?;
-        let mut second = filled(other.count(), -1)?;
-        let mut kept = 0;
-        for (i, position) in first.iter_mut().enumerate() {
-            if let Some(j) = other.find(self.row(i)) {
-                *position = to_i64(kept);
-                second[j] = to_i64(kept);
-                kept += 1;
-            }
+        if other.count() < self.count() {
+            let (labels, second, first) = common_entries(other, self)?;
+            return Ok((labels, first, second));
         }
-        let labels = kept_entries(self, &first, kept)?;
-        Ok((labels, first, second))
+        common_entries(self, other)
     }
 
     /// The entries of `self` that `other` does not have, in the order of
@@ -79,6 +76,23 @@ impl Labels {
         let labels = kept_entries(self, &first, kept)?;
         Ok((labels, first))
     }
+}
+
+/// The entries of `order` that `other` has too, in the order of `order`,
+/// and the mappings of `order` and `other`.
+fn common_entries(order: &Labels, other: &Labels) -> Result<Mapped> {
+    let mut first = filled(order.count(), -1)?;
+    let mut second = filled(other.count(), -1)?;
+    let mut kept = 0;
+    for (i, position) in first.iter_mut().enumerate() {
+        if let Some(j) = other.find(order.row(i)) {
+            *position = to_i64(kept);
+            second[j] = to_i64(kept);
+            kept += 1;
+        }
+    }
+    let labels = kept_entries(order, &first, kept)?;
+    Ok((labels, first, second))
 }
 
 /// The `kept` entries of `labels` whose mapping is not -1 (all of them:
@@ -168,6 +182,22 @@ mod tests {
         let (difference, m1) = first.difference(&second).unwrap();
         assert_eq!(difference.raw(), &[0, 1, 2, 2]);
         assert_eq!(m1, [0, -1, -1, 1]);
+    }
+
+    #[test]
+    fn intersection_in_the_order_of_the_smaller_operand() {
+        let three = labels(&["n"], &[3, 1, 2]);
+        let four = labels(&["n"], &[2, 4, 3, 0]);
+        let (intersection, m1, m2) = three.intersection(&four).unwrap();
+        assert_eq!(intersection.raw(), &[3, 2]);
+        assert_eq!((m1, m2), (vec![0, -1, 1], vec![1, -1, 0, -1]));
+        let (intersection, m1, m2) = four.intersection(&three).unwrap();
+        assert_eq!(intersection.raw(), &[3, 2]);
+        assert_eq!((m1, m2), (vec![1, -1, 0, -1], vec![0, -1, 1]));
+        let two = labels(&["n"], &[2, 3]);
+        let (intersection, m1, m2) = three.intersection(&two).unwrap();
+        assert!(intersection.ptr_eq(&two));
+        assert_eq!((m1, m2), (vec![1, -1, 0], vec![0, 1]));
     }
 
     #[test]

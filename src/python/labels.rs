@@ -2,7 +2,7 @@
 //! installed `_labels.py` is the reference for names, defaults and the
 //! exceptions raised), over the core's `Labels`.
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyUntypedArray};
 use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyMemoryView, PySlice, PyString, PyTuple};
@@ -110,7 +110,7 @@ impl PyLabels {
 
     /// Entry ``index`` (negative: from the end), a :class:`LabelsEntry`.
     fn entry(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<PyLabelsEntry> {
-        if index.is_instance_of::<PyBool>() {
+        if index.is_instance_of::<PyBool>() || index.is_none() {
             return Err(bool_index(py));
         }
         let index = saturating_index(index).ok_or_else(|| {
@@ -305,8 +305,9 @@ impl PyLabels {
         ))
     }
 
-    /// The intersection with ``other`` (same dimensions): the entries of
-    /// these Labels that ``other`` has too, in their order.
+    /// The intersection with ``other`` (same dimensions): the entries both
+    /// have, in the order of the one with fewer entries (of these Labels
+    /// when they have as many), as metatensor orders them.
     fn intersection(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
         let other = &other.get().labels;
         let (intersection, _, _) = py.detach(|| self.labels.intersection(other))?;
@@ -354,7 +355,10 @@ impl PyLabels {
 
     /// Positions (a uint64 array, as metatensor-core returns them) of the
     /// entries matching one of the entries of ``selection``, whose
-    /// dimensions are some of these Labels' dimensions, in any order.
+    /// dimensions are some of these Labels' dimensions, in any order. The
+    /// positions are in the order of these Labels, or, when ``selection``
+    /// has their very dimensions (same order), in the order of its entries
+    /// (as in metatensor). A selection without dimensions selects all.
     fn select<'py>(
         &self,
         py: Python<'py>,
@@ -424,15 +428,18 @@ impl PyLabels {
         if index.is_instance_of::<PyBool>() {
             return Err(bool_index(py));
         }
-        let index = saturating_index(index).ok_or_else(|| {
-            wrong_type(
-                py,
-                format!(
-                    "Labels can only be indexed by a single string or integer, got {}",
-                    type_name(index)
-                ),
-            )
-        })?;
+        let index = Some(index)
+            .filter(|i| !i.is_instance_of::<PyUntypedArray>())
+            .and_then(saturating_index)
+            .ok_or_else(|| {
+                wrong_type(
+                    py,
+                    format!(
+                        "Labels can only be indexed by a single string or integer, got {}",
+                        type_name(index)
+                    ),
+                )
+            })?;
         let i = check_index(index, self.labels.count())?;
         Ok(Bound::new(py, PyLabelsEntry::new(self.labels.clone(), i))?.into_any())
     }
@@ -494,8 +501,11 @@ impl PyLabels {
     }
 }
 
-/// metatensor takes a boolean index for numpy's (an added axis), and
-/// refuses the entry it gets: a `ValueError`.
+/// metatensor takes a boolean or `None` index for numpy's (an added axis),
+/// and refuses the entry it gets: a `ValueError`.
 fn bool_index(py: Python<'_>) -> PyErr {
-    invalid(py, "Labels entries are indexed by integers, not booleans")
+    invalid(
+        py,
+        "Labels entries are indexed by integers, not booleans or None",
+    )
 }
