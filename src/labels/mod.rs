@@ -74,11 +74,19 @@ struct Index {
 impl Index {
     /// Build the index over `count` rows of `size` values. Of equal rows the
     /// first is indexed; the first pair of equal rows found is returned too.
-    fn build(values: &[i32], size: usize, count: usize) -> (Index, Option<(usize, usize)>) {
+    /// The table is allocated without aborting when memory cannot be had.
+    fn build(values: &[i32], size: usize, count: usize) -> Result<(Index, Option<(usize, usize)>)> {
         let hasher = hashbrown::DefaultHashBuilder::default();
-        let mut table = HashTable::with_capacity(count);
-        let mut duplicate = None;
+        let mut table = HashTable::new();
         let row = |i: usize| &values[i * size..(i + 1) * size];
+        table
+            .try_reserve(count, |&j| hasher.hash_one(row(j)))
+            .map_err(|_| {
+                Error::OutOfMemory(format!(
+                    "cannot allocate the lookup index of {count} label entries: out of memory"
+                ))
+            })?;
+        let mut duplicate = None;
         for i in 0..count {
             let hash = hasher.hash_one(row(i));
             match table.entry(hash, |&j| row(j) == row(i), |&j| hasher.hash_one(row(j))) {
@@ -90,7 +98,24 @@ impl Index {
                 }
             }
         }
-        (Index { table, hasher }, duplicate)
+        Ok((Index { table, hasher }, duplicate))
+    }
+}
+
+/// Lookups of entries in Labels through their index.
+struct Lookup<'a> {
+    labels: &'a Labels,
+    index: &'a Index,
+}
+
+impl Lookup<'_> {
+    /// Position of `entry`, which has one value per dimension.
+    fn find(&self, entry: &[i32]) -> Option<usize> {
+        let hash = self.index.hasher.hash_one(entry);
+        self.index
+            .table
+            .find(hash, |&j| self.labels.row(j) == entry)
+            .copied()
     }
 }
 
@@ -263,10 +288,23 @@ impl Labels {
         Ok((0..self.count()).map(|i| self.row(i)[d]).collect())
     }
 
-    fn index(&self) -> &Index {
-        self.0
+    /// Lookups through the index, built on first use (an error when its
+    /// memory cannot be had).
+    fn lookup(&self) -> Result<Lookup<'_>> {
+        if self.0.index.get().is_none() {
+            let (index, _) = Index::build(self.raw(), self.size(), self.count())?;
+            // another thread may have set it first: either is the index
+            let _ = self.0.index.set(index);
+        }
+        let index = self
+            .0
             .index
-            .get_or_init(|| Index::build(self.raw(), self.size(), self.count()).0)
+            .get()
+            .ok_or_else(|| Error::internal("the labels index was not kept"))?;
+        Ok(Lookup {
+            labels: self,
+            index,
+        })
     }
 
     /// Position of `entry`, or `None`; an error when `entry` does not have
@@ -280,14 +318,7 @@ impl Labels {
                 self.size()
             )));
         }
-        Ok(self.find(entry))
-    }
-
-    /// Position of `entry`, which has one value per dimension.
-    fn find(&self, entry: &[i32]) -> Option<usize> {
-        let index = self.index();
-        let hash = index.hasher.hash_one(entry);
-        index.table.find(hash, |&j| self.row(j) == entry).copied()
+        Ok(self.lookup()?.find(entry))
     }
 
     /// Whether the two labels are the same object (not just equal).
@@ -417,7 +448,7 @@ fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Ind
     if is_strictly_increasing(raw, size, count) {
         return Ok(None);
     }
-    let (index, duplicate) = Index::build(raw, size, count);
+    let (index, duplicate) = Index::build(raw, size, count)?;
     if let Some((first, second)) = duplicate {
         return Err(Error::invalid(format!(
             "labels {} have the entry {:?} twice (rows {first} and {second})",

@@ -34,16 +34,18 @@ impl Labels {
         if selection.names() == self.names() {
             let mut selected = Vec::new();
             selected.try_reserve_exact(selection.count())?;
-            selected.extend((0..selection.count()).filter_map(|j| self.find(selection.row(j))));
+            let lookup = self.lookup()?;
+            selected.extend((0..selection.count()).filter_map(|j| lookup.find(selection.row(j))));
             return Ok(selected);
         }
+        let lookup = selection.lookup()?;
         let mut projected = vec![0; dimensions.len()];
         for i in 0..self.count() {
             let entry = self.row(i);
             for (value, &d) in projected.iter_mut().zip(&dimensions) {
                 *value = entry[d];
             }
-            if selection.find(&projected).is_some() {
+            if lookup.find(&projected).is_some() {
                 if selected.len() == selected.capacity() {
                     // grow as a `Vec` does, without aborting
                     selected.try_reserve(selected.len().max(16))?;

@@ -23,8 +23,9 @@ impl Labels {
         same_dimensions(self, other, "union")?;
         let mut second = filled(other.count(), -1)?;
         let mut added = 0;
+        let lookup = self.lookup()?;
         for (j, position) in second.iter_mut().enumerate() {
-            match self.find(other.row(j)) {
+            match lookup.find(other.row(j)) {
                 Some(i) => *position = to_i64(i),
                 None => added += 1,
             }
@@ -67,8 +68,9 @@ impl Labels {
         same_dimensions(self, other, "difference")?;
         let mut first = filled(self.count(), -1)?;
         let mut kept = 0;
+        let lookup = other.lookup()?;
         for (i, position) in first.iter_mut().enumerate() {
-            if other.find(self.row(i)).is_none() {
+            if lookup.find(self.row(i)).is_none() {
                 *position = to_i64(kept);
                 kept += 1;
             }
@@ -84,8 +86,9 @@ fn common_entries(order: &Labels, other: &Labels) -> Result<Mapped> {
     let mut first = filled(order.count(), -1)?;
     let mut second = filled(other.count(), -1)?;
     let mut kept = 0;
+    let lookup = other.lookup()?;
     for (i, position) in first.iter_mut().enumerate() {
-        if let Some(j) = other.find(order.row(i)) {
+        if let Some(j) = lookup.find(order.row(i)) {
             *position = to_i64(kept);
             second[j] = to_i64(kept);
             kept += 1;
