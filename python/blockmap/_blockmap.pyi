@@ -85,7 +85,11 @@ def _attach_shared(
 ) -> Any: ...
 
 class BlockMapError(Exception):
-    """Base class of every error blockmap raises."""
+    """Base class of every error blockmap raises (also ``blockmap.MetatensorError``)."""
+
+    @property
+    def message(self) -> str:
+        """The error message (as ``metatensor.MetatensorError.message``)."""
 
 class ValidationError(BlockMapError, ValueError):
     """Invalid data: shapes, labels, gradients or metadata that break a rule."""
@@ -112,49 +116,108 @@ class InternalError(BlockMapError, RuntimeError):
 class LabelsEntry:
     """One row of a :class:`Labels`: a named tuple of int32 values."""
 
+    def __new__(cls, names: list[str], values: npt.NDArray[np.int32]) -> LabelsEntry: ...
     @property
-    def names(self) -> list[str]: ...
+    def names(self) -> list[str]:
+        """Names of the dimensions."""
     @property
-    def values(self) -> npt.NDArray[np.int32]: ...
+    def values(self) -> npt.NDArray[np.int32]:
+        """The values, a read-only 1-D int32 array viewing the Labels' memory."""
+    @property
+    def device(self) -> str:
+        """The device of the values: always ``"cpu"``."""
+    def print(self) -> str:
+        """This entry as a named tuple: ``(name_1=value_1, name_2=value_2)``."""
     def __len__(self) -> int: ...
-    def __getitem__(self, dimension: int | str, /) -> int: ...
-    def __iter__(self) -> Iterator[int]: ...
+    def __getitem__(self, dimension: SupportsIndex | str, /) -> np.int32: ...
+    def __iter__(self) -> Iterator[np.int32]: ...
     def __eq__(self, other: object, /) -> bool: ...
     def __ne__(self, other: object, /) -> bool: ...
     def __hash__(self) -> int: ...
+
+_Entry: TypeAlias = LabelsEntry | Sequence[SupportsIndex] | npt.NDArray[np.integer[Any]]
+_Mapping: TypeAlias = npt.NDArray[np.int64]
 
 @final
 class Labels:
     """Named int32 columns, one unique row per entry.
 
-    ``values`` must be a 2-D integer array of shape ``(count, len(names))``;
-    it is copied once into int32 memory owned by the Labels, which never
-    changes afterwards (``.values`` is a read-only view of it).
+    ``names`` is a string or a sequence of strings; ``values`` a 2-D numpy
+    array of integers of shape ``(count, len(names))``. It is copied once into
+    int32 memory owned by the Labels, which never changes afterwards
+    (``.values`` is a read-only view of it). Every operation returns new Labels.
     """
 
     def __new__(
         cls,
         names: str | Sequence[str],
-        values: npt.ArrayLike,
+        values: npt.NDArray[np.integer[Any] | np.bool_],
         assume_unique: bool = False,
     ) -> Labels: ...
     @staticmethod
-    def single() -> Labels: ...
+    def single() -> Labels:
+        """One entry with one dimension ``_`` of value 0."""
     @staticmethod
-    def empty(names: str | Sequence[str]) -> Labels: ...
+    def empty(names: str | Sequence[str]) -> Labels:
+        """Labels without entries, with these dimension names."""
     @staticmethod
-    def range(name: str, end: int) -> Labels: ...
+    def range(name: str, end: int) -> Labels:
+        """One dimension ``name`` with the entries ``0 .. end - 1``."""
     @property
-    def names(self) -> list[str]: ...
+    def names(self) -> list[str]:
+        """Names of the dimensions."""
     @property
-    def values(self) -> npt.NDArray[np.int32]: ...
-    def column(self, dimension: str) -> npt.NDArray[np.int32]: ...
-    def position(self, entry: LabelsEntry | Sequence[int] | npt.ArrayLike) -> int | None: ...
+    def values(self) -> npt.NDArray[np.int32]:
+        """The values, a read-only ``(len(labels), len(names))`` int32 array."""
+    @property
+    def device(self) -> str:
+        """The device of the values: always ``"cpu"``."""
+    def column(self, dimension: str) -> npt.NDArray[np.int32]:
+        """The values of one dimension, as a read-only 1-D view."""
+    def entry(self, index: SupportsIndex) -> LabelsEntry:
+        """Entry ``index`` (negative: from the end)."""
+    def position(self, entry: _Entry) -> int | None:
+        """Position of ``entry``, or ``None`` when it is not present."""
+    def print(self, max_entries: int, indent: int = 0) -> str:
+        """These Labels as text, in metatensor's layout."""
+    def to(
+        self,
+        *args: Any,
+        dtype: Any = None,
+        device: Any = None,
+        arrays: str | None = None,
+        non_blocking: bool = False,
+    ) -> Labels:
+        """These Labels (numpy arrays on the CPU: nothing else is supported)."""
+    def append(self, name: str, values: npt.NDArray[Any]) -> Labels:
+        """New Labels with a last dimension ``name`` of these ``values``."""
+    def insert(self, index: SupportsIndex, name: str, values: npt.NDArray[Any]) -> Labels:
+        """New Labels with a dimension ``name`` before dimension ``index``."""
+    def remove(self, name: str) -> Labels:
+        """New Labels without dimension ``name``."""
+    def rename(self, old: str, new: str) -> Labels:
+        """New Labels with dimension ``old`` named ``new``."""
+    def permute(self, dimensions_indexes: Sequence[SupportsIndex]) -> Labels:
+        """New Labels with the dimensions in the order ``dimensions_indexes``."""
+    def union(self, other: Labels) -> Labels:
+        """The entries of these Labels, then those of ``other`` they do not have."""
+    def union_and_mapping(self, other: Labels) -> tuple[Labels, _Mapping, _Mapping]:
+        """The union, and the position in it of each entry of both operands."""
+    def intersection(self, other: Labels) -> Labels:
+        """The entries both have, in the order of the one with fewer entries."""
+    def intersection_and_mapping(self, other: Labels) -> tuple[Labels, _Mapping, _Mapping]:
+        """The intersection, and the position in it of each entry (-1: not there)."""
+    def difference(self, other: Labels) -> Labels:
+        """The entries of these Labels that ``other`` does not have."""
+    def difference_and_mapping(self, other: Labels) -> tuple[Labels, _Mapping]:
+        """The difference, and the position in it of each entry (-1: not there)."""
+    def select(self, selection: Labels) -> npt.NDArray[np.uint64]:
+        """Positions of the entries matching one of the entries of ``selection``."""
     def __len__(self) -> int: ...
     @overload
-    def __getitem__(self, index: int, /) -> LabelsEntry: ...
-    @overload
     def __getitem__(self, index: str, /) -> npt.NDArray[np.int32]: ...
+    @overload
+    def __getitem__(self, index: SupportsIndex, /) -> LabelsEntry: ...
     def __iter__(self) -> Iterator[LabelsEntry]: ...
     def __contains__(self, entry: object, /) -> bool: ...
     def __eq__(self, other: object, /) -> bool: ...

@@ -3,6 +3,10 @@
 Every error blockmap raises is a :class:`BlockMapError`; each subclass also
 inherits the builtin exception a user would catch, so that ``except
 ValueError`` works as well as ``except blockmap.ValidationError``.
+
+:data:`MetatensorError` is the same class as :class:`BlockMapError`, under the
+name metatensor-core gives its exception: code written for metatensor that
+catches ``metatensor.MetatensorError`` catches every blockmap error.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ __all__ = [
     "BlockMapTypeError",
     "FormatError",
     "InternalError",
+    "MetatensorError",
     "MissingFileError",
     "ValidationError",
 ]
@@ -21,6 +26,17 @@ __all__ = [
 
 class BlockMapError(Exception):
     """Base class of every error blockmap raises."""
+
+    @property
+    def message(self) -> str:
+        """The error message (as ``metatensor.MetatensorError.message``)."""
+        if isinstance(self, OSError) and self.strerror is not None:
+            return self.strerror
+        return str(self.args[0]) if self.args else ""
+
+
+# metatensor-core's name for its one exception class: the same class here
+MetatensorError = BlockMapError
 
 
 class ValidationError(BlockMapError, ValueError):

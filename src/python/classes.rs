@@ -21,13 +21,17 @@ use crate::tensor::TensorMap;
 
 /// Named int32 columns, one unique row per entry.
 ///
-/// ``Labels(names, values, assume_unique=False)``: ``names`` is a string or a
-/// list of strings (valid identifiers, unique); ``values`` a 2-D integer
-/// array of shape ``(count, len(names))``. The values are copied once into
-/// int32 memory owned by the Labels, which never changes afterwards:
-/// ``.values`` is a read-only view of it. With ``assume_unique=True`` the
-/// check that rows are unique is skipped.
-#[pyclass(name = "Labels", module = "blockmap", frozen, eq, hash)]
+/// ``Labels(names, values, assume_unique=False)``, as in metatensor-core:
+/// ``names`` is a string (``""``: no names) or a sequence of strings (valid
+/// identifiers, unique); ``values`` a 2-D numpy array of integers of shape
+/// ``(count, len(names))`` (any array without entries means none). The
+/// values are copied once into int32 memory owned by the Labels, which
+/// never changes afterwards: ``.values`` is a read-only view of it. With
+/// ``assume_unique=True`` the check that rows are unique is skipped.
+///
+/// Labels are immutable: every operation (``union``, ``select``,
+/// ``insert``, ``rename``, ...) returns new Labels.
+#[pyclass(name = "Labels", module = "blockmap", frozen)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PyLabels {
     pub labels: Labels,

@@ -4,12 +4,13 @@
 
 use std::sync::Arc;
 
-use numpy::PyReadonlyArray2;
-use pyo3::exceptions::PyIndexError;
+use numpy::{
+    PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods,
+};
+use pyo3::exceptions::{PyIndexError, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyString};
+use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::array::as_ndarray;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::errors::{invalid, type_name, wrong_type};
 use crate::array::Array;
@@ -87,124 +88,251 @@ pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
         })
 }
 
-/// Label `names` given as one string or a sequence of strings.
+/// Label `names` in any of the forms metatensor accepts (its
+/// `_normalize_names_type`): one string (the empty string: no names), or
+/// an iterable of strings; anything else is a type error.
 pub fn extract_names(names: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
     if let Ok(name) = names.cast::<PyString>() {
-        return Ok(vec![name.to_string()]);
+        let name = name.to_str()?;
+        return Ok(if name.is_empty() {
+            Vec::new()
+        } else {
+            vec![name.to_string()]
+        });
     }
-    if names.is_instance_of::<PyBytes>() {
-        return Err(wrong_type(names.py(), "label names must be str, not bytes"));
-    }
-    let mut result = Vec::new();
-    for name in names.try_iter().map_err(|_| {
+    let items = names.try_iter().map_err(|_| {
         wrong_type(
             names.py(),
             format!(
-                "label names must be a str or a sequence of str, got {}",
+                "Labels names must be a sequence of strings, got {} instead",
                 type_name(names)
             ),
         )
-    })? {
+    })?;
+    let mut result = Vec::new();
+    for name in items {
         let name = name?;
         let name = name.cast::<PyString>().map_err(|_| {
             wrong_type(
                 names.py(),
-                format!("label names must be str, got {}", type_name(&name)),
+                format!(
+                    "Labels names must be strings, got {} instead",
+                    type_name(&name)
+                ),
             )
         })?;
-        result.push(name.to_string());
+        result.push(name.to_str()?.to_string());
     }
     Ok(result)
 }
 
-/// An int32 `count x n_dims` array copied from an integer array-like.
+/// The int32 `count x n_dims` values of new Labels, copied from `values`,
+/// accepting and refusing what metatensor does: a numpy array (anything
+/// else is a `ValueError`); any array of no entries (whatever its shape
+/// and dtype); otherwise a 2-D array with one column per name (else a
+/// `ValueError`) of integers or booleans (else a `TypeError`). Unlike
+/// metatensor, values outside the int32 range are refused (`ValueError`)
+/// instead of wrapped around.
 pub fn extract_label_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResult<Array> {
     let py = values.py();
-    let array = as_ndarray(values)?;
-    let shape: Vec<usize> = array.getattr("shape")?.extract()?;
-    let size: usize = array.getattr("size")?.extract()?;
-    if size == 0 {
-        // no entries: an empty list (shape (0,)), or an array of any dtype
-        // of shape (0, n_dims); labels without dimensions have at most one
-        // (empty) entry
-        let count = match shape[..] {
-            [0] => 0,
-            [count, dims] if dims == n_dims && (count == 0 || n_dims == 0) => count,
-            _ => {
-                return Err(invalid(
-                    py,
-                    format!("label values must have shape (count, {n_dims}), got {shape:?}"),
-                ))
-            }
-        };
-        if count > 1 {
-            return Err(invalid(
-                py,
-                "labels without dimensions can have at most one entry",
-            ));
-        }
-        return Ok(Array::zeros(DType::I4, vec![count, n_dims])?);
-    }
-    let kind: String = array.getattr("dtype")?.getattr("kind")?.extract()?;
-    if kind != "i" && kind != "u" {
-        return Err(wrong_type(
+    let array = values.cast::<PyUntypedArray>().map_err(|_| {
+        invalid(
             py,
             format!(
-                "label values must be integers, got dtype {}",
-                array.getattr("dtype")?.str()?
+                "`values` must be a numpy ndarray, got {}",
+                type_name(values)
+            ),
+        )
+    })?;
+    let shape = array.shape();
+    let Some(&count) = shape.first() else {
+        return Err(wrong_type(
+            py,
+            "Labels values must be a 2-D array, got a 0-dimensional one",
+        ));
+    };
+    if count == 0 {
+        // no entries: an empty list, or (stricter than metatensor, which
+        // takes any shape) a 2-D array with one column per name
+        if shape.len() == 2 && shape[1] != n_dims {
+            return Err(invalid(
+                py,
+                format!(
+                    "`names` must have an entry for each column of the `values` array: \
+                     {n_dims} names for values of shape {shape:?}"
+                ),
+            ));
+        }
+        return Ok(Array::zeros(DType::I4, vec![0, n_dims])?);
+    }
+    if shape.len() != 2 {
+        return Err(invalid(
+            py,
+            format!("`values` must be a 2D array, got shape {shape:?}"),
+        ));
+    }
+    if shape[1] != n_dims {
+        return Err(invalid(
+            py,
+            format!(
+                "`names` must have an entry for each column of the `values` array: \
+                 {n_dims} names for values of shape {shape:?}"
             ),
         ));
     }
-    if shape.len() != 2 || shape[1] != n_dims {
-        return Err(invalid(
-            py,
-            format!("label values must have shape (count, {n_dims}), got {shape:?}"),
-        ));
-    }
-    let (min, max): (i128, i128) = (
-        array.call_method0("min")?.extract()?,
-        array.call_method0("max")?.extract()?,
-    );
-    if min < i128::from(i32::MIN) || max > i128::from(i32::MAX) {
-        return Err(invalid(
-            py,
-            format!("label values must fit in int32, got values in [{min}, {max}]"),
-        ));
-    }
-    // one copy into memory the Labels own; `astype` only converts when needed
-    let kwargs = PyDict::new(py);
-    kwargs.set_item("copy", false)?;
-    let int32 = array.call_method("astype", ("=i4",), Some(&kwargs))?;
+    let int32 = integers_as_int32(array, "Labels values", wrong_type)?;
     let int32: PyReadonlyArray2<'_, i32> = int32.extract()?;
     let view = int32.as_array();
     // `ndarray`'s `as_slice` is only for row-major (C) layout
     let array = if let Some(data) = view.as_slice() {
-        Array::from_slice(shape, data)?
+        Array::from_slice(shape.to_vec(), data)?
     } else {
         // otherwise gather in row-major order
-        let data: Vec<i32> = view.iter().copied().collect();
-        Array::from_slice(shape, &data)?
+        let mut data = Vec::new();
+        data.try_reserve_exact(view.len())
+            .map_err(crate::error::Error::from)?;
+        data.extend(view.iter().copied());
+        Array::from_slice(shape.to_vec(), &data)?
     };
     Ok(array)
 }
 
-/// An entry given as a `LabelsEntry` or a sequence of integers; `None` when
-/// an integer does not fit in int32 (such an entry cannot be present).
-pub fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<Option<Vec<i32>>> {
+/// The values of a new dimension of Labels with `count` entries
+/// (`Labels.insert`): a 1-D numpy array of `count` integers or booleans, or
+/// of floats without fractional part, in the int32 range. Anything else is
+/// a `ValueError`, as in metatensor (which also truncates floats and wraps
+/// large integers around, where blockmap refuses them).
+pub fn extract_dimension_values(values: &Bound<'_, PyAny>, count: usize) -> PyResult<Vec<i32>> {
+    let py = values.py();
+    let array = values
+        .cast::<PyUntypedArray>()
+        .map_err(|_| invalid(py, "`values` must be a numpy ndarray"))?;
+    if array.ndim() != 1 {
+        return Err(invalid(py, "`values` must be a 1D array"));
+    }
+    if array.len() != count {
+        return Err(invalid(
+            py,
+            format!(
+                "the new `values` contains {} entries, but the Labels contains {count}",
+                array.len()
+            ),
+        ));
+    }
+    let mut result = Vec::new();
+    result
+        .try_reserve_exact(count)
+        .map_err(crate::error::Error::from)?;
+    if array.dtype().kind() == b'f' {
+        let floats = array.call_method1("astype", ("=f8",))?;
+        let floats: PyReadonlyArray1<'_, f64> = floats.extract()?;
+        for &value in floats.as_array() {
+            let integer = float_as_int32(value).ok_or_else(|| {
+                invalid(
+                    py,
+                    format!("the new `values` must be integers in the int32 range, got {value}"),
+                )
+            })?;
+            result.push(integer);
+        }
+    } else {
+        let int32 = integers_as_int32(array, "the new `values`", invalid)?;
+        let int32: PyReadonlyArray1<'_, i32> = int32.extract()?;
+        result.extend(int32.as_array().iter().copied());
+    }
+    Ok(result)
+}
+
+/// `value` when it is an integer in the int32 range.
+fn float_as_int32(value: f64) -> Option<i32> {
+    let in_range = (f64::from(i32::MIN)..=f64::from(i32::MAX)).contains(&value);
+    // NaN is not in the range; the cast is exact for integers in it
+    #[allow(clippy::cast_possible_truncation)]
+    (in_range && value.fract() == 0.0).then_some(value as i32)
+}
+
+/// `array` as native int32 (a view when it already is): it must hold
+/// integers or booleans (else `not_integers(message)`), in the int32 range
+/// (else a `ValueError`).
+fn integers_as_int32<'py>(
+    array: &Bound<'py, PyUntypedArray>,
+    what: &str,
+    not_integers: fn(Python<'_>, String) -> PyErr,
+) -> PyResult<Bound<'py, PyAny>> {
+    let py = array.py();
+    let dtype = array.dtype();
+    let kind = dtype.kind();
+    if !matches!(kind, b'b' | b'i' | b'u') {
+        return Err(not_integers(
+            py,
+            format!(
+                "{what} must be convertible to integers, got dtype {}",
+                dtype.str()?
+            ),
+        ));
+    }
+    // only int32, uint32 and wider integers can be out of range
+    if kind != b'b' && dtype.itemsize() >= 4 && array.len() > 0 {
+        let (min, max): (i128, i128) = (
+            array.call_method0("min")?.extract()?,
+            array.call_method0("max")?.extract()?,
+        );
+        if min < i128::from(i32::MIN) || max > i128::from(i32::MAX) {
+            return Err(invalid(
+                py,
+                format!("{what} must fit in int32, got values in [{min}, {max}]"),
+            ));
+        }
+    }
+    // `astype` only converts when needed
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("copy", false)?;
+    array.call_method("astype", ("=i4",), Some(&kwargs))
+}
+
+/// An entry given as a `LabelsEntry` or a sequence of integers (anything
+/// with `__index__`; other items are a type error), and whether all of
+/// them fit in int32 (an entry that does not cannot be present; those
+/// values are 0 in the vector).
+pub fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<(Vec<i32>, bool)> {
     if let Ok(entry) = entry.cast::<PyLabelsEntry>() {
         let entry = entry.get();
-        return Ok(Some(entry.values().to_vec()));
+        return Ok((entry.values().to_vec(), true));
     }
-    let values: Vec<i64> = entry.extract().map_err(|_| {
+    let py = entry.py();
+    let not_a_sequence = || {
         wrong_type(
-            entry.py(),
+            py,
             format!(
                 "a labels entry must be a LabelsEntry or a sequence of integers, got {}",
                 type_name(entry)
             ),
         )
-    })?;
-    Ok(values.into_iter().map(|v| i32::try_from(v).ok()).collect())
+    };
+    if entry.is_instance_of::<PyString>() {
+        return Err(not_a_sequence());
+    }
+    let mut values = Vec::new();
+    let mut fits = true;
+    for value in entry.try_iter().map_err(|_| not_a_sequence())? {
+        let value = value?;
+        let index = saturating_index(&value).ok_or_else(|| {
+            wrong_type(
+                py,
+                format!(
+                    "the values of a labels entry must be integers, got {}",
+                    type_name(&value)
+                ),
+            )
+        })?;
+        if let Ok(value) = i32::try_from(index) {
+            values.push(value);
+        } else {
+            values.push(0);
+            fits = false;
+        }
+    }
+    Ok((values, fits))
 }
 
 /// An integer index of `obj` (anything with `__index__`), saturated to the
@@ -235,4 +363,91 @@ pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
         .ok_or_else(|| {
             PyIndexError::new_err(format!("index {index} is out of range for {len} entries"))
         })
+}
+
+/// A position before which a dimension is inserted, as `numpy.insert`
+/// takes it: an integer in `-size..=size`, negative ones counted from the
+/// end (else an `IndexError`; not an integer: a `TypeError`).
+pub fn insert_index(index: &Bound<'_, PyAny>, size: usize) -> PyResult<usize> {
+    let i = saturating_index(index).ok_or_else(|| {
+        wrong_type(
+            index.py(),
+            format!(
+                "'{}' object cannot be interpreted as an integer",
+                type_name(index)
+            ),
+        )
+    })?;
+    let resolved = if i < 0 {
+        i.checked_add_unsigned(size)
+    } else {
+        Some(i)
+    };
+    resolved
+        .and_then(|i| usize::try_from(i).ok())
+        .filter(|&i| i <= size)
+        .ok_or_else(|| {
+            PyIndexError::new_err(format!(
+                "index {i} is out of bounds for labels of {size} dimensions"
+            ))
+        })
+}
+
+/// An optional argument.
+type Maybe<'py> = Option<Bound<'py, PyAny>>;
+
+/// The `dtype` and `device` of a call `to(*args, dtype=None, device=None)`,
+/// read as metatensor reads them (its `to_arguments_parse`): a positional
+/// string is a device, a `numpy.dtype` or anything `numpy.dtype()` makes a
+/// numeric dtype of is a dtype; each at most once (`ValueError`), anything
+/// else is a `TypeError`. `None` (or `Some(None)`) when not given.
+pub fn to_arguments<'py>(
+    context: &str,
+    args: &Bound<'py, PyTuple>,
+    mut dtype: Maybe<'py>,
+    mut device: Maybe<'py>,
+) -> PyResult<(Maybe<'py>, Maybe<'py>)> {
+    let py = args.py();
+    let is_none = |value: &Maybe<'py>| value.as_ref().is_none_or(PyAnyMethods::is_none);
+    let numpy = py.import("numpy")?;
+    let dtype_class = numpy.getattr("dtype")?;
+    for positional in args.iter() {
+        let is_dtype = if positional.is_instance_of::<PyString>() {
+            if !is_none(&device) {
+                return Err(invalid(
+                    py,
+                    format!("can not give a device twice in {context}"),
+                ));
+            }
+            device = Some(positional);
+            continue;
+        } else if positional.is_instance(&dtype_class)? {
+            true
+        } else {
+            match dtype_class.call1((&positional,)) {
+                Ok(as_dtype) => numpy
+                    .getattr("issubdtype")?
+                    .call1((as_dtype, numpy.getattr("number")?))?
+                    .is_truthy()?,
+                Err(error) if error.is_instance_of::<PyTypeError>(py) => false,
+                Err(error) => return Err(error),
+            }
+        };
+        if !is_dtype {
+            return Err(wrong_type(
+                py,
+                format!("unexpected type in {context}: {}", type_name(&positional)),
+            ));
+        }
+        if !is_none(&dtype) {
+            return Err(invalid(
+                py,
+                format!("can not give a dtype twice in {context}"),
+            ));
+        }
+        dtype = Some(positional);
+    }
+    let dtype = if is_none(&dtype) { None } else { dtype };
+    let device = if is_none(&device) { None } else { device };
+    Ok((dtype, device))
 }

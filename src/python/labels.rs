@@ -1,49 +1,74 @@
-//! The methods of `blockmap.Labels` and `blockmap.LabelsEntry`.
+//! The methods of `blockmap.Labels`: metatensor-core's `Labels` API (its
+//! installed `_labels.py` is the reference for names, defaults and the
+//! exceptions raised), over the core's `Labels`.
 
+use numpy::{PyArray1, PyUntypedArray};
+use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PySlice, PyString};
-use pyo3::types::{PyMemoryView, PyTuple};
+use pyo3::types::{PyBool, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
-use super::array::{int32_row, to_numpy_read_only};
+use super::array::to_numpy_read_only;
 use super::classes::{PyLabels, PyLabelsEntry};
 use super::convert::{
-    check_index, extract_entry, extract_label_values, extract_names, saturating_index,
+    check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
+    insert_index, saturating_index, to_arguments,
 };
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
 
+/// New Labels and the positions, in them, of the entries of both operands.
+type Mapped<'py> = (
+    PyLabels,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<i64>>,
+);
+
 #[pymethods]
 impl PyLabels {
+    // `assume_unique` is any object, taken for its truth value (as Python
+    // code does)
     #[new]
-    #[pyo3(signature = (names, values, assume_unique = false))]
+    #[pyo3(
+        signature = (names, values, assume_unique = None),
+        text_signature = "(names, values, assume_unique=False)"
+    )]
     fn new(
         names: &Bound<'_, PyAny>,
         values: &Bound<'_, PyAny>,
-        assume_unique: bool,
+        assume_unique: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let names = extract_names(names)?;
         let values = extract_label_values(values, names.len())?;
+        let assume_unique = assume_unique.map_or(Ok(false), PyAnyMethods::is_truthy)?;
         Ok(Labels::from_array(names, values, assume_unique)?.into())
     }
 
-    /// One entry with one dimension ``_`` of value 0.
+    /// One entry with one dimension ``_`` of value 0, for when there is no
+    /// relevant metadata (e.g. the keys of a map of one block).
     #[staticmethod]
     fn single() -> Self {
         Labels::single().into()
     }
 
-    /// Labels without entries, with these dimension names.
+    /// Labels without entries, with these dimension names (a string or a
+    /// sequence of strings).
     #[staticmethod]
     fn empty(names: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(Labels::empty(extract_names(names)?)?.into())
     }
 
-    /// One dimension ``name`` with entries ``0 .. end-1``.
+    /// One dimension ``name`` with the entries ``0 .. end - 1`` (none when
+    /// ``end <= 0``).
     #[staticmethod]
     fn range(py: Python<'_>, name: &str, end: i64) -> PyResult<Self> {
-        let end = i32::try_from(end).map_err(|_| invalid(py, "range end must fit in int32"))?;
+        let end = i32::try_from(end.max(0)).map_err(|_| {
+            invalid(
+                py,
+                format!("range end {end} is too large: label values are int32"),
+            )
+        })?;
         Ok(Labels::range(name, end)?.into())
     }
 
@@ -53,19 +78,28 @@ impl PyLabels {
         self.labels.names().to_vec()
     }
 
-    /// The ``(count, len(names))`` int32 values, as a read-only view.
+    /// The values, a read-only ``(len(labels), len(names))`` int32 array
+    /// viewing the memory of the Labels.
     #[getter]
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_numpy_read_only(py, self.labels.values())
     }
 
-    /// The values of one dimension, as a read-only view.
+    /// The device of the values: always ``"cpu"`` (numpy arrays).
+    #[getter]
+    #[allow(clippy::unused_self)] // a property: it has a receiver
+    fn device(&self) -> &'static str {
+        "cpu"
+    }
+
+    /// The values of one dimension (a column of ``values``), as a
+    /// read-only 1-D view.
     fn column<'py>(&self, py: Python<'py>, dimension: &str) -> PyResult<Bound<'py, PyAny>> {
         let d = self.labels.dimension(dimension).ok_or_else(|| {
             invalid(
                 py,
                 format!(
-                    "labels {} have no dimension '{dimension}'",
+                    "'{dimension}' not found in the dimensions {} of these Labels",
                     Names(self.labels.names())
                 ),
             )
@@ -74,24 +108,270 @@ impl PyLabels {
         values.get_item((PySlice::full(py), d))
     }
 
+    /// Entry ``index`` (negative: from the end), a :class:`LabelsEntry`.
+    fn entry(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<PyLabelsEntry> {
+        if index.is_instance_of::<PyBool>() || index.is_none() {
+            return Err(bool_index(py));
+        }
+        let index = saturating_index(index).ok_or_else(|| {
+            PyIndexError::new_err(format!(
+                "only integers are valid entry indices, not {}",
+                type_name(index)
+            ))
+        })?;
+        let i = check_index(index, self.labels.count())?;
+        Ok(PyLabelsEntry::new(self.labels.clone(), i))
+    }
+
     /// Position of ``entry`` (a :class:`LabelsEntry` or a sequence of
     /// integers), or ``None`` when it is not present.
     fn position(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
-        let Some(values) = extract_entry(entry)? else {
-            return Ok(None);
-        };
-        Ok(self.labels.position(&values)?)
+        let (values, fits) = extract_entry(entry)?;
+        let position = self.labels.position(&values)?;
+        // an integer outside the int32 range is in no entry
+        Ok(position.filter(|_| fits))
     }
 
-    fn __contains__(&self, entry: &Bound<'_, PyAny>) -> bool {
-        match extract_entry(entry) {
-            Ok(Some(values)) => matches!(self.labels.position(&values), Ok(Some(_))),
-            _ => false,
-        }
+    fn __contains__(&self, entry: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(self.position(entry)?.is_some())
     }
 
     fn __len__(&self) -> usize {
         self.labels.count()
+    }
+
+    /// These Labels as text, in metatensor's layout: the names, then at
+    /// most ``max_entries`` entries (all of them when it is negative), the
+    /// lines after the first indented by ``indent`` spaces.
+    #[pyo3(signature = (max_entries, indent = 0))]
+    fn print(&self, max_entries: i64, indent: i64) -> PyResult<String> {
+        let max_entries = usize::try_from(max_entries).ok();
+        let indent = usize::try_from(indent.max(0)).unwrap_or(usize::MAX);
+        Ok(self.labels.print(max_entries, indent)?)
+    }
+
+    fn __str__(&self) -> PyResult<String> {
+        Ok(format!("Labels\n   {}", self.print(4, 3)?))
+    }
+
+    fn __repr__(&self) -> PyResult<String> {
+        Ok(format!("Labels\n   {}", self.print(-1, 3)?))
+    }
+
+    /// These Labels, with their values as ``arrays="numpy"`` on
+    /// ``device="cpu"``: that is all blockmap holds, so the Labels
+    /// themselves. Arguments as metatensor's ``Labels.to`` (a positional
+    /// string is a device, a numeric dtype a dtype); a ``dtype``, another
+    /// device or array backend is refused with a ``ValueError``
+    /// (``arrays="torch"`` is not supported yet).
+    #[pyo3(
+        signature = (*args, dtype = None, device = None, arrays = None, non_blocking = None),
+        text_signature = "($self, *args, dtype=None, device=None, arrays=None, non_blocking=False)"
+    )]
+    fn to<'py>(
+        slf: &Bound<'py, Self>,
+        args: &Bound<'py, PyTuple>,
+        dtype: Option<Bound<'py, PyAny>>,
+        device: Option<Bound<'py, PyAny>>,
+        arrays: Option<Bound<'py, PyAny>>,
+        non_blocking: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, Self>> {
+        let py = slf.py();
+        let _ = non_blocking;
+        let (dtype, device) = to_arguments("`Labels.to`", args, dtype, device)?;
+        if dtype.is_some() {
+            return Err(invalid(
+                py,
+                "Labels values must be int32, `dtype` can not be changed",
+            ));
+        }
+        if let Some(arrays) = arrays.filter(|a| !a.is_none()) {
+            match arrays.extract::<String>().as_deref() {
+                Ok("numpy") => {}
+                Ok("torch") => {
+                    return Err(invalid(
+                        py,
+                        "blockmap Labels hold numpy arrays: arrays=\"torch\" is not supported yet",
+                    ))
+                }
+                _ => {
+                    return Err(invalid(
+                        py,
+                        format!("unknown array backend: '{}'", arrays.str()?),
+                    ))
+                }
+            }
+        }
+        if let Some(device) = device {
+            let name = device.str()?;
+            if name.to_str()? != "cpu" {
+                return Err(invalid(
+                    py,
+                    format!("can not move numpy array to non-cpu device: {name}"),
+                ));
+            }
+        }
+        Ok(slf.clone())
+    }
+
+    /// New Labels with a last dimension ``name`` whose values are
+    /// ``values``, a 1-D numpy array of one integer per entry.
+    fn append(&self, name: &str, values: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let values = extract_dimension_values(values, self.labels.count())?;
+        Ok(self.labels.append(name, &values)?.into())
+    }
+
+    /// New Labels with a dimension ``name`` before dimension ``index``
+    /// (negative: from the end), whose values are ``values``, a 1-D numpy
+    /// array of one integer per entry.
+    fn insert(
+        &self,
+        index: &Bound<'_, PyAny>,
+        name: &str,
+        values: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let index = insert_index(index, self.labels.size())?;
+        let values = extract_dimension_values(values, self.labels.count())?;
+        Ok(self.labels.insert(index, name, &values)?.into())
+    }
+
+    /// New Labels without dimension ``name``; a ``MetatensorError`` when
+    /// the remaining entries are not unique.
+    fn remove(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let name = self.dimension_name(py, name)?;
+        Ok(self.labels.remove(&name)?.into())
+    }
+
+    /// New Labels with dimension ``old`` named ``new`` (sharing the values).
+    fn rename(&self, py: Python<'_>, old: &Bound<'_, PyAny>, new: &str) -> PyResult<Self> {
+        let old = self.dimension_name(py, old)?;
+        Ok(self.labels.rename(&old, new)?.into())
+    }
+
+    /// New Labels with the dimensions in the order ``dimensions_indexes``
+    /// (a sequence of dimension positions, negative ones from the end).
+    fn permute(&self, dimensions_indexes: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = dimensions_indexes.py();
+        let size = self.labels.size();
+        let len = dimensions_indexes.len()?;
+        if len != size {
+            return Err(invalid(
+                py,
+                format!(
+                    "the length of `dimensions_indexes` ({len}) does not match the number of \
+                     dimensions in the Labels ({size})"
+                ),
+            ));
+        }
+        let mut order = Vec::with_capacity(size);
+        for index in dimensions_indexes.try_iter()? {
+            let index = index?;
+            let i = saturating_index(&index).ok_or_else(|| {
+                wrong_type(
+                    py,
+                    format!(
+                        "dimension indexes must be integers, not {}",
+                        type_name(&index)
+                    ),
+                )
+            })?;
+            order.push(check_index(i, size)?);
+        }
+        Ok(self.labels.permute(&order)?.into())
+    }
+
+    /// The union with ``other`` (same dimensions): the entries of these
+    /// Labels, then those of ``other`` they do not have.
+    fn union(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
+        let other = &other.get().labels;
+        let (union, _, _) = py.detach(|| self.labels.union(other))?;
+        Ok(union.into())
+    }
+
+    /// The union with ``other``, and where each entry of these Labels and
+    /// of ``other`` is in it: ``(union, first, second)``, the mappings as
+    /// int64 arrays.
+    fn union_and_mapping<'py>(
+        &self,
+        py: Python<'py>,
+        other: &Bound<'py, PyLabels>,
+    ) -> PyResult<Mapped<'py>> {
+        let other = &other.get().labels;
+        let (union, first, second) = py.detach(|| self.labels.union(other))?;
+        Ok((
+            union.into(),
+            PyArray1::from_vec(py, first),
+            PyArray1::from_vec(py, second),
+        ))
+    }
+
+    /// The intersection with ``other`` (same dimensions): the entries both
+    /// have, in the order of the one with fewer entries (of these Labels
+    /// when they have as many), as metatensor orders them.
+    fn intersection(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
+        let other = &other.get().labels;
+        let (intersection, _, _) = py.detach(|| self.labels.intersection(other))?;
+        Ok(intersection.into())
+    }
+
+    /// The intersection with ``other``, and where each entry of these
+    /// Labels and of ``other`` is in it: ``(intersection, first, second)``,
+    /// the mappings as int64 arrays, -1 for entries not in the
+    /// intersection.
+    fn intersection_and_mapping<'py>(
+        &self,
+        py: Python<'py>,
+        other: &Bound<'py, PyLabels>,
+    ) -> PyResult<Mapped<'py>> {
+        let other = &other.get().labels;
+        let (intersection, first, second) = py.detach(|| self.labels.intersection(other))?;
+        Ok((
+            intersection.into(),
+            PyArray1::from_vec(py, first),
+            PyArray1::from_vec(py, second),
+        ))
+    }
+
+    /// The set difference with ``other`` (same dimensions): the entries of
+    /// these Labels that ``other`` does not have, in their order.
+    fn difference(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
+        let other = &other.get().labels;
+        let (difference, _) = py.detach(|| self.labels.difference(other))?;
+        Ok(difference.into())
+    }
+
+    /// The set difference with ``other``, and where each entry of these
+    /// Labels is in it: ``(difference, first)``, the mapping as an int64
+    /// array, -1 for entries not in the difference.
+    fn difference_and_mapping<'py>(
+        &self,
+        py: Python<'py>,
+        other: &Bound<'py, PyLabels>,
+    ) -> PyResult<(Self, Bound<'py, PyArray1<i64>>)> {
+        let other = &other.get().labels;
+        let (difference, first) = py.detach(|| self.labels.difference(other))?;
+        Ok((difference.into(), PyArray1::from_vec(py, first)))
+    }
+
+    /// Positions (a uint64 array, as metatensor-core returns them) of the
+    /// entries matching one of the entries of ``selection``, whose
+    /// dimensions are some of these Labels' dimensions, in any order. The
+    /// positions are in the order of these Labels, or, when ``selection``
+    /// has their very dimensions (same order), in the order of its entries
+    /// (as in metatensor). A selection without dimensions selects all.
+    fn select<'py>(
+        &self,
+        py: Python<'py>,
+        selection: &Bound<'py, PyLabels>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let selection = &selection.get().labels;
+        let selected = py.detach(|| self.labels.select(selection))?;
+        let mut positions = Vec::new();
+        positions
+            .try_reserve_exact(selected.len())
+            .map_err(crate::error::Error::from)?;
+        positions.extend(selected.into_iter().map(|i| i as u64));
+        Ok(PyArray1::from_vec(py, positions))
     }
 
     /// Pickle support: out-of-band buffers over this object's memory with
@@ -134,8 +414,9 @@ impl PyLabels {
         self.clone()
     }
 
-    /// ``labels[i]`` is entry ``i`` (a :class:`LabelsEntry`);
-    /// ``labels["name"]`` is the column of that dimension.
+    /// ``labels[i]`` is entry ``i`` (a :class:`LabelsEntry`, see
+    /// :meth:`entry`); ``labels["name"]`` is the values of that dimension
+    /// (see :meth:`column`).
     fn __getitem__<'py>(
         &self,
         py: Python<'py>,
@@ -144,12 +425,21 @@ impl PyLabels {
         if let Ok(name) = index.cast::<PyString>() {
             return self.column(py, name.to_str()?);
         }
-        let index = saturating_index(index).ok_or_else(|| {
-            wrong_type(
-                py,
-                format!("labels are indexed by int or str, not {}", type_name(index)),
-            )
-        })?;
+        if index.is_instance_of::<PyBool>() {
+            return Err(bool_index(py));
+        }
+        let index = Some(index)
+            .filter(|i| !i.is_instance_of::<PyUntypedArray>())
+            .and_then(saturating_index)
+            .ok_or_else(|| {
+                wrong_type(
+                    py,
+                    format!(
+                        "Labels can only be indexed by a single string or integer, got {}",
+                        type_name(index)
+                    ),
+                )
+            })?;
         let i = check_index(index, self.labels.count())?;
         Ok(Bound::new(py, PyLabelsEntry::new(self.labels.clone(), i))?.into_any())
     }
@@ -161,106 +451,61 @@ impl PyLabels {
         Ok(PyList::new(py, entries)?.try_iter()?.into_any())
     }
 
-    fn __repr__(&self) -> String {
-        let count = self.labels.count();
-        let rows: Vec<String> = if count <= 4 {
-            (0..count).map(|i| row_string(self.labels.row(i))).collect()
-        } else {
-            let mut rows: Vec<String> = (0..3).map(|i| row_string(self.labels.row(i))).collect();
-            rows.push("...".into());
-            rows.push(row_string(self.labels.row(count - 1)));
-            rows
-        };
-        format!(
-            "Labels({}, {count} {}: {})",
-            Names(self.labels.names()),
-            if count == 1 { "entry" } else { "entries" },
-            rows.join(", ")
-        )
-    }
-}
-
-fn row_string(row: &[i32]) -> String {
-    let values: Vec<String> = row.iter().map(i32::to_string).collect();
-    format!("({})", values.join(", "))
-}
-
-#[pymethods]
-impl PyLabelsEntry {
-    /// Names of the dimensions.
-    #[getter(names)]
-    fn py_names(&self) -> Vec<String> {
-        self.names().to_vec()
-    }
-
-    /// The values, as a read-only int32 view of the Labels' memory.
-    #[getter(values)]
-    fn py_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let size = self.labels.size();
-        int32_row(py, self.labels.values(), self.index * size, size)
-    }
-
-    fn __len__(&self) -> usize {
-        self.labels.size()
-    }
-
-    /// ``entry[i]`` or ``entry["name"]``: one value.
-    fn __getitem__(&self, py: Python<'_>, dimension: &Bound<'_, PyAny>) -> PyResult<i32> {
-        if let Ok(name) = dimension.cast::<PyString>() {
-            let name = name.to_str()?;
-            let d = self.labels.dimension(name).ok_or_else(|| {
-                invalid(
-                    py,
-                    format!("no dimension '{name}' in {}", Names(self.names())),
-                )
-            })?;
-            return Ok(self.values()[d]);
-        }
-        let index = saturating_index(dimension).ok_or_else(|| {
+    /// Same names and same entries, in the same order; comparing with
+    /// anything but Labels is a ``TypeError``, as in metatensor.
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let other = other.cast::<PyLabels>().map_err(|_| {
             wrong_type(
-                py,
+                other.py(),
                 format!(
-                    "an entry is indexed by int or str, not {}",
-                    type_name(dimension)
+                    "can only compare between Labels for equality, got {}",
+                    type_name(other)
                 ),
             )
         })?;
-        Ok(self.values()[check_index(index, self.labels.size())?])
+        Ok(self.labels == other.get().labels)
     }
 
-    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(PyList::new(py, self.values())?.try_iter()?.into_any())
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(!self.__eq__(other)?)
     }
 
-    fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
-        match other.cast::<PyLabelsEntry>() {
-            Ok(other) => {
-                let other = other.get();
-                self.names() == other.names() && self.values() == other.values()
-            }
-            Err(_) => false,
-        }
-    }
-
-    fn __ne__(&self, other: &Bound<'_, PyAny>) -> bool {
-        !self.__eq__(other)
-    }
-
+    /// Labels are immutable, so they can be hashed (by value).
     fn __hash__(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        self.names().hash(&mut hasher);
-        self.values().hash(&mut hasher);
+        self.labels.hash(&mut hasher);
         hasher.finish()
     }
+}
 
-    fn __repr__(&self) -> String {
-        let pairs: Vec<String> = self
-            .names()
-            .iter()
-            .zip(self.values())
-            .map(|(n, v)| format!("{n}={v}"))
-            .collect();
-        format!("LabelsEntry({})", pairs.join(", "))
+impl PyLabels {
+    /// The name of a dimension given as `name`: metatensor refuses any
+    /// other with "not found" (a `ValueError`), strings or not.
+    fn dimension_name(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<String> {
+        let found = name
+            .cast::<PyString>()
+            .ok()
+            .map(ToString::to_string)
+            .filter(|n| self.labels.dimension(n).is_some());
+        found.ok_or_else(|| {
+            let shown = name.str().map_or_else(|_| "?".into(), |s| s.to_string());
+            invalid(
+                py,
+                format!(
+                    "'{shown}' not found in the dimensions {} of these Labels",
+                    Names(self.labels.names())
+                ),
+            )
+        })
     }
+}
+
+/// metatensor takes a boolean or `None` index for numpy's (an added axis),
+/// and refuses the entry it gets: a `ValueError`.
+fn bool_index(py: Python<'_>) -> PyErr {
+    invalid(
+        py,
+        "Labels entries are indexed by integers, not booleans or None",
+    )
 }

@@ -7,13 +7,14 @@
 //! the core), `file` (paths and file objects), `gil` (core work with the
 //! GIL released, interruptible), then `io`, `pickle` and
 //! `shm` (the functions behind every save, load, pickle and share), and
-//! last the classes' methods (`labels`, `block`, `tensor`), whose bodies
-//! call into those.
+//! last the classes' methods (`labels`, `entry`, `block`, `tensor`), whose
+//! bodies call into those.
 
 mod array;
 mod block;
 mod classes;
 mod convert;
+mod entry;
 mod errors;
 mod file;
 mod gil;

@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import blockmap
@@ -36,7 +37,7 @@ def test_one_class_everywhere(name):
 
 def test_the_native_module_raises_them():
     with pytest.raises(blockmap.ValidationError):
-        blockmap.Labels(["a"], [[1], [1]])
+        blockmap.Labels(["a"], np.array([[1], [1]]))
     with pytest.raises(blockmap.MissingFileError) as error:
         blockmap.load("does-not-exist.mts")
     assert error.value.errno == 2

@@ -53,9 +53,13 @@ def _on_small_stack(function):
 def _nested_block(depth, parameter="g"):
     """A block whose gradients nest ``depth`` levels deep."""
     if depth == 0:
-        return TensorBlock(np.ones((1, 1)), Labels(["sample"], [[0]]), [], Labels.range("p", 1))
+        return TensorBlock(
+            np.ones((1, 1)), Labels(["sample"], np.array([[0]])), [], Labels.range("p", 1)
+        )
     block = _nested_block(depth - 1, parameter)
-    parent = TensorBlock(np.ones((1, 1)), Labels(["sample"], [[0]]), [], Labels.range("p", 1))
+    parent = TensorBlock(
+        np.ones((1, 1)), Labels(["sample"], np.array([[0]])), [], Labels.range("p", 1)
+    )
     parent.add_gradient(parameter, block)
     return parent
 
@@ -108,7 +112,9 @@ def test_gradients_at_the_depth_limit_round_trip_on_a_small_stack(tmp_path):
 
 def test_one_level_past_the_depth_limit_is_refused_by_add_gradient():
     deepest = _nested_block(MAX_GRADIENT_DEPTH)
-    parent = TensorBlock(np.ones((1, 1)), Labels(["sample"], [[0]]), [], Labels.range("p", 1))
+    parent = TensorBlock(
+        np.ones((1, 1)), Labels(["sample"], np.array([[0]])), [], Labels.range("p", 1)
+    )
     with pytest.raises(blockmap.ValidationError, match="16 allowed"):
         parent.add_gradient("g", deepest)
     assert parent.gradients_list() == []
@@ -120,14 +126,14 @@ def _nested_archive(depth):
     one = np.ones((1, 1))
     entries = {
         "values.npy": one,
-        "samples.npy": labels_record(Labels(["sample"], [[0]])),
+        "samples.npy": labels_record(Labels(["sample"], np.array([[0]]))),
         "properties.npy": labels_record(Labels.range("p", 1)),
     }
     prefix = ""
     for _ in range(depth):
         prefix += "gradients/g/"
         entries[f"{prefix}values.npy"] = one
-        entries[f"{prefix}samples.npy"] = labels_record(Labels(["sample"], [[0]]))
+        entries[f"{prefix}samples.npy"] = labels_record(Labels(["sample"], np.array([[0]])))
     return write_archive(entries)
 
 
@@ -172,8 +178,10 @@ def test_crafted_pickle_headers_past_the_limits_are_refused_on_a_small_stack():
 
 
 def test_gradient_parameter_names_at_the_length_limit():
-    block = TensorBlock(np.ones((1, 1)), Labels(["s"], [[0]]), [], Labels.range("p", 1))
-    gradient = TensorBlock(np.ones((1, 1)), Labels(["sample"], [[0]]), [], Labels.range("p", 1))
+    block = TensorBlock(np.ones((1, 1)), Labels(["s"], np.array([[0]])), [], Labels.range("p", 1))
+    gradient = TensorBlock(
+        np.ones((1, 1)), Labels(["sample"], np.array([[0]])), [], Labels.range("p", 1)
+    )
     block.add_gradient("g" * MAX_GRADIENT_NAME, gradient)
     assert_identical(blockmap.load_block_buffer(blockmap.save_buffer(block)), block)
     with pytest.raises(blockmap.ValidationError, match="1024 allowed"):
@@ -203,9 +211,9 @@ def test_label_names_at_the_npy_header_limit_round_trip(tmp_path):
     header_len = int.from_bytes(written[8:12], "little")
     assert header_len <= MAX_NPY_HEADER
     _assert_round_trips(labels, tmp_path)
-    keys = Labels(names[:1], [[0]])
+    keys = Labels(names[:1], np.array([[0]]))
     properties = Labels(names, np.zeros((1, len(names)), dtype=np.int32))
-    block = TensorBlock(np.ones((1, 1)), Labels(["s"], [[0]]), [], properties)
+    block = TensorBlock(np.ones((1, 1)), Labels(["s"], np.array([[0]])), [], properties)
     _assert_round_trips(TensorMap(keys, [block]), tmp_path)
 
 

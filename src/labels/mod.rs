@@ -1,4 +1,16 @@
 //! Labels: named int32 columns with one unique row per entry.
+//!
+//! This file holds the type, its validation and its lookup index; the
+//! operations that make new Labels from existing ones are in the other
+//! files: set operations (`set.rs`), selection (`select.rs`), changes of
+//! dimensions (`dimensions.rs`) and metatensor's text layout (`print.rs`).
+//! Every operation returns new Labels whose values live in memory blockmap
+//! owns, and costs O(entries): lookups go through the hash index.
+
+mod dimensions;
+mod print;
+mod select;
+mod set;
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -6,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 
 use hashbrown::HashTable;
 
+use crate::array::byte_len;
 use crate::array::Array;
 use crate::buffer::{AlignedBytes, Buffer, OwnerKind};
 use crate::dtype::DType;
@@ -61,16 +74,16 @@ struct Index {
 impl Index {
     /// Build the index over `count` rows of `size` values. Of equal rows the
     /// first is indexed; the first pair of equal rows found is returned too.
-    /// Fails (instead of aborting) when the table's memory cannot be had.
+    /// The table is allocated without aborting when memory cannot be had.
     fn build(values: &[i32], size: usize, count: usize) -> Result<(Index, Option<(usize, usize)>)> {
         let hasher = hashbrown::DefaultHashBuilder::default();
-        let row = |i: usize| &values[i * size..(i + 1) * size];
         let mut table = HashTable::new();
+        let row = |i: usize| &values[i * size..(i + 1) * size];
         table
             .try_reserve(count, |&j| hasher.hash_one(row(j)))
             .map_err(|_| {
                 Error::OutOfMemory(format!(
-                    "cannot allocate the index of {count} label entries: out of memory"
+                    "cannot allocate the lookup index of {count} label entries: out of memory"
                 ))
             })?;
         let mut duplicate = None;
@@ -86,6 +99,23 @@ impl Index {
             }
         }
         Ok((Index { table, hasher }, duplicate))
+    }
+}
+
+/// Lookups of entries in Labels through their index.
+struct Lookup<'a> {
+    labels: &'a Labels,
+    index: &'a Index,
+}
+
+impl Lookup<'_> {
+    /// Position of `entry`, which has one value per dimension.
+    fn find(&self, entry: &[i32]) -> Option<usize> {
+        let hash = self.index.hasher.hash_one(entry);
+        self.index
+            .table
+            .find(hash, |&j| self.labels.row(j) == entry)
+            .copied()
     }
 }
 
@@ -120,6 +150,20 @@ impl Labels {
     /// (the caller vouches for it); position lookups then find the first
     /// of equal rows.
     pub fn from_array(names: Vec<String>, values: Array, assume_unique: bool) -> Result<Self> {
+        // validated means owned: nothing the caller (or another thread, or
+        // another process) can write may reach the labels once checked
+        let values = owned(values)?;
+        Labels::from_own_array(names, values, assume_unique)
+    }
+
+    /// [`Labels::from_array`] for values that are already labels' own
+    /// memory (those of other labels, which never change): shared, not
+    /// copied.
+    pub(crate) fn from_own_array(
+        names: Vec<String>,
+        values: Array,
+        assume_unique: bool,
+    ) -> Result<Self> {
         check_names(&names)?;
         if values.dtype() != DType::I4 {
             return Err(Error::invalid(format!(
@@ -135,9 +179,6 @@ impl Labels {
                 values.shape()
             )));
         }
-        // validated means owned: nothing the caller (or another thread, or
-        // another process) can write may reach the labels once checked
-        let values = owned(values)?;
         let index = if assume_unique {
             None
         } else {
@@ -268,12 +309,23 @@ impl Labels {
         Ok((0..self.count()).map(|i| self.row(i)[d]).collect())
     }
 
-    fn index(&self) -> Result<&Index> {
-        if let Some(index) = self.0.index.get() {
-            return Ok(index);
+    /// Lookups through the index, built on first use (an error when its
+    /// memory cannot be had).
+    fn lookup(&self) -> Result<Lookup<'_>> {
+        if self.0.index.get().is_none() {
+            let (index, _) = Index::build(self.raw(), self.size(), self.count())?;
+            // another thread may have set it first: either is the index
+            let _ = self.0.index.set(index);
         }
-        let (index, _) = Index::build(self.raw(), self.size(), self.count())?;
-        Ok(self.0.index.get_or_init(|| index))
+        let index = self
+            .0
+            .index
+            .get()
+            .ok_or_else(|| Error::internal("the labels index was not kept"))?;
+        Ok(Lookup {
+            labels: self,
+            index,
+        })
     }
 
     /// Position of `entry`, or `None`; an error when `entry` does not have
@@ -287,9 +339,7 @@ impl Labels {
                 self.size()
             )));
         }
-        let index = self.index()?;
-        let hash = index.hasher.hash_one(entry);
-        Ok(index.table.find(hash, |&j| self.row(j) == entry).copied())
+        Ok(self.lookup()?.find(entry))
     }
 
     /// Whether the two labels are the same object (not just equal).
@@ -306,6 +356,84 @@ fn owned(values: Array) -> Result<Array> {
         return Ok(values);
     }
     values.deep_copy()
+}
+
+/// The values of new Labels, written entry by entry into memory blockmap
+/// owns (allocated once, at the final size, without aborting when it
+/// cannot be had).
+struct Rows {
+    bytes: AlignedBytes,
+    /// entries announced
+    count: usize,
+    /// values per entry
+    size: usize,
+    /// entries written so far
+    written: usize,
+}
+
+impl Rows {
+    /// Room for `count` entries of `size` values.
+    fn new(count: usize, size: usize) -> Result<Self> {
+        let len = byte_len(DType::I4, &[count, size])?;
+        Ok(Rows {
+            bytes: AlignedBytes::zeroed(len)?,
+            count,
+            size,
+            written: 0,
+        })
+    }
+
+    /// The room for the next `entries` entries, or an internal error when
+    /// the caller counted wrong (never a panic).
+    fn next(&mut self, entries: usize) -> Result<&mut [u8]> {
+        let row = self.size * DType::I4.size();
+        let end = self
+            .written
+            .checked_add(entries)
+            .filter(|&end| end <= self.count)
+            .ok_or_else(|| Error::internal("more label entries written than counted"))?;
+        let room = &mut self.bytes.as_mut_slice()[self.written * row..end * row];
+        self.written = end;
+        Ok(room)
+    }
+
+    /// Add one entry (`size` values).
+    fn push(&mut self, entry: &[i32]) -> Result<()> {
+        if entry.len() != self.size {
+            return Err(Error::internal("a label entry of the wrong size"));
+        }
+        for (bytes, value) in self.next(1)?.chunks_exact_mut(4).zip(entry) {
+            bytes.copy_from_slice(&value.to_ne_bytes());
+        }
+        Ok(())
+    }
+
+    /// Add the entries of `labels` from `start` to `end` (copied whole).
+    fn push_from(&mut self, labels: &Labels, start: usize, end: usize) -> Result<()> {
+        let row = self.size * DType::I4.size();
+        let source = labels
+            .values()
+            .bytes()
+            .get(start * row..end * row)
+            .filter(|_| labels.size() == self.size && start <= end)
+            .ok_or_else(|| Error::internal("label entries copied from out of range"))?;
+        self.next(end - start)?.copy_from_slice(source);
+        Ok(())
+    }
+
+    /// The Labels: `names` over the entries written, all of them. With
+    /// `assume_unique`, the caller vouches that the entries are unique.
+    fn finish(self, names: Vec<String>, assume_unique: bool) -> Result<Labels> {
+        if self.written != self.count {
+            return Err(Error::internal("fewer label entries written than counted"));
+        }
+        let array = Array::new(
+            DType::I4,
+            vec![self.count, self.size],
+            Buffer::from(self.bytes),
+        )?;
+        Labels::from_array(names, array, assume_unique)
+    }
 }
 
 /// The values of an int32 array (checked by the callers).

@@ -1,0 +1,162 @@
+//! The methods of `blockmap.LabelsEntry`: metatensor-core's `LabelsEntry`
+//! API over one entry of the core's `Labels`.
+
+use pyo3::exceptions::PyAssertionError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyList, PyString};
+
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+
+use super::array::int32_row;
+use super::classes::PyLabelsEntry;
+use super::convert::{check_index, extract_label_values, extract_names, saturating_index};
+use super::errors::{invalid, type_name, wrong_type};
+use crate::labels::{Labels, Names};
+
+static INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+
+#[pymethods]
+impl PyLabelsEntry {
+    /// ``LabelsEntry(names, values)``: ``names`` a list of strings,
+    /// ``values`` a 1-D int32 numpy array of one value per name. The values
+    /// are copied (entries of Labels view the Labels' memory).
+    #[new]
+    fn py_new(names: &Bound<'_, PyAny>, values: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let py = names.py();
+        // metatensor checks the types with `assert`
+        let names_are_strings = names
+            .cast::<PyList>()
+            .is_ok_and(|list| list.iter().all(|name| name.is_instance_of::<PyString>()));
+        if !names_are_strings {
+            return Err(PyAssertionError::new_err(
+                "LabelsEntry names must be a list of strings",
+            ));
+        }
+        let array = values.cast::<PyUntypedArray>().map_err(|_| {
+            PyAssertionError::new_err(format!(
+                "LabelsEntry values must be a numpy array, got {}",
+                type_name(values)
+            ))
+        })?;
+        let dtype = array.dtype();
+        if array.ndim() != 1 || dtype.kind() != b'i' || dtype.itemsize() != 4 {
+            return Err(invalid(
+                py,
+                "LabelsEntry values must be a 1-dimensional array of 32-bit integers",
+            ));
+        }
+        let names = extract_names(names)?;
+        let row = array.call_method1("reshape", ((1, array.len()),))?;
+        let values = extract_label_values(&row, names.len())?;
+        let labels = Labels::from_array(names, values, true)?;
+        Ok(PyLabelsEntry::new(labels, 0))
+    }
+
+    /// Names of the dimensions.
+    #[getter(names)]
+    fn py_names(&self) -> Vec<String> {
+        self.names().to_vec()
+    }
+
+    /// The values, a read-only 1-D int32 array viewing the Labels' memory.
+    #[getter(values)]
+    fn py_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let size = self.labels.size();
+        int32_row(py, self.labels.values(), self.index * size, size)
+    }
+
+    /// The device of the values: always ``"cpu"`` (numpy arrays).
+    #[getter]
+    #[allow(clippy::unused_self)] // a property: it has a receiver
+    fn device(&self) -> &'static str {
+        "cpu"
+    }
+
+    /// This entry as a named tuple: ``(name_1=value_1, name_2=value_2)``.
+    fn print(&self) -> String {
+        let pairs: Vec<String> = self
+            .names()
+            .iter()
+            .zip(self.values())
+            .map(|(n, v)| format!("{n}={v}"))
+            .collect();
+        format!("({})", pairs.join(", "))
+    }
+
+    fn __repr__(&self) -> String {
+        format!("LabelsEntry{}", self.print())
+    }
+
+    fn __len__(&self) -> usize {
+        self.labels.size()
+    }
+
+    /// ``entry[i]`` or ``entry["name"]``: one value, a ``numpy.int32`` as in
+    /// metatensor.
+    fn __getitem__<'py>(
+        &self,
+        py: Python<'py>,
+        dimension: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let d = if let Ok(name) = dimension.cast::<PyString>() {
+            let name = name.to_str()?;
+            self.labels.dimension(name).ok_or_else(|| {
+                invalid(
+                    py,
+                    format!(
+                        "'{name}' not found in the dimensions {} of these Labels",
+                        Names(self.names())
+                    ),
+                )
+            })?
+        } else {
+            let index = saturating_index(dimension).ok_or_else(|| {
+                wrong_type(
+                    py,
+                    format!(
+                        "can only index LabelsEntry with str or int, got {}",
+                        type_name(dimension)
+                    ),
+                )
+            })?;
+            check_index(index, self.labels.size())?
+        };
+        INT32
+            .import(py, "numpy", "int32")?
+            .call1((self.values()[d],))
+    }
+
+    fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        Ok(self.py_values(py)?.try_iter()?.into_any())
+    }
+
+    /// Same names and same values; comparing with anything but a
+    /// `LabelsEntry` is a ``TypeError``, as in metatensor.
+    fn __eq__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        let other = other.cast::<PyLabelsEntry>().map_err(|_| {
+            wrong_type(
+                other.py(),
+                format!(
+                    "can only compare between LabelsEntry for equality, got {}",
+                    type_name(other)
+                ),
+            )
+        })?;
+        let other = other.get();
+        Ok(self.names() == other.names() && self.values() == other.values())
+    }
+
+    fn __ne__(&self, other: &Bound<'_, PyAny>) -> PyResult<bool> {
+        Ok(!self.__eq__(other)?)
+    }
+
+    /// Entries are immutable, so they can be hashed (by value).
+    fn __hash__(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.names().hash(&mut hasher);
+        self.values().hash(&mut hasher);
+        hasher.finish()
+    }
+}
