@@ -50,6 +50,13 @@ def _on_small_stack(function):
     return outcome["result"]
 
 
+def _leaf():
+    """A block of one sample named ``sample`` (a valid gradient too)."""
+    return TensorBlock(
+        np.ones((1, 1)), Labels(["sample"], np.array([[0]])), [], Labels.range("p", 1)
+    )
+
+
 def _nested_block(depth, parameter="g"):
     """A block whose gradients nest ``depth`` levels deep."""
     if depth == 0:
