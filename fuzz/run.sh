@@ -33,13 +33,14 @@ seconds=${1:-60}
 cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1
 
-targets=(${FUZZ_TARGETS:-npy_header load_archive pickle_load})
+targets=(${FUZZ_TARGETS:-npy_header load_archive pickle_load mutate_mapped})
 
 options() {
     case "$1" in
         npy_header) echo "-max_len=8192 -malloc_limit_mb=32 -dict=$PWD/npy.dict" ;;
         load_archive) echo "-max_len=65536 -malloc_limit_mb=96 -dict=$PWD/npy.dict" ;;
         pickle_load) echo "-max_len=65536 -malloc_limit_mb=32 -dict=$PWD/pickle.dict" ;;
+        mutate_mapped) echo "-max_len=4096 -malloc_limit_mb=64" ;;
         *) echo "unknown fuzz target '$1'" >&2; return 1 ;;
     esac
 }
