@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::labels::{Labels, Names};
 
 /// A set of [`TensorBlock`], one per entry of `keys`. Every block has the
-/// same sample, component and property names and the same gradients.
+/// same sample, component and property names, the same gradients and the
+/// same element type.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorMap {
     keys: Labels,
@@ -27,6 +28,17 @@ impl TensorMap {
         }
         if let Some((first, rest)) = blocks.split_first() {
             for (i, block) in rest.iter().enumerate() {
+                if block.dtype() != first.dtype() {
+                    return Err(Error::invalid(format!(
+                        "all blocks of a map must have the same dtype (as in metatensor-core): \
+                         block {} (key {}) is {}, block 0 (key {}) is {}",
+                        i + 1,
+                        describe_entry(&keys, i + 1),
+                        block.dtype(),
+                        describe_entry(&keys, 0),
+                        first.dtype()
+                    )));
+                }
                 first.check_same_structure(block).map_err(|why| {
                     Error::invalid(format!(
                         "block {} (key {}) does not match block 0 (key {}): {why}",
@@ -186,6 +198,24 @@ mod tests {
         let message = err.to_string();
         assert!(message.contains("block 2 (key {l=1, t=1})"), "{message}");
         assert!(message.contains("sample names"), "{message}");
+    }
+
+    #[test]
+    fn one_dtype_per_map() {
+        let float32 = TensorBlock::new(
+            Array::zeros(DType::F4, vec![2, 3]).unwrap(),
+            Labels::new(vec!["s"], &[0, 1]).unwrap(),
+            vec![],
+            Labels::range("p", 3).unwrap(),
+        )
+        .unwrap();
+        let err = TensorMap::new(keys(), vec![block("s"), block("s"), float32]).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("block 2 (key {l=1, t=1}) is float32")
+                && message.contains("is float64"),
+            "{message}"
+        );
     }
 
     #[test]
