@@ -9,8 +9,8 @@
 //!
 //! Modules use only those below them:
 //! `error → dtype → buffer → array → labels → block → tensor → data →
-//! {io, pickle} → shm`, and the binding (`python`, feature `python`) calls
-//! into them.
+//! {io, pickle} → shm`, with `ops` (operations that build new maps) above
+//! `tensor`; the binding (`python`, feature `python`) calls into them.
 
 pub mod array;
 pub mod block;
@@ -22,6 +22,7 @@ pub mod error;
 pub mod fixtures;
 pub mod io;
 pub mod labels;
+pub mod ops;
 pub mod pickle;
 pub mod shm;
 pub mod tensor;
