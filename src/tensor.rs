@@ -76,25 +76,39 @@ impl TensorMap {
         })
     }
 
-    /// Indices of the blocks whose keys match `selection`: pairs of a key
-    /// dimension and a value; dimensions not named may take any value.
-    pub fn blocks_matching(&self, selection: &[(String, i64)]) -> Result<Vec<usize>> {
-        let mut columns = Vec::with_capacity(selection.len());
-        for (name, value) in selection {
-            let dimension = self.keys.dimension(name).ok_or_else(|| {
-                Error::invalid(format!(
-                    "'{name}' is not a key dimension; the keys are {}",
-                    Names(self.keys.names())
-                ))
-            })?;
-            columns.push((dimension, *value));
-        }
-        Ok((0..self.keys.count())
-            .filter(|&i| {
-                let row = self.keys.row(i);
-                columns.iter().all(|&(d, value)| i64::from(row[d]) == value)
+    /// Indices of the blocks whose keys match one of the entries of
+    /// `selection` on the selection's dimensions (a subset of the keys'
+    /// dimensions), in key order, as metatensor-core's `keys.select` finds
+    /// them. A selection without dimensions and with one entry matches
+    /// every block; a selection without entries matches none.
+    pub fn select(&self, selection: &Labels) -> Result<Vec<usize>> {
+        let dimensions = selection
+            .names()
+            .iter()
+            .map(|name| {
+                self.keys.dimension(name).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "'{name}' in the selection is not a key dimension; the keys are {}",
+                        Names(self.keys.names())
+                    ))
+                })
             })
-            .collect())
+            .collect::<Result<Vec<_>>>()?;
+        if selection.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut entry = vec![0; dimensions.len()];
+        let mut matching = Vec::new();
+        for i in 0..self.keys.count() {
+            let row = self.keys.row(i);
+            for (value, &d) in entry.iter_mut().zip(&dimensions) {
+                *value = row[d];
+            }
+            if selection.position(&entry)?.is_some() {
+                matching.push(i);
+            }
+        }
+        Ok(matching)
     }
 
     /// Free-form metadata: string keys and values.
@@ -221,17 +235,21 @@ mod tests {
     #[test]
     fn selection() {
         let map = TensorMap::new(keys(), vec![block("s"), block("s"), block("s")]).unwrap();
-        let sel = |pairs: &[(&str, i64)]| {
-            let pairs: Vec<(String, i64)> =
-                pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-            map.blocks_matching(&pairs)
+        let sel = |names: &[&str], values: &[i32]| {
+            map.select(&Labels::new(names.to_vec(), values).unwrap())
         };
-        assert_eq!(sel(&[("l", 0)]).unwrap(), vec![0, 1]);
-        assert_eq!(sel(&[("l", 0), ("t", 6)]).unwrap(), vec![1]);
-        assert_eq!(sel(&[("t", 7)]).unwrap(), Vec::<usize>::new());
-        assert_eq!(sel(&[("t", 1 << 40)]).unwrap(), Vec::<usize>::new());
-        assert_eq!(sel(&[]).unwrap(), vec![0, 1, 2]);
-        assert!(sel(&[("x", 0)]).is_err());
+        assert_eq!(sel(&["l"], &[0]).unwrap(), vec![0, 1]);
+        assert_eq!(sel(&["l", "t"], &[0, 6]).unwrap(), vec![1]);
+        assert_eq!(sel(&["t", "l"], &[6, 0]).unwrap(), vec![1]);
+        assert_eq!(sel(&["t"], &[7]).unwrap(), Vec::<usize>::new());
+        // several entries: the blocks matching any of them, in key order
+        assert_eq!(sel(&["t"], &[6, 1]).unwrap(), vec![0, 1, 2]);
+        assert_eq!(sel(&["t"], &[]).unwrap(), Vec::<usize>::new());
+        let everything =
+            Labels::from_array(vec![], Array::zeros(DType::I4, vec![1, 0]).unwrap(), false)
+                .unwrap();
+        assert_eq!(map.select(&everything).unwrap(), vec![0, 1, 2]);
+        assert!(sel(&["x"], &[0]).is_err());
         assert!(map.block(3).is_err());
     }
 

@@ -23,6 +23,7 @@ from .exceptions import (
     BlockMapTypeError,
     FormatError,
     InternalError,
+    MetatensorError,
     MissingFileError,
     ValidationError,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "InternalError",
     "Labels",
     "LabelsEntry",
+    "MetatensorError",
     "MissingFileError",
     "TensorBlock",
     "TensorMap",
