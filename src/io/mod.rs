@@ -62,8 +62,10 @@ pub fn save_size_bound(data: DataRef<'_>) -> usize {
 /// Write `data` into `writer` (whose capacity is at least
 /// [`save_size_bound`]); returns the number of bytes written. This is the
 /// archive a pickle carries: unlike the other `save` functions it keeps
-/// what metatensor-core could not read back (a pickle is read by blockmap).
+/// what metatensor-core could not read back (a pickle is read by blockmap),
+/// but for what no archive can hold ([`readable::check_archive`]).
 pub fn save_into(mut writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
+    readable::check_archive(data)?;
     writer = write(writer, data)?;
     Ok(writer.len())
 }

@@ -17,6 +17,30 @@ use crate::tensor::describe_entry;
 
 const CANNOT_READ: &str = "cannot save: metatensor-core cannot read this back";
 
+/// Check that `data` fits in an archive at all: a gradient parameter with a
+/// '/' would read back as another gradient (the pickles of protocol < 5,
+/// which are archives, need this; protocol 5 keeps any name).
+pub fn check_archive(data: DataRef<'_>) -> Result<()> {
+    fn check(block: &TensorBlock) -> Result<()> {
+        for (parameter, gradient) in block.gradients() {
+            if parameter.contains('/') {
+                return Err(Error::invalid(format!(
+                    "the gradient parameter {parameter:?} contains '/': it cannot go into an \
+                     .mts archive, where it would read as another gradient (pickle protocol \
+                     5 keeps it)"
+                )));
+            }
+            check(gradient)?;
+        }
+        Ok(())
+    }
+    match data {
+        DataRef::Labels(_) => Ok(()),
+        DataRef::Block(block) => check(block),
+        DataRef::Tensor(map) => map.blocks().iter().try_for_each(check),
+    }
+}
+
 /// Check that the file of `data` is one metatensor-core 0.2.6 reads.
 pub fn check(data: DataRef<'_>) -> Result<()> {
     match data {
@@ -125,6 +149,11 @@ mod tests {
             assert!(
                 text.contains("block 0 (key {k=0})") && text.contains("gradient parameter"),
                 "{text}"
+            );
+            // an archive (a pickle before protocol 5) holds a NUL, not a '/'
+            assert_eq!(
+                check_archive(DataRef::Tensor(&map)).is_err(),
+                parameter.contains('/')
             );
         }
     }
