@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::array::Array;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::labels::{is_valid_name, Labels, Names};
+use crate::labels::{Labels, Names};
 use crate::limits::{MAX_GRADIENT_DEPTH, MAX_GRADIENT_NAME};
 
 /// A labeled N-d array: axes `[samples, *components, properties]`, each
@@ -57,6 +57,17 @@ impl TensorBlock {
             )));
         }
         for (i, component) in components.iter().enumerate() {
+            if component.size() == 1
+                && components[..i]
+                    .iter()
+                    .any(|c| c.names() == component.names())
+            {
+                return Err(Error::invalid(format!(
+                    "the component dimension '{}' appears twice: each component must \
+                     have its own name",
+                    component.names()[0]
+                )));
+            }
             if component.size() != 1 {
                 return Err(Error::invalid(format!(
                     "component {i} must have exactly one dimension, got {}",
@@ -141,17 +152,13 @@ impl TensorBlock {
 
     /// Add the gradient of the values with respect to `parameter`.
     ///
-    /// The gradient's first sample dimension is `sample`, an index into this
+    /// The parameter is any string, as in metatensor-core (`"positions"`,
+    /// `"grad-of-grad"`, even `""`); what a file cannot hold is refused when
+    /// saving (see `io`). The gradient's first sample dimension is `sample`, an index into this
     /// block's samples; its components are extra leading components followed
     /// by this block's components; its properties are this block's; its
     /// element type is this block's.
     pub fn add_gradient(&mut self, parameter: &str, gradient: TensorBlock) -> Result<()> {
-        if !is_valid_name(parameter) {
-            return Err(Error::invalid(format!(
-                "'{parameter}' is not a valid gradient parameter name: use letters, \
-                 digits and '_', not starting with a digit"
-            )));
-        }
         if self.gradients.contains_key(parameter) {
             return Err(Error::invalid(format!(
                 "this block already has a gradient with respect to '{parameter}'"
@@ -383,6 +390,15 @@ mod tests {
         let two_dims = labels(&["a", "b"], &[0, 0, 0, 1]);
         let err = new(&[3, 2, 4], vec![two_dims]).unwrap_err();
         assert!(err.to_string().contains("exactly one dimension"), "{err}");
+        // metatensor-core refuses two components of the same name
+        let err = TensorBlock::new(
+            zeros(&[3, 2, 2, 4]),
+            samples.clone(),
+            vec![component.clone(), component.clone()],
+            properties.clone(),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("'c' appears twice"), "{err}");
     }
 
     #[test]
@@ -406,10 +422,11 @@ mod tests {
             .add_gradient("cell", gradient(&[0], false))
             .unwrap_err();
         assert!(err.to_string().contains("already"), "{err}");
-        let err = block
-            .add_gradient("bad name", gradient(&[0], false))
-            .unwrap_err();
-        assert!(err.to_string().contains("not a valid"), "{err}");
+        // any string names a gradient, as in metatensor-core
+        for name in ["grad-of-grad", "with space", "", "a/b", "é"] {
+            block.add_gradient(name, gradient(&[0], false)).unwrap();
+        }
+        assert!(block.gradient("").is_ok());
     }
 
     #[test]

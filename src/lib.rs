@@ -8,8 +8,9 @@
 //! as a Python object.
 //!
 //! Modules use only those below them:
-//! `error → {interrupt, limits} → dtype → buffer → array → labels → block → tensor → data →
-//! {io, pickle} → shm`, and the binding (`python`, feature `python`) calls
+//! `error → {interrupt, limits} → dtype → buffer → array → labels → block →
+//! tensor → data → {io, pickle} → shm`, with `ops` (operations that build
+//! new maps) above `tensor`; the binding (`python`, feature `python`) calls
 //! into them.
 
 pub mod array;
@@ -24,6 +25,7 @@ pub mod interrupt;
 pub mod io;
 pub mod labels;
 pub mod limits;
+pub mod ops;
 pub mod pickle;
 pub mod shm;
 pub mod tensor;

@@ -7,7 +7,8 @@ use crate::error::{Error, Result};
 use crate::labels::{Labels, Names};
 
 /// A set of [`TensorBlock`], one per entry of `keys`. Every block has the
-/// same sample, component and property names and the same gradients.
+/// same sample, component and property names, the same gradients and the
+/// same element type.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TensorMap {
     keys: Labels,
@@ -27,6 +28,17 @@ impl TensorMap {
         }
         if let Some((first, rest)) = blocks.split_first() {
             for (i, block) in rest.iter().enumerate() {
+                if block.dtype() != first.dtype() {
+                    return Err(Error::invalid(format!(
+                        "all blocks of a map must have the same dtype (as in metatensor-core): \
+                         block {} (key {}) is {}, block 0 (key {}) is {}",
+                        i + 1,
+                        describe_entry(&keys, i + 1),
+                        block.dtype(),
+                        describe_entry(&keys, 0),
+                        first.dtype()
+                    )));
+                }
                 first.check_same_structure(block).map_err(|why| {
                     Error::invalid(format!(
                         "block {} (key {}) does not match block 0 (key {}): {why}",
@@ -64,25 +76,39 @@ impl TensorMap {
         })
     }
 
-    /// Indices of the blocks whose keys match `selection`: pairs of a key
-    /// dimension and a value; dimensions not named may take any value.
-    pub fn blocks_matching(&self, selection: &[(String, i64)]) -> Result<Vec<usize>> {
-        let mut columns = Vec::with_capacity(selection.len());
-        for (name, value) in selection {
-            let dimension = self.keys.dimension(name).ok_or_else(|| {
-                Error::invalid(format!(
-                    "'{name}' is not a key dimension; the keys are {}",
-                    Names(self.keys.names())
-                ))
-            })?;
-            columns.push((dimension, *value));
-        }
-        Ok((0..self.keys.count())
-            .filter(|&i| {
-                let row = self.keys.row(i);
-                columns.iter().all(|&(d, value)| i64::from(row[d]) == value)
+    /// Indices of the blocks whose keys match one of the entries of
+    /// `selection` on the selection's dimensions (a subset of the keys'
+    /// dimensions), in key order, as metatensor-core's `keys.select` finds
+    /// them. A selection without dimensions and with one entry matches
+    /// every block; a selection without entries matches none.
+    pub fn select(&self, selection: &Labels) -> Result<Vec<usize>> {
+        let dimensions = selection
+            .names()
+            .iter()
+            .map(|name| {
+                self.keys.dimension(name).ok_or_else(|| {
+                    Error::invalid(format!(
+                        "'{name}' in the selection is not a key dimension; the keys are {}",
+                        Names(self.keys.names())
+                    ))
+                })
             })
-            .collect())
+            .collect::<Result<Vec<_>>>()?;
+        if selection.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut entry = vec![0; dimensions.len()];
+        let mut matching = Vec::new();
+        for i in 0..self.keys.count() {
+            let row = self.keys.row(i);
+            for (value, &d) in entry.iter_mut().zip(&dimensions) {
+                *value = row[d];
+            }
+            if selection.position(&entry)?.is_some() {
+                matching.push(i);
+            }
+        }
+        Ok(matching)
     }
 
     /// Free-form metadata: string keys and values.
@@ -209,19 +235,41 @@ mod tests {
     }
 
     #[test]
+    fn one_dtype_per_map() {
+        let float32 = TensorBlock::new(
+            Array::zeros(DType::F4, vec![2, 3]).unwrap(),
+            Labels::new(vec!["s"], &[0, 1]).unwrap(),
+            vec![],
+            Labels::range("p", 3).unwrap(),
+        )
+        .unwrap();
+        let err = TensorMap::new(keys(), vec![block("s"), block("s"), float32]).unwrap_err();
+        let message = err.to_string();
+        assert!(
+            message.contains("block 2 (key {l=1, t=1}) is float32")
+                && message.contains("is float64"),
+            "{message}"
+        );
+    }
+
+    #[test]
     fn selection() {
         let map = TensorMap::new(keys(), vec![block("s"), block("s"), block("s")]).unwrap();
-        let sel = |pairs: &[(&str, i64)]| {
-            let pairs: Vec<(String, i64)> =
-                pairs.iter().map(|(n, v)| (n.to_string(), *v)).collect();
-            map.blocks_matching(&pairs)
+        let sel = |names: &[&str], values: &[i32]| {
+            map.select(&Labels::new(names.to_vec(), values).unwrap())
         };
-        assert_eq!(sel(&[("l", 0)]).unwrap(), vec![0, 1]);
-        assert_eq!(sel(&[("l", 0), ("t", 6)]).unwrap(), vec![1]);
-        assert_eq!(sel(&[("t", 7)]).unwrap(), Vec::<usize>::new());
-        assert_eq!(sel(&[("t", 1 << 40)]).unwrap(), Vec::<usize>::new());
-        assert_eq!(sel(&[]).unwrap(), vec![0, 1, 2]);
-        assert!(sel(&[("x", 0)]).is_err());
+        assert_eq!(sel(&["l"], &[0]).unwrap(), vec![0, 1]);
+        assert_eq!(sel(&["l", "t"], &[0, 6]).unwrap(), vec![1]);
+        assert_eq!(sel(&["t", "l"], &[6, 0]).unwrap(), vec![1]);
+        assert_eq!(sel(&["t"], &[7]).unwrap(), Vec::<usize>::new());
+        // several entries: the blocks matching any of them, in key order
+        assert_eq!(sel(&["t"], &[6, 1]).unwrap(), vec![0, 1, 2]);
+        assert_eq!(sel(&["t"], &[]).unwrap(), Vec::<usize>::new());
+        let everything =
+            Labels::from_array(vec![], Array::zeros(DType::I4, vec![1, 0]).unwrap(), false)
+                .unwrap();
+        assert_eq!(map.select(&everything).unwrap(), vec![0, 1, 2]);
+        assert!(sel(&["x"], &[0]).is_err());
         assert!(map.block(3).is_err());
     }
 

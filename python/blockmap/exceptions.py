@@ -67,6 +67,11 @@ class InternalError(BlockMapError, RuntimeError):
     """A broken internal invariant: a bug in blockmap, to be reported."""
 
 
+#: metatensor-core's error class, for code written for it: every error
+#: blockmap raises is one (``except metatensor.MetatensorError`` works with
+#: ``import blockmap as metatensor``).
+MetatensorError = BlockMapError
+
 # shown (and pickled) as members of the top-level module, where users meet them
 for _class in (
     BlockMapError,

@@ -18,6 +18,7 @@
 mod cached;
 pub mod npy;
 mod read;
+pub mod readable;
 mod replace;
 mod write;
 
@@ -30,8 +31,14 @@ use crate::buffer::{AlignedBytes, Buffer, FixedWriter, MapMode};
 use crate::data::{Data, DataRef, Kind};
 use crate::error::{Error, Result};
 
-/// Write `data` to `writer`.
+/// Write `data` to `writer`, refusing data that metatensor-core could not
+/// read back (see [`readable`]).
 pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
+    readable::check(data)?;
+    write(writer, data)
+}
+
+fn write<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
     match data {
         DataRef::Tensor(map) => write::tensor(writer, map),
         DataRef::Block(block) => write::block(writer, block),
@@ -52,14 +59,20 @@ pub fn save_size_bound(data: DataRef<'_>) -> usize {
 }
 
 /// Write `data` into `writer` (whose capacity is at least
-/// [`save_size_bound`]); returns the number of bytes written.
+/// [`save_size_bound`]); returns the number of bytes written. This is the
+/// archive a pickle carries: unlike the other `save` functions it keeps
+/// what metatensor-core could not read back (a pickle is read by blockmap),
+/// but for what no archive can hold ([`readable::check_archive`]).
 pub fn save_into(mut writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
-    writer = save(writer, data)?;
+    readable::check_archive(data)?;
+    writer = write(writer, data)?;
     Ok(writer.len())
 }
 
-/// The archive (or NPY file) of `data`, in memory blockmap owns.
+/// The archive (or NPY file) of `data`, in memory blockmap owns (refusing
+/// what metatensor-core could not read back).
 pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
+    readable::check(data)?;
     // allocate an upper bound of the size (untouched pages of a large
     // zeroed allocation cost nothing), write, then keep the written part
     let mut bytes = AlignedBytes::zeroed(save_size_bound(data))?;
@@ -73,11 +86,12 @@ pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
 /// owner; on failure nothing is left behind and the file is untouched (see
 /// `replace.rs` for the whole contract).
 pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
+    readable::check(data)?;
     let target = replace::resolve(path)?;
     let shown = path.display();
     let mut temporary = replace::Temporary::beside(&target)?;
     // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
-    let writer = save(
+    let writer = write(
         BufWriter::with_capacity(write::SNAPSHOT_PIECE, temporary.file()?),
         data,
     )?;

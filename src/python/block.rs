@@ -1,19 +1,18 @@
 //! The methods of `blockmap.TensorBlock`.
 
-use std::fmt::Write as _;
-
 use numpy::PyArrayDescr;
+use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyMemoryView, PyTuple};
+use pyo3::types::{PyList, PyMemoryView, PyTuple};
 
 use super::array::{from_python, to_numpy};
 use super::classes::{Origin, PyLabels, PyTensorBlock};
 use super::convert::extract_labels;
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
+use super::ops::{block_to, to_dtype};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
-use crate::labels::Names;
 
 #[pymethods]
 impl PyTensorBlock {
@@ -80,6 +79,53 @@ impl PyTensorBlock {
     #[getter]
     fn properties(&self) -> PyLabels {
         self.block().properties().clone().into()
+    }
+
+    /// The values cannot be replaced (as in metatensor-core): write into
+    /// them with ``block.values[:] = new_values``.
+    #[setter]
+    #[allow(clippy::unused_self)] // a Python setter takes the object
+    fn set_values(&self, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let _ = value;
+        Err(PyAttributeError::new_err(
+            "Direct assignment to `values` is not possible. Please use \
+             block.values[:] = new_values instead.",
+        ))
+    }
+
+    /// Number of samples (the length of the values).
+    fn __len__(&self) -> usize {
+        self.block().values().shape()[0]
+    }
+
+    /// The device of every array in the block: always ``"cpu"``.
+    #[getter]
+    #[allow(clippy::unused_self)] // a Python property takes the object
+    fn device(&self) -> &'static str {
+        "cpu"
+    }
+
+    /// Whether this block is a view inside a :class:`TensorMap` or another
+    /// block (a block of a map, or a gradient).
+    #[getter]
+    fn is_view(&self) -> bool {
+        self.origin != Origin::Standalone
+    }
+
+    /// The block with every array of ``dtype`` (see :meth:`TensorMap.to`).
+    #[pyo3(signature = (*args, dtype = None, device = None, arrays = None, non_blocking = false))]
+    fn to<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        dtype: Option<Bound<'py, PyAny>>,
+        device: Option<Bound<'py, PyAny>>,
+        arrays: Option<&str>,
+        non_blocking: bool,
+    ) -> PyResult<Self> {
+        let _ = non_blocking;
+        let dtype = to_dtype("`TensorBlock.to`", args, dtype, device, arrays)?;
+        let block = block_to(&self.block(), dtype.as_ref())?;
+        Ok(PyTensorBlock::new_view(block, Origin::Standalone))
     }
 
     /// Shape of the values.
@@ -170,7 +216,7 @@ impl PyTensorBlock {
     /// The gradient with respect to ``parameter``.
     fn gradient(&self, parameter: &str) -> PyResult<Self> {
         let gradient = self.block().gradient(parameter)?.clone();
-        Ok(PyTensorBlock::new_view(gradient, Origin::Gradient))
+        Ok(self.of_gradient(gradient, parameter))
     }
 
     /// Parameters of the gradients, sorted.
@@ -178,18 +224,16 @@ impl PyTensorBlock {
         self.block().gradients().keys().cloned().collect()
     }
 
-    /// ``(parameter, gradient block)`` pairs, sorted by parameter.
-    fn gradients(&self) -> Vec<(String, Self)> {
-        self.block()
+    /// An iterator over ``(parameter, gradient block)`` pairs, sorted by
+    /// parameter.
+    fn gradients<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let pairs: Vec<(String, Self)> = self
+            .block()
             .gradients()
             .iter()
-            .map(|(p, g)| {
-                (
-                    p.clone(),
-                    PyTensorBlock::new_view(g.clone(), Origin::Gradient),
-                )
-            })
-            .collect()
+            .map(|(p, g)| (p.clone(), self.of_gradient(g.clone(), p)))
+            .collect();
+        Ok(PyList::new(py, pairs)?.try_iter()?.into_any())
     }
 
     /// Whether there is a gradient with respect to ``parameter``.
@@ -227,8 +271,14 @@ impl PyTensorBlock {
         super::io::load_buffer(py, buffer, Kind::Block)
     }
 
-    /// A deep copy: values and gradients in new memory.
-    fn copy(&self, py: Python<'_>) -> PyResult<Self> {
+    /// A copy of the block, which may get gradients: with ``deep`` (the
+    /// default) values and gradients are in new memory; otherwise they are
+    /// shared with this block.
+    #[pyo3(signature = (deep = true))]
+    fn copy(&self, py: Python<'_>, deep: bool) -> PyResult<Self> {
+        if !deep {
+            return Ok(self.__copy__());
+        }
         let block = self.block();
         Ok(PyTensorBlock::new_view(
             super::gil::detached(py, || block.deep_copy())?,
@@ -240,7 +290,7 @@ impl PyTensorBlock {
     #[pyo3(signature = (memo, /))]
     fn __deepcopy__(&self, py: Python<'_>, memo: &Bound<'_, PyAny>) -> PyResult<Self> {
         let _ = memo;
-        self.copy(py)
+        self.copy(py, true)
     }
 
     /// ``copy.copy(block)``: a new block object sharing this one's memory.
@@ -259,35 +309,17 @@ impl PyTensorBlock {
         !self.__eq__(other)
     }
 
+    /// metatensor's layout: shape, label names and gradients.
     fn __repr__(&self) -> String {
-        block_repr(&self.block())
+        super::repr::block(&self.block(), &self.parameters)
     }
 }
 
-/// `TensorBlock(shape=(...), dtype=..., samples=[...], ...)`.
-pub fn block_repr(block: &TensorBlock) -> String {
-    let shape: Vec<String> = block
-        .values()
-        .shape()
-        .iter()
-        .map(usize::to_string)
-        .collect();
-    let shape = if shape.len() == 1 {
-        format!("({},)", shape[0])
-    } else {
-        format!("({})", shape.join(", "))
-    };
-    let mut repr = format!(
-        "TensorBlock(shape={shape}, dtype={}, samples={}, components={}, properties={}",
-        block.dtype(),
-        Names(block.samples().names()),
-        Names(&block.component_names()),
-        Names(block.properties().names()),
-    );
-    if !block.gradients().is_empty() {
-        let gradients: Vec<String> = block.gradients().keys().cloned().collect();
-        write!(repr, ", gradients={}", Names(&gradients)).expect("writing to a String cannot fail");
+impl PyTensorBlock {
+    /// The gradient `gradient` of this block, with respect to `parameter`.
+    fn of_gradient(&self, gradient: TensorBlock, parameter: &str) -> Self {
+        let mut parameters = self.parameters.clone();
+        parameters.push(parameter.to_string());
+        PyTensorBlock::gradient_view(gradient, parameters)
     }
-    repr.push(')');
-    repr
 }

@@ -139,6 +139,9 @@ pub enum Origin {
 pub struct PyTensorBlock {
     pub block: SwapCell<TensorBlock>,
     pub origin: Origin,
+    /// for a gradient, the parameters leading to it from the block it was
+    /// taken from (`["positions", "cell"]` for a gradient of a gradient)
+    pub parameters: Vec<String>,
 }
 
 impl PyTensorBlock {
@@ -147,6 +150,16 @@ impl PyTensorBlock {
         PyTensorBlock {
             block: SwapCell::new(block),
             origin,
+            parameters: Vec::new(),
+        }
+    }
+
+    /// A Python block over a gradient, reached through `parameters`.
+    pub fn gradient_view(block: TensorBlock, parameters: Vec<String>) -> Self {
+        PyTensorBlock {
+            block: SwapCell::new(block),
+            origin: Origin::Gradient,
+            parameters,
         }
     }
 

@@ -4,10 +4,12 @@
 
 //! Modules, bottom up: `errors` (exceptions), `array` (numpy glue),
 //! `classes` (what each class holds), `convert` (Python objects to and from
-//! the core), `file` (paths and file objects), `gil` (core work with the
-//! GIL released, interruptible), then `io`, `pickle` and
-//! `shm` (the functions behind every save, load, pickle and share), and
-//! last the classes' methods (`labels`, `entry`, `block`, `tensor`), whose
+//! the core), `repr` (metatensor's text layout), `file` (paths and file
+//! objects), `gil` (core work with the GIL released, interruptible), then
+//! `io`, `pickle` and `shm` (the functions behind every save, load, pickle
+//! and share), `ops` and `selection` (the arguments of the map operations
+//! and of block selections, read as metatensor-core reads them), and last
+//! the classes' methods (`labels`, `entry`, `block`, `tensor`), whose
 //! bodies call into those.
 
 mod array;
@@ -20,7 +22,10 @@ mod file;
 mod gil;
 mod io;
 mod labels;
+mod ops;
 mod pickle;
+mod repr;
+mod selection;
 mod shm;
 mod tensor;
 

@@ -1,148 +1,39 @@
 //! The methods of `blockmap.TensorMap`.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 
-use pyo3::exceptions::PyIndexError;
+use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 
-use super::block::block_repr;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
-use super::convert::{check_index, extract_labels, saturating_index};
+use super::convert::extract_labels;
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
+use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
+use super::selection::{self, block_index, describe, resolve, Selection};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
-use crate::labels::Names;
-use crate::tensor::{describe_entry, TensorMap};
-
-/// A selection given as an index, a dict, a `LabelsEntry`, a one-entry
-/// `Labels` or keyword arguments.
-enum Selection {
-    All,
-    Index(isize),
-    Pairs(Vec<(String, i64)>),
-}
-
-fn selection(
-    py: Python<'_>,
-    selection: Option<&Bound<'_, PyAny>>,
-    kwargs: Option<&Bound<'_, PyDict>>,
-) -> PyResult<Selection> {
-    let kwargs = kwargs.filter(|k| !k.is_empty());
-    let Some(selection) = selection.filter(|s| !s.is_none()) else {
-        return match kwargs {
-            Some(kwargs) => pairs_from_dict(kwargs),
-            None => Ok(Selection::All),
-        };
-    };
-    if kwargs.is_some() {
-        return Err(wrong_type(
-            py,
-            "give the selection either as an argument or as keyword arguments, not both",
-        ));
-    }
-    if let Ok(entry) = selection.cast::<PyLabelsEntry>() {
-        let entry = entry.get();
-        return Ok(Selection::Pairs(
-            entry
-                .names()
-                .iter()
-                .cloned()
-                .zip(entry.values().iter().map(|&v| i64::from(v)))
-                .collect(),
-        ));
-    }
-    if let Ok(labels) = selection.cast::<PyLabels>() {
-        let labels = &labels.get().labels;
-        if labels.count() != 1 {
-            return Err(invalid(
-                py,
-                format!(
-                    "a Labels selection must have exactly one entry, got {}",
-                    labels.count()
-                ),
-            ));
-        }
-        return Ok(Selection::Pairs(
-            labels
-                .names()
-                .iter()
-                .cloned()
-                .zip(labels.row(0).iter().map(|&v| i64::from(v)))
-                .collect(),
-        ));
-    }
-    if let Ok(dict) = selection.cast::<PyDict>() {
-        return pairs_from_dict(dict);
-    }
-    if selection.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(wrong_type(py, "a block selection cannot be a bool"));
-    }
-    if let Some(index) = saturating_index(selection) {
-        return Ok(Selection::Index(index));
-    }
-    Err(wrong_type(
-        py,
-        format!(
-            "a block selection must be an int, a dict, a LabelsEntry or Labels, got {}",
-            type_name(selection)
-        ),
-    ))
-}
-
-fn pairs_from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
-    let mut pairs = Vec::with_capacity(dict.len());
-    for (name, value) in dict.iter() {
-        let name: String = name.extract().map_err(|_| {
-            wrong_type(
-                dict.py(),
-                "the keys of a selection must be dimension names (str)",
-            )
-        })?;
-        let value: i64 = value.extract().map_err(|_| {
-            wrong_type(
-                dict.py(),
-                format!("the selected value of '{name}' must be an integer"),
-            )
-        })?;
-        pairs.push((name, value));
-    }
-    Ok(Selection::Pairs(pairs))
-}
+use crate::ops;
+use crate::tensor::TensorMap;
 
 /// Block `i` of `map`, as a Python block viewing it.
 fn view(map: &TensorMap, i: usize) -> PyTensorBlock {
     PyTensorBlock::new_view(map.blocks()[i].clone(), Origin::MapBlock)
 }
 
-fn resolve(map: &TensorMap, selection: &Selection) -> PyResult<Vec<usize>> {
-    match selection {
-        Selection::All => Ok((0..map.blocks().len()).collect()),
-        Selection::Index(index) => Ok(vec![block_index(map, *index)?]),
-        Selection::Pairs(pairs) => Ok(map.blocks_matching(pairs)?),
-    }
+/// A Python iterator over `items`.
+fn iterate<'py, T>(py: Python<'py>, items: Vec<T>) -> PyResult<Bound<'py, PyAny>>
+where
+    T: IntoPyObject<'py>,
+{
+    Ok(PyList::new(py, items)?.try_iter()?.into_any())
 }
 
-fn block_index(map: &TensorMap, index: isize) -> PyResult<usize> {
-    check_index(index, map.blocks().len()).map_err(|_| {
-        PyIndexError::new_err(format!(
-            "block index {index} is out of range for a map of {} blocks",
-            map.blocks().len()
-        ))
-    })
-}
-
-fn describe_pairs(selection: &Selection) -> String {
-    match selection {
-        Selection::All => "everything".into(),
-        Selection::Index(i) => format!("index {i}"),
-        Selection::Pairs(pairs) => {
-            let pairs: Vec<String> = pairs.iter().map(|(n, v)| format!("{n}={v}")).collect();
-            format!("{{{}}}", pairs.join(", "))
-        }
-    }
+/// `map` with the info of `like`.
+fn with_info(mut map: TensorMap, like: &TensorMap) -> crate::Result<TensorMap> {
+    map.replace_info(crate::limits::try_clone_info(like.info())?)?;
+    Ok(map)
 }
 
 #[pymethods]
@@ -238,10 +129,13 @@ impl PyTensorMap {
         self.map().blocks().len()
     }
 
-    /// The one block matching the selection: an index, a dict of key
-    /// values, a :class:`LabelsEntry`, a one-entry :class:`Labels` or
-    /// keyword arguments. With no selection, the map must have exactly one
-    /// block.
+    /// The one block matching ``selection``, as metatensor-core finds it:
+    /// an ``int`` is a position (:meth:`block_by_id`); a dict of key
+    /// values, a :class:`LabelsEntry` or :class:`Labels` (any number of
+    /// entries, a subset of the key dimensions) select the blocks whose
+    /// keys match one of their entries. Without a selection, the keyword
+    /// arguments are the dict. Raises ``ValueError`` when no block or more
+    /// than one matches.
     #[pyo3(signature = (selection = None, **kwargs))]
     fn block(
         &self,
@@ -249,31 +143,35 @@ impl PyTensorMap {
         selection: Option<&Bound<'_, PyAny>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<PyTensorBlock> {
-        let selection = self::selection(py, selection, kwargs)?;
+        let selection = selection::read(py, selection, kwargs, false)?;
         let map = self.map();
         let matching = resolve(&map, &selection)?;
         match matching.as_slice() {
             [i] => Ok(view(&map, *i)),
-            [] if matches!(selection, Selection::All) => Err(invalid(py, "this map has no blocks")),
+            [] if map.blocks().is_empty() => {
+                Err(invalid(py, "there are no blocks in this TensorMap"))
+            }
             [] => Err(invalid(
                 py,
-                format!(
-                    "no block matches the selection {}",
-                    describe_pairs(&selection)
-                ),
+                format!("couldn't find any block matching {}", describe(&selection)),
             )),
             many => Err(invalid(
                 py,
                 format!(
-                    "{} blocks match the selection {}: use blocks() to get all of them",
-                    many.len(),
-                    describe_pairs(&selection)
+                    "more than one block matched {} ({} blocks), use `TensorMap.blocks` to \
+                     get all of them",
+                    describe(&selection),
+                    many.len()
                 ),
             )),
         }
     }
 
-    /// All blocks matching the selection (all blocks without one).
+    /// The blocks matching ``selection`` (all of them without one), as
+    /// metatensor-core finds them: an ``int`` or a list of ``int`` are
+    /// positions (:meth:`blocks_by_id`); a dict, a :class:`LabelsEntry` or
+    /// :class:`Labels` select by key, as in :meth:`block`. Raises
+    /// ``ValueError`` when nothing matches in a map that has blocks.
     #[pyo3(signature = (selection = None, **kwargs))]
     fn blocks(
         &self,
@@ -281,38 +179,216 @@ impl PyTensorMap {
         selection: Option<&Bound<'_, PyAny>>,
         kwargs: Option<&Bound<'_, PyDict>>,
     ) -> PyResult<Vec<PyTensorBlock>> {
-        let selection = self::selection(py, selection, kwargs)?;
+        let selection = selection::read(py, selection, kwargs, true)?;
         let map = self.map();
         let matching = resolve(&map, &selection)?;
+        if matching.is_empty() && !map.blocks().is_empty() {
+            return Err(invalid(
+                py,
+                format!("Couldn't find any block matching {}", describe(&selection)),
+            ));
+        }
         Ok(matching.into_iter().map(|i| view(&map, i)).collect())
     }
 
-    /// Indices of the blocks whose keys match the selection.
+    /// ``tensor[selection]``: the same as :meth:`block`.
+    fn __getitem__(&self, py: Python<'_>, selection: &Bound<'_, PyAny>) -> PyResult<PyTensorBlock> {
+        self.block(py, Some(selection), None)
+    }
+
+    /// Positions of the blocks whose keys match the selection (a dict, a
+    /// :class:`LabelsEntry` or :class:`Labels`); empty when none does.
     fn blocks_matching(
         &self,
         py: Python<'_>,
         selection: &Bound<'_, PyAny>,
     ) -> PyResult<Vec<usize>> {
-        let selection = self::selection(py, Some(selection), None)?;
+        let selection = selection::read(py, Some(selection), None, false)?;
+        if !matches!(selection, Selection::Keys(_)) {
+            return Err(wrong_type(
+                py,
+                "blocks_matching takes a dict, a LabelsEntry or Labels",
+            ));
+        }
         resolve(&self.map(), &selection)
     }
 
-    /// Block ``index`` (negative indices count from the end).
-    fn block_by_id(&self, index: isize) -> PyResult<PyTensorBlock> {
+    /// Block ``index`` (negative indices count from the end); raises
+    /// ``IndexError`` out of range.
+    fn block_by_id(&self, index: &Bound<'_, PyAny>) -> PyResult<PyTensorBlock> {
+        let py = index.py();
         let map = self.map();
+        let index = super::convert::saturating_index(index).ok_or_else(|| {
+            wrong_type(
+                py,
+                format!("a block index must be an int, got {}", type_name(index)),
+            )
+        })?;
         Ok(view(&map, block_index(&map, index)?))
     }
 
-    /// ``(key, block)`` pairs in key order.
-    fn items(&self) -> Vec<(PyLabelsEntry, PyTensorBlock)> {
+    /// The blocks at ``indices``, in that order.
+    fn blocks_by_id(&self, indices: &Bound<'_, PyAny>) -> PyResult<Vec<PyTensorBlock>> {
+        let py = indices.py();
         let map = self.map();
-        (0..map.blocks().len())
-            .map(|i| (PyLabelsEntry::new(map.keys().clone(), i), view(&map, i)))
-            .collect()
+        let mut blocks = Vec::new();
+        for index in indices.try_iter()? {
+            let index = index?;
+            let position = super::convert::saturating_index(&index).ok_or_else(|| {
+                wrong_type(
+                    py,
+                    format!("a block index must be an int, got {}", type_name(&index)),
+                )
+            })?;
+            blocks.push(view(&map, block_index(&map, position)?));
+        }
+        Ok(blocks)
     }
 
+    /// An iterator over ``(key, block)`` pairs, in key order.
+    fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let map = self.map();
+        let pairs: Vec<(PyLabelsEntry, PyTensorBlock)> = (0..map.blocks().len())
+            .map(|i| (PyLabelsEntry::new(map.keys().clone(), i), view(&map, i)))
+            .collect();
+        iterate(py, pairs)
+    }
+
+    /// ``for block in tensor``: the blocks, in key order.
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        Ok(PyList::new(py, self.items())?.try_iter()?.into_any())
+        let map = self.map();
+        iterate(py, (0..map.blocks().len()).map(|i| view(&map, i)).collect())
+    }
+
+    /// Merge blocks along the samples, moving the key dimensions
+    /// ``keys_to_move`` (a name, a list of names, or :class:`Labels` without
+    /// entries) to the end of the sample dimensions, as metatensor-core's
+    /// ``keys_to_samples``: properties are the union of the merged blocks'
+    /// (missing entries are ``fill_value``, gradients too); samples are
+    /// sorted when ``sort_samples``, otherwise in block order.
+    #[pyo3(
+        signature = (keys_to_move, *, fill_value = FillValue::Default, sort_samples = true),
+        text_signature = "(self, /, keys_to_move, *, fill_value=0.0, sort_samples=True)"
+    )]
+    fn keys_to_samples(
+        &self,
+        py: Python<'_>,
+        keys_to_move: &Bound<'_, PyAny>,
+        fill_value: FillValue<'_>,
+        sort_samples: bool,
+    ) -> PyResult<Self> {
+        let keys_to_move = self::keys_to_move(keys_to_move)?;
+        if !keys_to_move.is_empty() {
+            return Err(invalid(
+                py,
+                "user provided values for the keys to move is not yet implemented, \
+                 `keys_to_move` should not contain any entry when calling keys_to_samples",
+            ));
+        }
+        let map = self.map();
+        let fill = fill(py, &map, fill_value)?;
+        let result =
+            py.detach(|| ops::keys_to_samples(&map, keys_to_move.names(), &fill, sort_samples))?;
+        Ok(PyTensorMap::from_map(result))
+    }
+
+    /// Merge blocks along the properties, moving the key dimensions
+    /// ``keys_to_move`` to the front of the property dimensions, as
+    /// metatensor-core's ``keys_to_properties``. Given as names (or
+    /// :class:`Labels` without entries), the new properties are each merged
+    /// block's, prefixed by its key values; given as :class:`Labels` with
+    /// entries, they are every entry followed by every (shared) property.
+    /// Missing entries are ``fill_value`` (gradients too); samples are
+    /// sorted when ``sort_samples``, otherwise in order of appearance.
+    #[pyo3(
+        signature = (keys_to_move, *, fill_value = FillValue::Default, sort_samples = true),
+        text_signature = "(self, /, keys_to_move, *, fill_value=0.0, sort_samples=True)"
+    )]
+    fn keys_to_properties(
+        &self,
+        py: Python<'_>,
+        keys_to_move: &Bound<'_, PyAny>,
+        fill_value: FillValue<'_>,
+        sort_samples: bool,
+    ) -> PyResult<Self> {
+        let keys_to_move = self::keys_to_move(keys_to_move)?;
+        let map = self.map();
+        let fill = fill(py, &map, fill_value)?;
+        let result =
+            py.detach(|| ops::keys_to_properties(&map, &keys_to_move, &fill, sort_samples))?;
+        Ok(PyTensorMap::from_map(result))
+    }
+
+    /// Move the component dimensions ``dimensions`` (a name or a list of
+    /// names) to the front of the properties of every block and gradient,
+    /// as metatensor-core's ``components_to_properties`` (the last one
+    /// named comes first).
+    fn components_to_properties(
+        &self,
+        py: Python<'_>,
+        dimensions: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let dimensions = names(dimensions, "dimensions")?;
+        let map = self.map();
+        let result = py.detach(|| ops::components_to_properties(&map, &dimensions))?;
+        Ok(PyTensorMap::from_map(result))
+    }
+
+    /// The dtype of every array in the map (None for a map without blocks).
+    #[getter]
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArrayDescr>>> {
+        self.map()
+            .blocks()
+            .first()
+            .map(|block| PyArrayDescr::new(py, block.dtype().native_descr()))
+            .transpose()
+    }
+
+    /// The device of every array in the map: always ``"cpu"``.
+    #[getter]
+    #[allow(clippy::unused_self)] // a Python property takes the object
+    fn device(&self) -> &'static str {
+        "cpu"
+    }
+
+    /// Whether this map is a view inside another object: never.
+    #[getter]
+    #[allow(clippy::unused_self)] // a Python property takes the object
+    fn is_view(&self) -> bool {
+        false
+    }
+
+    /// The map with every array of ``dtype`` (converted with numpy's
+    /// ``astype``; arrays already of that dtype are shared, not copied), on
+    /// ``device`` (only ``"cpu"``), as ``arrays`` (only ``"numpy"``; torch
+    /// comes later). Positional arguments are a device (a str) or a dtype,
+    /// as in metatensor-core.
+    #[pyo3(signature = (*args, dtype = None, device = None, arrays = None, non_blocking = false))]
+    fn to<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        dtype: Option<Bound<'py, PyAny>>,
+        device: Option<Bound<'py, PyAny>>,
+        arrays: Option<&str>,
+        non_blocking: bool,
+    ) -> PyResult<Self> {
+        let _ = non_blocking;
+        let dtype = to_dtype("`TensorMap.to`", args, dtype, device, arrays)?;
+        let map = self.map();
+        let blocks = map
+            .blocks()
+            .iter()
+            .map(|block| block_to(block, dtype.as_ref()))
+            .collect::<PyResult<Vec<_>>>()?;
+        let converted = TensorMap::new(map.keys().clone(), blocks)?;
+        Ok(PyTensorMap::from_map(with_info(converted, &map)?))
+    }
+
+    /// The map printed with at most ``max_keys`` keys (all of them when
+    /// negative), in metatensor-core's layout.
+    #[pyo3(name = "print")]
+    fn print_(&self, max_keys: i64) -> String {
+        super::repr::tensor(&self.map(), max_keys)
     }
 
     /// The info map, as a new dict.
@@ -361,9 +437,14 @@ impl PyTensorMap {
         super::io::load_buffer(py, buffer, Kind::Tensor)
     }
 
-    /// A deep copy: all array memory new.
-    fn copy(&self, py: Python<'_>) -> PyResult<Self> {
+    /// A copy of the map: with ``deep`` (the default) all array memory is
+    /// new; otherwise the copy's blocks share this map's arrays.
+    #[pyo3(signature = (deep = true))]
+    fn copy(&self, py: Python<'_>, deep: bool) -> PyResult<Self> {
         let map = self.map();
+        if !deep {
+            return Ok(self.__copy__());
+        }
         Ok(PyTensorMap::from_map(super::gil::detached(py, || {
             map.deep_copy()
         })?))
@@ -373,7 +454,7 @@ impl PyTensorMap {
     #[pyo3(signature = (memo, /))]
     fn __deepcopy__(&self, py: Python<'_>, memo: &Bound<'_, PyAny>) -> PyResult<Self> {
         let _ = memo;
-        self.copy(py)
+        self.copy(py, true)
     }
 
     /// ``copy.copy(tensor)``: a new map object sharing this one's memory.
@@ -392,74 +473,36 @@ impl PyTensorMap {
         !self.__eq__(other)
     }
 
+    /// metatensor's layout, with every key.
     fn __repr__(&self) -> String {
-        tensor_repr(&self.map())
+        super::repr::tensor(&self.map(), -1)
+    }
+
+    /// metatensor's layout, with at most 7 keys.
+    fn __str__(&self) -> String {
+        super::repr::tensor(&self.map(), 7)
     }
 }
 
-fn tensor_repr(map: &TensorMap) -> String {
-    let mut repr = String::new();
-    write_tensor_repr(&mut repr, map).expect("writing to a String cannot fail");
-    repr
+/// The ``fill_value`` of ``keys_to_*``: 0.0 when not given (an explicit
+/// None is numpy's, as in metatensor-core: NaN for floats).
+pub enum FillValue<'py> {
+    Default,
+    Value(Bound<'py, PyAny>),
 }
 
-fn write_tensor_repr(repr: &mut String, map: &TensorMap) -> std::fmt::Result {
-    let blocks = map.blocks();
-    write!(
-        repr,
-        "TensorMap(keys={}, {} block{}",
-        Names(map.keys().names()),
-        blocks.len(),
-        if blocks.len() == 1 { "" } else { "s" }
-    )?;
-    if let Some(first) = blocks.first() {
-        let dtypes: Vec<String> = blocks.iter().map(|b| b.dtype().to_string()).collect();
-        let dtype = if dtypes.iter().all(|d| *d == dtypes[0]) {
-            dtypes[0].clone()
-        } else {
-            "mixed".into()
-        };
-        write!(
-            repr,
-            ", samples={}, components={}, properties={}",
-            Names(first.samples().names()),
-            Names(&first.component_names()),
-            Names(first.properties().names())
-        )?;
-        if !first.gradients().is_empty() {
-            let gradients: Vec<String> = first.gradients().keys().cloned().collect();
-            write!(repr, ", gradients={}", Names(&gradients))?;
-        }
-        write!(repr, ", dtype={dtype}")?;
-        if blocks.len() <= 2 {
-            for (i, block) in blocks.iter().enumerate() {
-                write!(
-                    repr,
-                    ", {}: {}",
-                    describe_entry(map.keys(), i),
-                    block_repr(block)
-                )?;
-            }
-        }
+impl<'py> FromPyObject<'_, 'py> for FillValue<'py> {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Self> {
+        Ok(FillValue::Value(obj.to_owned()))
     }
-    write!(repr, ", {})", human_bytes(map.nbytes()))
 }
 
-/// `794.1 MB`.
-fn human_bytes(bytes: usize) -> String {
-    let units = ["B", "kB", "MB", "GB", "TB"];
-    // display only: the value is rounded to one decimal, so the precision
-    // an `f64` lacks above 2^53 bytes cannot show
-    #[allow(clippy::cast_precision_loss)]
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1000.0 && unit + 1 < units.len() {
-        value /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
+/// ``numpy.array(fill_value, dtype=map.dtype)``, as bytes.
+fn fill(py: Python<'_>, map: &TensorMap, fill_value: FillValue<'_>) -> PyResult<Vec<u8>> {
+    match fill_value {
+        FillValue::Value(value) => fill_bytes(map, &value),
+        FillValue::Default => fill_bytes(map, &0.0f64.into_pyobject(py)?.into_any()),
     }
 }

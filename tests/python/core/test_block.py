@@ -229,7 +229,7 @@ def test_add_gradient(make_block, random_values):
 
     assert not block.has_gradient("positions")
     assert block.gradients_list() == []
-    assert block.gradients() == []
+    assert list(block.gradients()) == []
 
     block.add_gradient("positions", gradient)
 
@@ -299,8 +299,7 @@ def test_gradients_list_sorted_and_gradients(make_block, make_gradient):
 
     assert block.gradients_list() == ["alpha", "positions", "strain"]
 
-    pairs = block.gradients()
-    assert isinstance(pairs, list)
+    pairs = list(block.gradients())
     assert all(isinstance(pair, tuple) and len(pair) == 2 for pair in pairs)
     assert sorted(name for name, _ in pairs) == ["alpha", "positions", "strain"]
     by_name = dict(pairs)
@@ -635,14 +634,15 @@ def test_repr(make_block, make_gradient):
     block.add_gradient("positions", gradient)
     text = repr(block)
     assert re.search(r"5\D+3\D+4", text), text
-    assert "float64" in text or "f8" in text, text
     assert "structure" in text
     assert "center" in text
     assert "radial" in text
     assert "positions" in text
 
 
-def test_repr_dtype(make_block):
+def test_repr_layout(make_block):
+    # metatensor-core's layout, which does not show the dtype
     block, _ = make_block(dtype=np.int16)
-    text = repr(block)
-    assert "int16" in text or "i2" in text, text
+    assert repr(block) == (
+        "TensorBlock with shape (3, 2)\n    samples: [system, atom]\n    properties: [n]"
+    )

@@ -9,8 +9,7 @@
   0 samples, maps with 0 blocks, gradients two deep (a gradient of a
   gradient), with parameter names that are archive entry names, and info
   dicts with any text (``for_metatensor=True`` leaves out what metatensor-core
-  0.2.6 refuses: components without entries, blocks of different element
-  types in one map, NUL characters in info);
+  0.2.6 refuses: components without entries, NUL characters in info);
 - ``SETTINGS``: the settings every property test uses: deterministic
   (derandomized, no example database), no deadline. The environment variable
   ``BLOCKMAP_PROPERTY_EXAMPLES=<n>`` runs ``n`` random (not derandomized)
@@ -303,18 +302,14 @@ def info_dicts(for_metatensor=False):
 def tensor_maps(
     draw, dtype=None, max_blocks=4, max_components=3, max_gradient_depth=2, for_metatensor=False
 ):
-    """A map whose blocks share a random structure. The blocks' element type
-    is ``dtype``; when it is None, one drawn for every block or (one time in
-    four, not ``for_metatensor``: metatensor-core refuses maps with blocks of
-    different types) one drawn per block."""
+    """A map whose blocks share a random structure and element type
+    ``dtype`` (drawn when None: all blocks of a map have one dtype)."""
     structure = draw(structures(max_components, max_gradient_depth))
     keys = draw(labels_objects(max_count=max_blocks))
-    mixed = dtype is None and not for_metatensor and draw(st.integers(0, 3)) == 0
     dtype = draw(dtypes) if dtype is None else np.dtype(dtype)
     blocks = []
     for _ in range(len(keys)):
-        block_dtype = draw(dtypes) if mixed else dtype
-        blocks.append(draw(blocks_with_structure(structure, block_dtype, None, for_metatensor)))
+        blocks.append(draw(blocks_with_structure(structure, dtype, None, for_metatensor)))
     tensor = TensorMap(keys, blocks)
     for key, value in draw(info_dicts(for_metatensor)).items():
         tensor.set_info(key, value)

@@ -1073,7 +1073,9 @@ MODEL_CASES = {
         *(name for name in tensor_entries() if name.startswith("blocks/1/gradients/"))
     ),
     "block with a gradient the other block lacks": _second_gradient_on_block_1,
-    "gradient parameter not an identifier": lambda: _gradient_named("po-sitions"),
+    # any string names a gradient (as in metatensor-core), but a '/' splits
+    # the entry names: this reads as a gradient "po" without values
+    "gradient parameter with a slash": lambda: _gradient_named("po/sitions"),
     "blocks with different sample names": lambda: with_entry(
         "blocks/1/samples.npy", labels_npy(["system", "center"], SAMPLES)
     ),

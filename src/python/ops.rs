@@ -1,0 +1,189 @@
+//! The arguments of `keys_to_samples`, `keys_to_properties`,
+//! `components_to_properties` and `to(...)`, read as metatensor-core reads
+//! them, and the dtype conversion behind `to(dtype=...)`.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple};
+
+use super::array::{from_python, to_numpy};
+use super::classes::PyLabels;
+use super::convert::extract_names;
+use super::errors::{invalid, type_name, wrong_type};
+use crate::block::TensorBlock;
+use crate::dtype::{ByteOrder, DType};
+use crate::labels::Labels;
+use crate::tensor::TensorMap;
+
+/// `keys_to_move` given as a name, a list of names, or Labels (whose
+/// entries, when it has any, are the values to move).
+pub fn keys_to_move(obj: &Bound<'_, PyAny>) -> PyResult<Labels> {
+    if let Ok(labels) = obj.cast::<PyLabels>() {
+        return Ok(labels.get().labels.clone());
+    }
+    let names = names(obj, "keys_to_move")?;
+    Ok(Labels::empty(names)?)
+}
+
+/// Dimension names given as one string or a sequence of strings.
+pub fn names(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<String>> {
+    if obj.is_instance_of::<PyString>() {
+        return extract_names(obj);
+    }
+    if obj.try_iter().is_err() || obj.is_instance_of::<PyLabels>() {
+        return Err(wrong_type(
+            obj.py(),
+            format!(
+                "{what} must be a str or a list of str, got {}",
+                type_name(obj)
+            ),
+        ));
+    }
+    extract_names(obj)
+}
+
+/// One element of the map's dtype holding `fill_value`, as
+/// `numpy.array(fill_value, dtype=...)` makes it; no bytes for a map
+/// without blocks (the operations refuse such a map first).
+pub fn fill_bytes(map: &TensorMap, fill_value: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
+    static ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
+    let py = fill_value.py();
+    let Some(first) = map.blocks().first() else {
+        return Ok(Vec::new());
+    };
+    let kwargs = PyDict::new(py);
+    kwargs.set_item("dtype", first.dtype().native_descr())?;
+    let scalar = ARRAY
+        .import(py, "numpy", "array")?
+        .call((fill_value,), Some(&kwargs))?;
+    if scalar.getattr("ndim")?.extract::<usize>()? != 0 {
+        return Err(invalid(
+            py,
+            format!(
+                "`fill_value` must be a single scalar, got shape {}",
+                scalar.getattr("shape")?.str()?
+            ),
+        ));
+    }
+    scalar.call_method0("tobytes")?.extract()
+}
+
+/// The dtype a `to(...)` call asks for (as a numpy dtype), after checking
+/// its arguments as metatensor-core does: positional arguments are a
+/// device (a str) or a numeric dtype, each given once; the device must be
+/// the CPU and the arrays numpy.
+pub fn to_dtype<'py>(
+    context: &str,
+    args: &Bound<'py, PyTuple>,
+    dtype: Option<Bound<'py, PyAny>>,
+    device: Option<Bound<'py, PyAny>>,
+    arrays: Option<&str>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let py = args.py();
+    let numpy = py.import("numpy")?;
+    let mut dtype = dtype.filter(|d| !d.is_none());
+    let mut device = device.filter(|d| !d.is_none());
+    for positional in args.iter() {
+        if positional.is_instance_of::<PyString>() {
+            if device.is_some() {
+                return Err(invalid(
+                    py,
+                    format!("can not give a device twice in {context}"),
+                ));
+            }
+            device = Some(positional);
+            continue;
+        }
+        let is_numeric = numpy
+            .getattr("dtype")?
+            .call1((&positional,))
+            .ok()
+            .map(|d| {
+                numpy
+                    .getattr("issubdtype")?
+                    .call1((d, numpy.getattr("number")?))
+            })
+            .transpose()?
+            .is_some_and(|numeric| numeric.is_truthy().unwrap_or(false));
+        if !is_numeric {
+            return Err(PyTypeError::new_err(format!(
+                "unexpected type in {context}: {}",
+                type_name(&positional)
+            )));
+        }
+        if dtype.is_some() {
+            return Err(invalid(
+                py,
+                format!("can not give a dtype twice in {context}"),
+            ));
+        }
+        dtype = Some(positional);
+    }
+    match arrays {
+        None | Some("numpy") => {}
+        Some("torch") => {
+            return Err(invalid(
+                py,
+                "arrays='torch' is not supported yet: blockmap holds numpy arrays",
+            ))
+        }
+        Some(other) => return Err(invalid(py, format!("unknown array backend: '{other}'"))),
+    }
+    if let Some(device) = device {
+        let name = device.str()?.to_string();
+        if name != "cpu" {
+            return Err(invalid(
+                py,
+                format!("can not move numpy array to non-cpu device: {name}"),
+            ));
+        }
+    }
+    dtype
+        .map(|d| {
+            let dtype = numpy.getattr("dtype")?.call1((d,))?;
+            let descr: String = dtype.getattr("str")?.extract()?;
+            if DType::parse_descr(&descr).is_err() {
+                return Err(invalid(
+                    py,
+                    format!(
+                        "unsupported dtype {}: blockmap holds numeric arrays",
+                        dtype.str()?
+                    ),
+                ));
+            }
+            Ok(dtype)
+        })
+        .transpose()
+}
+
+/// `block` (and its gradients) with values of `dtype`: the same arrays
+/// when they already are, otherwise converted by numpy's `astype`.
+pub fn block_to(block: &TensorBlock, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<TensorBlock> {
+    let same = match dtype {
+        Some(dtype) => {
+            let descr: String = dtype.getattr("str")?.extract()?;
+            DType::parse_descr(&descr).is_ok_and(|(d, order)| {
+                d == block.dtype() && (order == ByteOrder::NATIVE || d.size() == 1)
+            })
+        }
+        None => true,
+    };
+    let values = match dtype {
+        Some(dtype) if !same => {
+            let view = to_numpy(dtype.py(), block.values())?;
+            from_python(&view.call_method1("astype", (dtype,))?, "values")?
+        }
+        _ => block.values().clone(),
+    };
+    let mut converted = TensorBlock::new(
+        values,
+        block.samples().clone(),
+        block.components().to_vec(),
+        block.properties().clone(),
+    )?;
+    for (parameter, gradient) in block.gradients() {
+        converted.add_gradient(parameter, block_to(gradient, dtype)?)?;
+    }
+    Ok(converted)
+}
