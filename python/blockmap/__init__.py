@@ -17,9 +17,12 @@ from ._blockmap import (
     __version__,
 )
 from .exceptions import (
+    BlockMapAssertionError,
     BlockMapError,
+    BlockMapIndexError,
     BlockMapIOError,
     BlockMapMemoryError,
+    BlockMapOverflowError,
     BlockMapTypeError,
     FormatError,
     InternalError,
@@ -45,9 +48,12 @@ for _module in _shared.LOKY_REDUCTION_MODULES:
 _hooks.when_imported("distributed", lambda: importlib.import_module("blockmap.dask"))
 
 __all__ = [
+    "BlockMapAssertionError",
     "BlockMapError",
     "BlockMapIOError",
+    "BlockMapIndexError",
     "BlockMapMemoryError",
+    "BlockMapOverflowError",
     "BlockMapTypeError",
     "FormatError",
     "InternalError",

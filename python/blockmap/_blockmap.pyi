@@ -21,6 +21,9 @@ __all__ = [
     "MissingFileError",
     "BlockMapMemoryError",
     "InternalError",
+    "BlockMapIndexError",
+    "BlockMapOverflowError",
+    "BlockMapAssertionError",
     "Labels",
     "LabelsEntry",
     "TensorBlock",
@@ -111,6 +114,15 @@ class BlockMapMemoryError(BlockMapError, MemoryError):
 
 class InternalError(BlockMapError, RuntimeError):
     """A broken internal invariant: a bug in blockmap, to be reported."""
+
+class BlockMapIndexError(BlockMapError, IndexError):
+    """An index out of range, or not an index at all."""
+
+class BlockMapOverflowError(BlockMapError, OverflowError):
+    """An integer that does not fit where it goes."""
+
+class BlockMapAssertionError(BlockMapError, AssertionError):
+    """An argument refused by a check metatensor-core makes with ``assert``."""
 
 @final
 class LabelsEntry:

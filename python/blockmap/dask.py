@@ -22,7 +22,7 @@ from typing import Any
 from distributed.protocol import dask_deserialize, dask_serialize
 
 from ._blockmap import Labels, TensorBlock, TensorMap, _reconstruct
-from .exceptions import FormatError
+from .exceptions import BlockMapTypeError, FormatError
 
 __all__ = ["deserialize", "register", "serialize"]
 
@@ -31,6 +31,11 @@ Serializable = TensorMap | TensorBlock | Labels
 
 def serialize(obj: Serializable) -> tuple[dict[str, Any], list[Any]]:
     """``(header, frames)`` of ``obj``: no array data is copied."""
+    if not isinstance(obj, (TensorMap, TensorBlock, Labels)):
+        raise BlockMapTypeError(
+            f"blockmap.dask.serialize takes a TensorMap, TensorBlock or Labels, "
+            f"got {type(obj).__name__}"
+        )
     _, (version, header, *buffers) = obj.__reduce_ex__(5)
     frames = [header, *(buffer.raw() for buffer in buffers)]
     writeable = [not frame.readonly for frame in frames[1:]]

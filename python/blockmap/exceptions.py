@@ -2,7 +2,10 @@
 
 Every error blockmap raises is a :class:`BlockMapError`; each subclass also
 inherits the builtin exception a user would catch, so that ``except
-ValueError`` works as well as ``except blockmap.ValidationError``.
+ValueError`` works as well as ``except blockmap.ValidationError``. The one
+exception is Python's own ``TypeError`` for a call that does not match a
+signature (a missing argument, or one that cannot be converted to the
+declared type), raised before any of blockmap's code runs.
 
 :data:`MetatensorError` is the same class as :class:`BlockMapError`, under the
 name metatensor-core gives its exception: code written for metatensor that
@@ -12,9 +15,12 @@ catches ``metatensor.MetatensorError`` catches every blockmap error.
 from __future__ import annotations
 
 __all__ = [
+    "BlockMapAssertionError",
     "BlockMapError",
     "BlockMapIOError",
+    "BlockMapIndexError",
     "BlockMapMemoryError",
+    "BlockMapOverflowError",
     "BlockMapTypeError",
     "FormatError",
     "InternalError",
@@ -67,6 +73,21 @@ class InternalError(BlockMapError, RuntimeError):
     """A broken internal invariant: a bug in blockmap, to be reported."""
 
 
+class BlockMapIndexError(BlockMapError, IndexError):
+    """An index out of range, or not an index at all where metatensor-core
+    raises ``IndexError`` for it (``labels.entry("x")``)."""
+
+
+class BlockMapOverflowError(BlockMapError, OverflowError):
+    """An integer that does not fit where it goes (a selected label value
+    beyond int32)."""
+
+
+class BlockMapAssertionError(BlockMapError, AssertionError):
+    """An argument refused by a check that metatensor-core makes with
+    ``assert`` (the types given to ``LabelsEntry``)."""
+
+
 #: metatensor-core's error class, for code written for it: every error
 #: blockmap raises is one (``except metatensor.MetatensorError`` works with
 #: ``import blockmap as metatensor``).
@@ -82,6 +103,9 @@ for _class in (
     MissingFileError,
     BlockMapMemoryError,
     InternalError,
+    BlockMapIndexError,
+    BlockMapOverflowError,
+    BlockMapAssertionError,
 ):
     _class.__module__ = "blockmap"
 del _class

@@ -22,7 +22,7 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyBytesMethods, PyDict, PyMemoryView};
 
-use super::errors::{internal, invalid, type_name, wrong_type};
+use super::errors::{from_callee, internal, invalid, type_name, wrong_type};
 use crate::array::{byte_len, Array};
 use crate::buffer::{Buffer, FixedWriter};
 use crate::dtype::{ByteOrder, DType};
@@ -199,7 +199,9 @@ static NEW_ARRAY: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 pub fn as_ndarray<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
     let py = obj.py();
     let asarray = AS_ARRAY.import(py, "numpy", "asarray")?;
-    asarray.call1((obj,))
+    asarray
+        .call1((obj,))
+        .map_err(|error| from_callee(py, error))
 }
 
 /// `numpy.array(obj, dtype=descr, order="C", copy=True)`: a new C-ordered,
@@ -211,7 +213,9 @@ fn copy_to_native<'py>(obj: &Bound<'py, PyAny>, descr: &str) -> PyResult<Bound<'
     kwargs.set_item("dtype", descr)?;
     kwargs.set_item("order", "C")?;
     kwargs.set_item("copy", true)?;
-    array.call((obj,), Some(&kwargs))
+    array
+        .call((obj,), Some(&kwargs))
+        .map_err(|error| from_callee(py, error))
 }
 
 /// The element type and byte order of a numpy array, or a type error.

@@ -7,12 +7,12 @@ use std::sync::Arc;
 use numpy::{
     PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods,
 };
-use pyo3::exceptions::{PyIndexError, PyTypeError};
+use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
-use super::errors::{invalid, type_name, wrong_type};
+use super::errors::{invalid, out_of_range, type_name, wrong_type};
 use crate::array::Array;
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef};
@@ -361,7 +361,12 @@ pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
         .and_then(|i| usize::try_from(i).ok())
         .filter(|&i| i < len)
         .ok_or_else(|| {
-            PyIndexError::new_err(format!("index {index} is out of range for {len} entries"))
+            Python::attach(|py| {
+                out_of_range(
+                    py,
+                    format!("index {index} is out of range for {len} entries"),
+                )
+            })
         })
 }
 
@@ -387,9 +392,10 @@ pub fn insert_index(index: &Bound<'_, PyAny>, size: usize) -> PyResult<usize> {
         .and_then(|i| usize::try_from(i).ok())
         .filter(|&i| i <= size)
         .ok_or_else(|| {
-            PyIndexError::new_err(format!(
-                "index {i} is out of bounds for labels of {size} dimensions"
-            ))
+            out_of_range(
+                index.py(),
+                format!("index {i} is out of bounds for labels of {size} dimensions"),
+            )
         })
 }
 
@@ -450,4 +456,29 @@ pub fn to_arguments<'py>(
     let dtype = if is_none(&dtype) { None } else { dtype };
     let device = if is_none(&device) { None } else { device };
     Ok((dtype, device))
+}
+
+/// An integer argument saturated to the range of `i64`: the numbers it
+/// stands for (how many entries to print, a range's end) mean "all of
+/// them" or "too many" beyond it, never another number, and a Python int
+/// of any size is refused or taken by blockmap's own checks rather than
+/// with an `OverflowError` from the conversion.
+#[derive(Clone, Copy, Debug)]
+pub struct SaturatingInt(pub i64);
+
+impl FromPyObject<'_, '_> for SaturatingInt {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        match obj.extract::<i64>() {
+            Ok(value) => Ok(SaturatingInt(value)),
+            Err(error) if error.is_instance_of::<PyOverflowError>(obj.py()) => {
+                Ok(SaturatingInt(if obj.lt(0)? { i64::MIN } else { i64::MAX }))
+            }
+            Err(_) => Err(wrong_type(
+                obj.py(),
+                format!("expected an integer, got {}", type_name(&obj)),
+            )),
+        }
+    }
 }

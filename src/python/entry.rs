@@ -1,7 +1,6 @@
 //! The methods of `blockmap.LabelsEntry`: metatensor-core's `LabelsEntry`
 //! API over one entry of the core's `Labels`.
 
-use pyo3::exceptions::PyAssertionError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyList, PyString};
@@ -11,7 +10,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use super::array::int32_row;
 use super::classes::PyLabelsEntry;
 use super::convert::{check_index, extract_label_values, extract_names, saturating_index};
-use super::errors::{invalid, type_name, wrong_type};
+use super::errors::{invalid, type_name, wrong_type, Class};
 use crate::labels::{Labels, Names};
 
 static INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -29,15 +28,17 @@ impl PyLabelsEntry {
             .cast::<PyList>()
             .is_ok_and(|list| list.iter().all(|name| name.is_instance_of::<PyString>()));
         if !names_are_strings {
-            return Err(PyAssertionError::new_err(
-                "LabelsEntry names must be a list of strings",
-            ));
+            return Err(Class::BlockMapAssertionError
+                .err(py, "LabelsEntry names must be a list of strings"));
         }
         let array = values.cast::<PyUntypedArray>().map_err(|_| {
-            PyAssertionError::new_err(format!(
-                "LabelsEntry values must be a numpy array, got {}",
-                type_name(values)
-            ))
+            Class::BlockMapAssertionError.err(
+                py,
+                format!(
+                    "LabelsEntry values must be a numpy array, got {}",
+                    type_name(values)
+                ),
+            )
         })?;
         let dtype = array.dtype();
         if array.ndim() != 1 || dtype.kind() != b'i' || dtype.itemsize() != 4 {

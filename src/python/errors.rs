@@ -23,10 +23,13 @@ pub enum Class {
     MissingFileError,
     BlockMapMemoryError,
     InternalError,
+    BlockMapIndexError,
+    BlockMapOverflowError,
+    BlockMapAssertionError,
 }
 
 impl Class {
-    const ALL: [Class; 8] = [
+    const ALL: [Class; 11] = [
         Class::BlockMapError,
         Class::ValidationError,
         Class::BlockMapTypeError,
@@ -35,6 +38,9 @@ impl Class {
         Class::MissingFileError,
         Class::BlockMapMemoryError,
         Class::InternalError,
+        Class::BlockMapIndexError,
+        Class::BlockMapOverflowError,
+        Class::BlockMapAssertionError,
     ];
 
     fn name(self) -> &'static str {
@@ -47,11 +53,17 @@ impl Class {
             Class::MissingFileError => "MissingFileError",
             Class::BlockMapMemoryError => "BlockMapMemoryError",
             Class::InternalError => "InternalError",
+            Class::BlockMapIndexError => "BlockMapIndexError",
+            Class::BlockMapOverflowError => "BlockMapOverflowError",
+            Class::BlockMapAssertionError => "BlockMapAssertionError",
         }
     }
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
-        static CELLS: [PyOnceLock<Py<PyType>>; 8] = [
+        static CELLS: [PyOnceLock<Py<PyType>>; Class::ALL.len()] = [
+            PyOnceLock::new(),
+            PyOnceLock::new(),
+            PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
@@ -92,6 +104,45 @@ pub fn invalid(py: Python<'_>, message: impl Into<String>) -> PyErr {
 /// A `blockmap.BlockMapTypeError` with this message.
 pub fn wrong_type(py: Python<'_>, message: impl Into<String>) -> PyErr {
     Class::BlockMapTypeError.err(py, message.into())
+}
+
+/// A `blockmap.BlockMapIndexError` (an `IndexError`) with this message.
+pub fn out_of_range(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    Class::BlockMapIndexError.err(py, message.into())
+}
+
+/// A `blockmap.BlockMapOverflowError` (an `OverflowError`) with this message.
+pub fn overflow(py: Python<'_>, message: impl Into<String>) -> PyErr {
+    Class::BlockMapOverflowError.err(py, message.into())
+}
+
+/// The error of a call into numpy or into the caller's objects (`asarray`
+/// of a ragged list, the truth value of an array), as blockmap's class of
+/// the same builtin: `TypeError` to `BlockMapTypeError`, `ValueError` to
+/// `ValidationError`, `OverflowError` and `IndexError` to theirs. Anything
+/// else (`MemoryError`, `KeyboardInterrupt`, blockmap's own) is kept.
+pub fn from_callee(py: Python<'_>, error: PyErr) -> PyErr {
+    use pyo3::exceptions::{PyIndexError, PyOverflowError, PyTypeError, PyValueError};
+    if Class::BlockMapError
+        .get(py)
+        .is_ok_and(|ours| error.is_instance(py, ours))
+    {
+        return error;
+    }
+    let class = if error.is_instance_of::<PyOverflowError>(py) {
+        Class::BlockMapOverflowError
+    } else if error.is_instance_of::<PyIndexError>(py) {
+        Class::BlockMapIndexError
+    } else if error.is_instance_of::<PyTypeError>(py) {
+        Class::BlockMapTypeError
+    } else if error.is_instance_of::<PyValueError>(py) {
+        Class::ValidationError
+    } else {
+        return error;
+    };
+    let converted = class.err(py, error.value(py).to_string());
+    converted.set_cause(py, Some(error));
+    converted
 }
 
 /// A `blockmap.InternalError`: a broken invariant of the binding.

@@ -3,7 +3,6 @@
 //! exceptions raised), over the core's `Labels`.
 
 use numpy::{PyArray1, PyUntypedArray};
-use pyo3::exceptions::PyIndexError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
@@ -11,9 +10,9 @@ use super::array::to_numpy_read_only;
 use super::classes::{PyLabels, PyLabelsEntry};
 use super::convert::{
     check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
-    insert_index, saturating_index, to_arguments,
+    insert_index, saturating_index, to_arguments, SaturatingInt,
 };
-use super::errors::{invalid, type_name, wrong_type};
+use super::errors::{from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
@@ -39,9 +38,12 @@ impl PyLabels {
         values: &Bound<'_, PyAny>,
         assume_unique: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        let py = names.py();
         let names = extract_names(names)?;
         let values = extract_label_values(values, names.len())?;
-        let assume_unique = assume_unique.map_or(Ok(false), PyAnyMethods::is_truthy)?;
+        let assume_unique = assume_unique
+            .map_or(Ok(false), PyAnyMethods::is_truthy)
+            .map_err(|error| from_callee(py, error))?;
         Ok(Labels::from_array(names, values, assume_unique)?.into())
     }
 
@@ -62,11 +64,19 @@ impl PyLabels {
     /// One dimension ``name`` with the entries ``0 .. end - 1`` (none when
     /// ``end <= 0``).
     #[staticmethod]
-    fn range(py: Python<'_>, name: &str, end: i64) -> PyResult<Self> {
-        let end = i32::try_from(end.max(0)).map_err(|_| {
+    fn range(py: Python<'_>, name: &str, end: SaturatingInt) -> PyResult<Self> {
+        let end = i32::try_from(end.0.max(0)).map_err(|_| {
             invalid(
                 py,
-                format!("range end {end} is too large: label values are int32"),
+                format!(
+                    "range end {} is too large: label values are int32 (at most {})",
+                    if end.0 == i64::MAX {
+                        "beyond 2**63".to_string()
+                    } else {
+                        end.0.to_string()
+                    },
+                    i32::MAX
+                ),
             )
         })?;
         Ok(Labels::range(name, end)?.into())
@@ -114,10 +124,13 @@ impl PyLabels {
             return Err(bool_index(py));
         }
         let index = saturating_index(index).ok_or_else(|| {
-            PyIndexError::new_err(format!(
-                "only integers are valid entry indices, not {}",
-                type_name(index)
-            ))
+            out_of_range(
+                py,
+                format!(
+                    "only integers are valid entry indices, not {}",
+                    type_name(index)
+                ),
+            )
         })?;
         let i = check_index(index, self.labels.count())?;
         Ok(PyLabelsEntry::new(self.labels.clone(), i))
@@ -143,19 +156,28 @@ impl PyLabels {
     /// These Labels as text, in metatensor's layout: the names, then at
     /// most ``max_entries`` entries (all of them when it is negative), the
     /// lines after the first indented by ``indent`` spaces.
-    #[pyo3(signature = (max_entries, indent = 0))]
-    fn print(&self, max_entries: i64, indent: i64) -> PyResult<String> {
-        let max_entries = usize::try_from(max_entries).ok();
-        let indent = usize::try_from(indent.max(0)).unwrap_or(usize::MAX);
+    #[pyo3(
+        signature = (max_entries, indent = SaturatingInt(0)),
+        text_signature = "(self, /, max_entries, indent=0)"
+    )]
+    fn print(&self, max_entries: SaturatingInt, indent: SaturatingInt) -> PyResult<String> {
+        let max_entries = usize::try_from(max_entries.0).ok();
+        let indent = usize::try_from(indent.0.max(0)).unwrap_or(usize::MAX);
         Ok(self.labels.print(max_entries, indent)?)
     }
 
     fn __str__(&self) -> PyResult<String> {
-        Ok(format!("Labels\n   {}", self.print(4, 3)?))
+        Ok(format!(
+            "Labels\n   {}",
+            self.print(SaturatingInt(4), SaturatingInt(3))?
+        ))
     }
 
     fn __repr__(&self) -> PyResult<String> {
-        Ok(format!("Labels\n   {}", self.print(-1, 3)?))
+        Ok(format!(
+            "Labels\n   {}",
+            self.print(SaturatingInt(-1), SaturatingInt(3))?
+        ))
     }
 
     /// These Labels, with their values as ``arrays="numpy"`` on
@@ -253,7 +275,15 @@ impl PyLabels {
     fn permute(&self, dimensions_indexes: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = dimensions_indexes.py();
         let size = self.labels.size();
-        let len = dimensions_indexes.len()?;
+        let len = dimensions_indexes.len().map_err(|_| {
+            wrong_type(
+                py,
+                format!(
+                    "permute takes a sequence of dimension positions, got {}",
+                    type_name(dimensions_indexes)
+                ),
+            )
+        })?;
         if len != size {
             return Err(invalid(
                 py,

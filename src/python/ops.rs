@@ -2,7 +2,6 @@
 //! `components_to_properties` and `to(...)`, read as metatensor-core reads
 //! them, and the dtype conversion behind `to(dtype=...)`.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
@@ -107,10 +106,10 @@ pub fn to_dtype<'py>(
             .transpose()?
             .is_some_and(|numeric| numeric.is_truthy().unwrap_or(false));
         if !is_numeric {
-            return Err(PyTypeError::new_err(format!(
-                "unexpected type in {context}: {}",
-                type_name(&positional)
-            )));
+            return Err(wrong_type(
+                py,
+                format!("unexpected type in {context}: {}", type_name(&positional)),
+            ));
         }
         if dtype.is_some() {
             return Err(invalid(
@@ -141,7 +140,15 @@ pub fn to_dtype<'py>(
     }
     dtype
         .map(|d| {
-            let dtype = numpy.getattr("dtype")?.call1((d,))?;
+            let dtype = numpy.getattr("dtype")?.call1((d,)).map_err(|error| {
+                if error.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
+                    || error.is_instance_of::<pyo3::exceptions::PyValueError>(py)
+                {
+                    wrong_type(py, format!("not a dtype: {}", error.value(py)))
+                } else {
+                    error
+                }
+            })?;
             let descr: String = dtype.getattr("str")?.extract()?;
             if DType::parse_descr(&descr).is_err() {
                 return Err(invalid(

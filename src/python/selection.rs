@@ -3,13 +3,12 @@
 //! indices (`blocks` only), a dict of key values, a `LabelsEntry`, `Labels`
 //! (any number of entries) or keyword arguments.
 
-use pyo3::exceptions::{PyIndexError, PyOverflowError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
 use super::classes::{PyLabels, PyLabelsEntry};
 use super::convert::{check_index, saturating_index};
-use super::errors::{type_name, wrong_type};
+use super::errors::{out_of_range, overflow, type_name, wrong_type};
 use crate::array::Array;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
@@ -113,9 +112,10 @@ fn from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
         } else {
             value.extract().map_err(|_| {
                 if saturating_index(&value).is_some() {
-                    PyOverflowError::new_err(format!(
-                        "the selected value {name}={value} is out of bounds for int32"
-                    ))
+                    overflow(
+                        py,
+                        format!("the selected value {name}={value} is out of bounds for int32"),
+                    )
                 } else {
                     wrong_type(
                         py,
@@ -128,9 +128,10 @@ fn from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
             })?
         };
         let number = i32::try_from(number).map_err(|_| {
-            PyOverflowError::new_err(format!(
-                "the selected value {name}={number} is out of bounds for int32"
-            ))
+            overflow(
+                py,
+                format!("the selected value {name}={number} is out of bounds for int32"),
+            )
         })?;
         names.push(name);
         values.push(number);
@@ -142,10 +143,15 @@ fn from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
 /// Resolve a Python index into the map's blocks.
 pub fn block_index(map: &TensorMap, index: isize) -> PyResult<usize> {
     check_index(index, map.blocks().len()).map_err(|_| {
-        PyIndexError::new_err(format!(
-            "block index out of bounds: we have {} blocks but the index is {index}",
-            map.blocks().len()
-        ))
+        Python::attach(|py| {
+            out_of_range(
+                py,
+                format!(
+                    "block index out of bounds: we have {} blocks but the index is {index}",
+                    map.blocks().len()
+                ),
+            )
+        })
     })
 }
 

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
-use super::convert::extract_labels;
+use super::convert::{extract_labels, SaturatingInt};
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
@@ -232,7 +232,16 @@ impl PyTensorMap {
         let py = indices.py();
         let map = self.map();
         let mut blocks = Vec::new();
-        for index in indices.try_iter()? {
+        let indices = indices.try_iter().map_err(|_| {
+            wrong_type(
+                py,
+                format!(
+                    "blocks_by_id takes a sequence of block indices, got {}",
+                    type_name(indices)
+                ),
+            )
+        })?;
+        for index in indices {
             let index = index?;
             let position = super::convert::saturating_index(&index).ok_or_else(|| {
                 wrong_type(
@@ -387,8 +396,8 @@ impl PyTensorMap {
     /// The map printed with at most ``max_keys`` keys (all of them when
     /// negative), in metatensor-core's layout.
     #[pyo3(name = "print")]
-    fn print_(&self, max_keys: i64) -> String {
-        super::repr::tensor(&self.map(), max_keys)
+    fn print_(&self, max_keys: SaturatingInt) -> String {
+        super::repr::tensor(&self.map(), max_keys.0)
     }
 
     /// The info map, as a new dict.

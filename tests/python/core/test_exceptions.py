@@ -21,6 +21,9 @@ BUILTINS = {
     "MissingFileError": FileNotFoundError,
     "BlockMapMemoryError": MemoryError,
     "InternalError": RuntimeError,
+    "BlockMapIndexError": IndexError,
+    "BlockMapOverflowError": OverflowError,
+    "BlockMapAssertionError": AssertionError,
 }
 
 
