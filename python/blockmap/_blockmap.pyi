@@ -13,6 +13,8 @@ from typing_extensions import Buffer
 
 __all__ = [
     "__version__",
+    "join",
+    "join_blocks",
     "BlockMapError",
     "ValidationError",
     "BlockMapTypeError",
@@ -24,6 +26,8 @@ __all__ = [
     "BlockMapIndexError",
     "BlockMapOverflowError",
     "BlockMapAssertionError",
+    "NotEqualError",
+    "BlockMapNotImplementedError",
     "Labels",
     "LabelsEntry",
     "TensorBlock",
@@ -123,6 +127,12 @@ class BlockMapOverflowError(BlockMapError, OverflowError):
 
 class BlockMapAssertionError(BlockMapError, AssertionError):
     """An argument refused by a check metatensor-core makes with ``assert``."""
+
+class NotEqualError(BlockMapError):
+    """Inputs of an operation whose metadata should match and does not."""
+
+class BlockMapNotImplementedError(BlockMapError, NotImplementedError):
+    """Something an operation does not handle (yet)."""
 
 @final
 class LabelsEntry:
@@ -420,3 +430,18 @@ class TensorMap:
     @staticmethod
     def load_buffer(buffer: Buffer) -> TensorMap:
         """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
+
+def join(
+    tensors: list[TensorMap] | tuple[TensorMap, ...],
+    axis: str,
+    different_keys: str = "error",
+    add_dimension: str | None = None,
+) -> TensorMap:
+    """Join maps along ``"samples"`` or ``"properties"`` (metatensor-operations' ``join``)."""
+
+def join_blocks(
+    blocks: list[TensorBlock] | tuple[TensorBlock, ...],
+    axis: str,
+    add_dimension: str | None = None,
+) -> TensorBlock:
+    """Join blocks along ``"samples"`` or ``"properties"``."""

@@ -9,6 +9,7 @@
 
 mod components_to_properties;
 mod copy;
+pub mod join;
 mod keys;
 mod keys_to_properties;
 mod keys_to_samples;

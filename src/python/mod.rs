@@ -21,6 +21,7 @@ mod errors;
 mod file;
 mod gil;
 mod io;
+mod join;
 mod labels;
 mod ops;
 mod pickle;
@@ -42,5 +43,6 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(module)?;
     pickle::register(module)?;
     shm::register(module)?;
+    join::register(module)?;
     Ok(())
 }

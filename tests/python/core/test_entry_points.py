@@ -196,7 +196,7 @@ def _plausible(tmp_path):
         "selection": blockmap.Labels(["k"], np.array([[0]], dtype=np.int32)),
         "keys_to_move": blockmap.Labels(["k"], np.array([[0]], dtype=np.int32)),
         "keys": tensor.keys,
-        "blocks": list(tensor),
+        "blocks": list(tensor),  # also join_blocks' blocks
         "samples": labels,
         "components": [],
         "properties": blockmap.Labels.range("p", 2),
@@ -228,6 +228,10 @@ def _plausible(tmp_path):
         "arrays": "numpy",
         "non_blocking": False,
         "assume_unique": False,
+        "tensors": [tensor, _map()],
+        "axis": "samples",
+        "different_keys": "union",
+        "add_dimension": "joined",
         "header": blockmap.dask.serialize(tensor)[0],
         "frames": blockmap.dask.serialize(tensor)[1],
     }
