@@ -17,6 +17,8 @@ from ._blockmap import (
     __version__,
     join,
     join_blocks,
+    split,
+    split_block,
 )
 from .exceptions import (
     BlockMapAssertionError,
@@ -73,6 +75,8 @@ __all__ = [
     "__version__",
     "join",
     "join_blocks",
+    "split",
+    "split_block",
     "load",
     "load_block",
     "load_block_buffer",

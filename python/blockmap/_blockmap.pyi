@@ -15,6 +15,8 @@ __all__ = [
     "__version__",
     "join",
     "join_blocks",
+    "split",
+    "split_block",
     "BlockMapError",
     "ValidationError",
     "BlockMapTypeError",
@@ -445,3 +447,13 @@ def join_blocks(
     add_dimension: str | None = None,
 ) -> TensorBlock:
     """Join blocks along ``"samples"`` or ``"properties"``."""
+
+_SplitSelection = Labels | list[int] | npt.NDArray[Any]
+
+def split(tensor: TensorMap, axis: str, selections: list[_SplitSelection]) -> list[TensorMap]:
+    """One map per selection along ``"samples"`` or ``"properties"`` (metatensor's ``split``)."""
+
+def split_block(
+    block: TensorBlock, axis: str, selections: list[_SplitSelection]
+) -> list[TensorBlock]:
+    """One block per selection along ``"samples"`` or ``"properties"``."""

@@ -28,6 +28,7 @@ mod pickle;
 mod repr;
 mod selection;
 mod shm;
+mod split;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -44,5 +45,6 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     pickle::register(module)?;
     shm::register(module)?;
     join::register(module)?;
+    split::register(module)?;
     Ok(())
 }

@@ -287,3 +287,104 @@ def test_the_result_owns_new_memory_and_the_inputs_are_unchanged(rng):
     for m, values in zip(ours, before, strict=True):
         np.testing.assert_array_equal(m.block(0).values, values)
         assert not np.shares_memory(joined.block(0).values, m.block(0).values)
+
+
+# ------------------------------------------------------------------ split
+
+
+def _split_map(rng, with_gradients=True):
+    gradients = (
+        {"positions": (labels(["sample", "atom"], [[0, 0], [2, 1], [2, 2], [3, 0]]), [])}
+        if with_gradients
+        else None
+    )
+    return _map(
+        rng,
+        [0, 1],
+        labels(["system", "atom"], [[0, 0], [0, 1], [1, 0], [1, 1]]),
+        labels(["n", "l"], [[0, 0], [1, 0], [2, 1]]),
+        gradients,
+    )
+
+
+def _core(lib):
+    """The library of the classes: metatensor-core for metatensor-operations."""
+    return metatensor if lib is operations else blockmap
+
+
+def _selections(lib, axis):
+    lib = _core(lib)
+    if axis == "samples":
+        return [
+            lib.Labels(["system"], np.array([[1]], dtype=np.int32)),
+            lib.Labels(["system", "atom"], np.array([[1, 1], [0, 0]], dtype=np.int32)),
+            [3, 0],
+            np.array([-1, 1]),
+            np.array([True, True, True, True]),
+            [],
+            lib.Labels(["system"], np.array([[9]], dtype=np.int32)),
+        ]
+    return [
+        lib.Labels(["l"], np.array([[0]], dtype=np.int32)),
+        [2, 0],
+        np.array([1]),
+        np.array([True, False, True]),
+        [],
+    ]
+
+
+@pytest.mark.parametrize("axis", ["samples", "properties"])
+def test_split(rng, axis):
+    ours, theirs = build(_split_map(rng))
+    result = same_join(lambda lib, t: lib.split(t, axis, _selections(lib, axis)), ours, theirs)
+    assert result is not None and len(result) == len(_selections(blockmap, axis))
+    same_join(
+        lambda lib, t: lib.split_block(t.block(0), axis, _selections(lib, axis)), ours, theirs
+    )
+
+
+SPLIT_ERRORS = {
+    "no list": lambda lib, t: lib.split(t, "samples", (_core(lib).Labels.range("system", 1),)),
+    "axis not a string": lambda lib, t: lib.split(t, 0, []),
+    "unknown axis": lambda lib, t: lib.split(t, "keys", []),
+    "no selections": lambda lib, t: lib.split(t, "samples", []),
+    "2-D array": lambda lib, t: lib.split(t, "samples", [np.zeros((2, 2), dtype=int)]),
+    "a dict": lambda lib, t: lib.split(t, "samples", [{"system": 0}]),
+    "unknown name": lambda lib, t: lib.split(t, "samples", [_core(lib).Labels.range("n", 1)]),
+    "unknown property": lambda lib, t: lib.split(
+        t, "properties", [_core(lib).Labels.range("q", 1)]
+    ),
+    "partial mask of samples": lambda lib, t: lib.split(
+        t, "samples", [np.array([True, False, True, False])]
+    ),
+    "out of range": lambda lib, t: lib.split(t, "samples", [[7]]),
+    "float array": lambda lib, t: lib.split(t, "properties", [np.array([0.5])]),
+    "not a map": lambda lib, t: lib.split(t.block(0), "samples", []),
+    "not a block": lambda lib, t: lib.split_block(t, "samples", []),
+}
+
+
+@pytest.mark.parametrize("case", SPLIT_ERRORS)
+def test_split_arguments(rng, case):
+    ours, theirs = build(_split_map(rng))
+    same_join(SPLIT_ERRORS[case], ours, theirs)
+
+
+def test_split_then_join_gives_the_map_back(rng):
+    ours, theirs = build(_split_map(rng))
+    parts = blockmap.split(ours, "samples", [[0, 1], [2, 3]])
+    joined = blockmap.join(parts, "samples")
+    assert joined == ours
+    assert_same(joined, theirs)
+
+
+def test_split_with_gradients_of_gradients_is_not_implemented(rng):
+    nested = _split_map(rng)
+    for spec in nested.blocks:
+        spec.gradients["positions"].gradients["cell"] = BlockSpec(
+            rng.random((1, 3)), labels(["sample", "cell"], [[0, 0]]), [], spec.properties
+        )
+    ours, theirs = build(nested)
+    same_join(lambda lib, t: lib.split(t, "samples", [[0]]), ours, theirs)
+    same_join(lambda lib, t: lib.split(t, "properties", [[0]]), ours, theirs)
+    same_join(lambda lib, t: lib.split(t, "samples", []), ours, theirs)
