@@ -30,7 +30,7 @@ from typing import Any
 from . import _blockmap
 from ._blockmap import Labels, TensorBlock, TensorMap
 
-__all__ = ["LOKY_REDUCTION_MODULES", "register", "register_loky"]
+__all__ = ["LOKY_REDUCTION_MODULES", "register", "register_loky", "share_memory"]
 
 Shareable = TensorMap | TensorBlock | Labels
 
@@ -59,6 +59,26 @@ def _rebuild(
         raise
     # takes ownership of the descriptors, also on error
     return _blockmap._attach_shared(header, fds, places, labels)
+
+
+def share_memory(obj: Any) -> Any:
+    """Move ``obj``'s data into shared memory: ``obj.share_memory()`` for
+    blockmap's TensorMap and TensorBlock (the object itself, shared in
+    place), :func:`blockmap.metatensor.share_memory` for metatensor-core's
+    (a new object viewing the segment; needs
+    :func:`blockmap.metatensor.register`)."""
+    if isinstance(obj, (TensorMap, TensorBlock)):
+        return obj.share_memory()
+    if type(obj).__module__.split(".")[0] == "metatensor":
+        from . import metatensor
+
+        return metatensor.share_memory(obj)
+    from .exceptions import BlockMapTypeError
+
+    raise BlockMapTypeError(
+        f"share_memory takes a TensorMap or a TensorBlock (blockmap's or "
+        f"metatensor-core's), not {type(obj).__name__}"
+    )
 
 
 def register() -> None:
