@@ -67,13 +67,14 @@ def to_metatensor(obj: Blockmap) -> Any:
     are copied once; info is copied.
     """
     mts = _metatensor()
+    convert = _Cache(lambda labels: mts.Labels(labels.names, labels.values, assume_unique=True))
     if isinstance(obj, Labels):
-        return _labels_to(mts, obj)
+        return convert(obj)
     if isinstance(obj, TensorBlock):
-        return _block_to(mts, obj)
+        return _block_to(mts, convert, obj)
     if isinstance(obj, TensorMap):
-        keys = _labels_to(mts, obj.keys)
-        result = mts.TensorMap(keys, [_block_to(mts, block) for block in obj.blocks()])
+        keys = convert(obj.keys)
+        result = mts.TensorMap(keys, [_block_to(mts, convert, block) for block in obj.blocks()])
         for key, value in obj.info().items():
             result.set_info(key, value)
         return result
@@ -82,20 +83,40 @@ def to_metatensor(obj: Blockmap) -> Any:
     )
 
 
-def _labels_to(mts: Any, labels: Labels) -> Any:
+class _Cache:
+    """Labels converted once per conversion: the components and properties
+    that many blocks have in common (small labels, compared by content) are
+    made once, as each library's labels cost a native object (metatensor-core's
+    take about 20 us each, most of a conversion)."""
+
+    #: labels of at most this many bytes of values are looked up by content
+    SMALL = 4096
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+        self.made: dict[tuple[tuple[str, ...], bytes], Any] = {}
+
+    def __call__(self, labels: Any) -> Any:
+        values = labels.values
+        if values.nbytes > self.SMALL:
+            return self.make(labels)
+        key = (tuple(labels.names), values.shape[0], values.tobytes())
+        made = self.made.get(key)
+        if made is None:
+            made = self.made[key] = self.make(labels)
+        return made
+
+
+def _block_to(mts: Any, convert: _Cache, block: TensorBlock) -> Any:
     # blockmap's labels are unique already: metatensor-core need not check
-    return mts.Labels(labels.names, labels.values, assume_unique=True)
-
-
-def _block_to(mts: Any, block: TensorBlock) -> Any:
     result = mts.TensorBlock(
         values=block.values,
-        samples=_labels_to(mts, block.samples),
-        components=[_labels_to(mts, component) for component in block.components],
-        properties=_labels_to(mts, block.properties),
+        samples=convert(block.samples),
+        components=[convert(component) for component in block.components],
+        properties=convert(block.properties),
     )
     for parameter, gradient in block.gradients():
-        result.add_gradient(parameter, _block_to(mts, gradient))
+        result.add_gradient(parameter, _block_to(mts, convert, gradient))
     return result
 
 
@@ -109,14 +130,15 @@ def from_metatensor(obj: Any) -> Blockmap:
     :class:`blockmap.TensorBlock`); labels are copied once; info is copied.
     """
     mts = sys.modules.get("metatensor")
+    convert = _Cache(lambda labels: Labels(labels.names, labels.values))
     if mts is not None:
         if isinstance(obj, mts.Labels):
-            return _labels_from(obj)
+            return convert(obj)
         if isinstance(obj, mts.TensorBlock):
-            return _block_from(obj)
+            return _block_from(convert, obj)
         if isinstance(obj, mts.TensorMap):
-            keys = _labels_from(obj.keys)
-            result = TensorMap(keys, [_block_from(block) for block in obj.blocks()])
+            keys = convert(obj.keys)
+            result = TensorMap(keys, [_block_from(convert, block) for block in obj.blocks()])
             for key, value in obj.info().items():
                 result.set_info(key, value)
             return result
@@ -126,19 +148,15 @@ def from_metatensor(obj: Any) -> Blockmap:
     )
 
 
-def _labels_from(labels: Any) -> Labels:
-    return Labels(labels.names, labels.values)
-
-
-def _block_from(block: Any) -> TensorBlock:
+def _block_from(convert: _Cache, block: Any) -> TensorBlock:
     result = TensorBlock(
         values=block.values,
-        samples=_labels_from(block.samples),
-        components=[_labels_from(component) for component in block.components],
-        properties=_labels_from(block.properties),
+        samples=convert(block.samples),
+        components=[convert(component) for component in block.components],
+        properties=convert(block.properties),
     )
     for parameter, gradient in block.gradients():
-        result.add_gradient(parameter, _block_from(gradient))
+        result.add_gradient(parameter, _block_from(convert, gradient))
     return result
 
 
