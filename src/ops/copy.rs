@@ -179,7 +179,22 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
     if input.is_empty() {
         return Ok(out);
     }
-    let run = shape[n - 1] * itemsize;
+    // the trailing axes that stay in place are copied as one run (all of
+    // them, for the identity: one copy of the whole array)
+    let mut first_kept = n - 1;
+    while first_kept > 0 && order[first_kept - 1] == first_kept - 1 {
+        first_kept -= 1;
+    }
+    let run = shape[first_kept..].iter().product::<usize>() * itemsize;
+    if first_kept == 0 {
+        out.as_mut_slice().copy_from_slice(input.bytes());
+        return Ok(out);
+    }
+    // the kept axes merged into one last axis of the same bytes
+    let mut merged = shape[..first_kept].to_vec();
+    merged.push(shape[first_kept..].iter().product());
+    let (shape, order) = (&merged[..], &order[..=first_kept]);
+    let n = first_kept + 1;
     // strides of the input, in bytes
     let mut strides = vec![0; n];
     let mut stride = itemsize;
@@ -317,5 +332,47 @@ mod tests {
             .unwrap()
             .as_slice()
             .is_empty());
+    }
+
+    /// `permute_axes` by the definition: output index -> input index.
+    fn naive(input: &Array, order: &[usize]) -> Vec<i32> {
+        let shape = input.shape();
+        let values = ints(input.bytes());
+        let out_shape: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
+        let total: usize = shape.iter().product();
+        let mut out = Vec::with_capacity(total);
+        for flat in 0..total {
+            let mut rest = flat;
+            let mut out_index = vec![0; shape.len()];
+            for axis in (0..shape.len()).rev() {
+                out_index[axis] = rest % out_shape[axis];
+                rest /= out_shape[axis];
+            }
+            let mut in_index = vec![0; shape.len()];
+            for (k, &axis) in order.iter().enumerate() {
+                in_index[axis] = out_index[k];
+            }
+            let offset = in_index
+                .iter()
+                .zip(shape)
+                .fold(0, |acc, (&i, &n)| acc * n + i);
+            out.push(values[offset]);
+        }
+        out
+    }
+
+    #[test]
+    fn kept_trailing_axes_are_copied_in_one_run() {
+        let input = array(&[2, 3, 4, 2]);
+        for order in [
+            [0, 1, 2, 3],
+            [1, 0, 2, 3],
+            [0, 2, 1, 3],
+            [2, 1, 0, 3],
+            [1, 2, 0, 3],
+        ] {
+            let out = permute_axes(&input, &order).unwrap();
+            assert_eq!(ints(out.as_slice()), naive(&input, &order), "{order:?}");
+        }
     }
 }
