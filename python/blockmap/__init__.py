@@ -20,6 +20,7 @@ from ._blockmap import (
     split,
     split_block,
 )
+from ._shared import get_auto_share_threshold, set_auto_share_threshold
 from .exceptions import (
     BlockMapAssertionError,
     BlockMapError,
@@ -73,6 +74,7 @@ __all__ = [
     "TensorMap",
     "ValidationError",
     "__version__",
+    "get_auto_share_threshold",
     "join",
     "join_blocks",
     "split",
@@ -85,5 +87,6 @@ __all__ = [
     "load_labels_buffer",
     "save",
     "save_buffer",
+    "set_auto_share_threshold",
     "verify",
 ]
