@@ -50,6 +50,7 @@ __all__ = [
     "register",
     "register_loky",
     "set_auto_share_threshold",
+    "share_memory",
 ]
 
 Shareable = TensorMap | TensorBlock | Labels
@@ -194,6 +195,24 @@ def _rebuild(
         raise
     # takes ownership of the descriptors, also on error
     return _blockmap._attach_shared(header, fds, places, labels)
+
+
+def share_memory(obj: Any) -> Any:
+    """Move ``obj``'s data into shared memory: ``obj.share_memory()`` for
+    blockmap's TensorMap and TensorBlock (the object itself, shared in
+    place), :func:`blockmap.metatensor.share_memory` for metatensor-core's
+    (a new object viewing the segment; needs
+    :func:`blockmap.metatensor.register`)."""
+    if isinstance(obj, (TensorMap, TensorBlock)):
+        return obj.share_memory()
+    if type(obj).__module__.split(".")[0] == "metatensor":
+        from . import metatensor
+
+        return metatensor.share_memory(obj)
+    raise BlockMapTypeError(
+        f"share_memory takes a TensorMap or a TensorBlock (blockmap's or "
+        f"metatensor-core's), not {type(obj).__name__}"
+    )
 
 
 class _AfterFork:

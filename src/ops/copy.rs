@@ -8,10 +8,22 @@ use crate::dtype::DType;
 use crate::error::Result;
 
 /// New memory for an array of `dtype` and `shape`, every element `fill`
-/// (the bytes of one element).
-pub(super) fn filled(dtype: DType, shape: &[usize], fill: &[u8]) -> Result<AlignedBytes> {
+/// (the bytes of one element). `dense`: the caller is about to overwrite
+/// all of it (see [`AlignedBytes::zeroed_to_fill`]).
+pub(super) fn filled(
+    dtype: DType,
+    shape: &[usize],
+    fill: &[u8],
+    dense: bool,
+) -> Result<AlignedBytes> {
     debug_assert_eq!(fill.len(), dtype.size());
-    let mut bytes = AlignedBytes::zeroed(byte_len(dtype, shape)?)?;
+    let len = byte_len(dtype, shape)?;
+    let dense = dense || fill.iter().any(|&b| b != 0);
+    let mut bytes = if dense {
+        AlignedBytes::zeroed_to_fill(len)?
+    } else {
+        AlignedBytes::zeroed(len)?
+    };
     // the memory comes zeroed: a zero fill costs nothing (and untouched
     // pages of a large allocation are never even mapped)
     if fill.iter().any(|&b| b != 0) {
@@ -141,7 +153,11 @@ pub(super) fn gather(
     shape[0] = rows;
     let last = shape.len() - 1;
     shape[last] = properties;
-    let mut out = filled(dtype, &shape, fill)?;
+    // the sources do not overlap in the destination: together, as large as
+    // it, they cover it
+    let covered: usize = scatters.iter().map(|s| s.source.bytes().len()).sum();
+    let dense = covered >= byte_len(dtype, &shape)?;
+    let mut out = filled(dtype, &shape, fill, dense)?;
     scatter_rows(
         out.as_mut_slice(),
         dtype.size(),
@@ -159,7 +175,7 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
     let n = shape.len();
     debug_assert!(n >= 1 && order.len() == n && order[n - 1] == n - 1);
     let itemsize = input.dtype().size();
-    let mut out = AlignedBytes::zeroed(input.bytes().len())?;
+    let mut out = AlignedBytes::zeroed_to_fill(input.bytes().len())?;
     if input.is_empty() {
         return Ok(out);
     }
@@ -212,9 +228,9 @@ mod tests {
 
     #[test]
     fn fill_and_runs() {
-        let bytes = filled(DType::I4, &[3, 2], &7i32.to_ne_bytes()).unwrap();
+        let bytes = filled(DType::I4, &[3, 2], &7i32.to_ne_bytes(), false).unwrap();
         assert_eq!(ints(bytes.as_slice()), vec![7; 6]);
-        let bytes = filled(DType::I4, &[0, 2], &7i32.to_ne_bytes()).unwrap();
+        let bytes = filled(DType::I4, &[0, 2], &7i32.to_ne_bytes(), false).unwrap();
         assert!(bytes.as_slice().is_empty());
         assert_eq!(
             runs(&[3, 4, 0, 1, 5]),
@@ -242,7 +258,7 @@ mod tests {
     fn rows_go_where_they_are_sent() {
         // source [2 rows, 2 inner, 2 properties] into [3 rows, 2 inner, 3 properties]
         let source = array(&[2, 2, 2]);
-        let mut out = filled(DType::I4, &[3, 2, 3], &(-1i32).to_ne_bytes()).unwrap();
+        let mut out = filled(DType::I4, &[3, 2, 3], &(-1i32).to_ne_bytes(), false).unwrap();
         let moved = runs(&[2, 0]);
         scatter_rows(
             out.as_mut_slice(),
@@ -260,7 +276,7 @@ mod tests {
             vec![5, -1, 4, 7, -1, 6, -1, -1, -1, -1, -1, -1, 1, -1, 0, 3, -1, 2]
         );
         // whole rows, consecutive destinations
-        let mut out = filled(DType::I4, &[3, 2, 2], &[0; 4]).unwrap();
+        let mut out = filled(DType::I4, &[3, 2, 2], &[0; 4], false).unwrap();
         let identity = runs(&[0, 1]);
         scatter_rows(
             out.as_mut_slice(),

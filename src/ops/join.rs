@@ -69,26 +69,7 @@ pub fn join(
         }
     };
     if axis == Axis::Samples {
-        // every map must have the same set of sample names (their order is
-        // not checked: metatensor-operations joins the values by position)
-        let mut unique: Vec<&str> = Vec::new();
-        for map in &maps {
-            for name in sample_names(map) {
-                if !unique.contains(&name.as_str()) {
-                    unique.push(name);
-                }
-            }
-        }
-        if maps
-            .iter()
-            .any(|map| sample_names(map).len() != unique.len())
-        {
-            return Err(Error::invalid(
-                "Different tensor have different sample names in `join`. Joining along \
-                 samples with different sample names will lose information and is not \
-                 supported.",
-            ));
-        }
+        check_sample_names(maps.iter().map(|map| sample_names(map)), "tensor", "join")?;
     }
     let keys = maps[0].keys();
     let mut blocks = Vec::new();
@@ -116,26 +97,53 @@ pub fn join_blocks(
         ));
     }
     if axis == Axis::Samples {
-        let mut unique: Vec<&str> = Vec::new();
-        for block in blocks {
-            for name in block.samples().names() {
-                if !unique.contains(&name.as_str()) {
-                    unique.push(name);
-                }
-            }
-        }
-        if blocks
-            .iter()
-            .any(|block| block.samples().names().len() != unique.len())
-        {
-            return Err(Error::invalid(
-                "Different blocks have different sample names in `join_blocks`. Joining \
-                 along samples with different sample names will lose information and is \
-                 not supported.",
-            ));
-        }
+        check_sample_names(
+            blocks.iter().map(|block| block.samples().names()),
+            "blocks",
+            "join_blocks",
+        )?;
     }
     join_aligned(blocks, axis, add_dimension, "join_blocks")
+}
+
+/// Every input must have the same set of sample names (their order is not
+/// checked: metatensor-operations joins the values by position).
+fn check_sample_names<'a>(
+    names: impl Iterator<Item = &'a [String]> + Clone,
+    inputs: &str,
+    fname: &str,
+) -> Result<()> {
+    let mut unique: Vec<&str> = Vec::new();
+    for name in names.clone().flatten() {
+        if !unique.contains(&name.as_str()) {
+            unique.push(name);
+        }
+    }
+    if names.into_iter().any(|names| names.len() != unique.len()) {
+        return Err(Error::invalid(format!(
+            "Different {inputs} have different sample names in `{fname}`. Joining along \
+             samples with different sample names will lose information and is not supported."
+        )));
+    }
+    Ok(())
+}
+
+/// The `parameter` gradients of `blocks` (which all have it: checked),
+/// refusing gradients of gradients.
+fn gradients_of<'a>(blocks: &[&'a TensorBlock], parameter: &str) -> Result<Vec<&'a TensorBlock>> {
+    blocks
+        .iter()
+        .map(|block| {
+            let gradient = block.gradient(parameter)?;
+            if gradient.gradients().is_empty() {
+                Ok(gradient)
+            } else {
+                Err(Error::NotImplemented(
+                    "gradients of gradients are not yet supported".into(),
+                ))
+            }
+        })
+        .collect()
 }
 
 fn sample_names(map: &TensorMap) -> &[String] {
@@ -229,27 +237,25 @@ fn union(maps: &[&TensorMap], axis: Axis) -> Result<Vec<TensorMap>> {
 /// A block like `reference` with no entries along `axis`, and gradients
 /// likewise.
 fn empty_like(reference: &TensorBlock, axis: Axis) -> Result<TensorBlock> {
+    // `block` with no entries along `axis`, and these properties
     let emptied = |block: &TensorBlock, properties: &Labels| -> Result<TensorBlock> {
         let mut shape = block.values().shape().to_vec();
-        let (samples, properties) = match axis {
+        let samples = match axis {
             Axis::Samples => {
                 shape[0] = 0;
-                (
-                    Labels::empty(block.samples().names().to_vec())?,
-                    properties.clone(),
-                )
+                Labels::empty(block.samples().names().to_vec())?
             }
             Axis::Properties => {
                 let last = shape.len() - 1;
                 shape[last] = 0;
-                (block.samples().clone(), properties.clone())
+                block.samples().clone()
             }
         };
         TensorBlock::new(
             Array::zeros(block.dtype(), shape)?,
             samples,
             block.components().to_vec(),
-            properties,
+            properties.clone(),
         )
     };
     let properties = match axis {
@@ -263,22 +269,8 @@ fn empty_like(reference: &TensorBlock, axis: Axis) -> Result<TensorBlock> {
                 "gradients of gradients are not supported".into(),
             ));
         }
-        let samples_kept = match axis {
-            // a gradient without samples: no sample of the block to refer to
-            Axis::Samples => emptied(gradient, &properties)?,
-            Axis::Properties => {
-                let mut shape = gradient.values().shape().to_vec();
-                let last = shape.len() - 1;
-                shape[last] = 0;
-                TensorBlock::new(
-                    Array::zeros(gradient.dtype(), shape)?,
-                    gradient.samples().clone(),
-                    gradient.components().to_vec(),
-                    properties.clone(),
-                )?
-            }
-        };
-        block.add_gradient(parameter, samples_kept)?;
+        // along samples, a gradient without rows: no sample to refer to
+        block.add_gradient(parameter, emptied(gradient, &properties)?)?;
     }
     Ok(block)
 }
@@ -412,16 +404,7 @@ fn join_samples(blocks: &[&TensorBlock], add_dimension: Option<&str>) -> Result<
         first.properties().clone(),
     )?;
     for (parameter, first_gradient) in first.gradients() {
-        let mut gradients = Vec::with_capacity(blocks.len());
-        for b in blocks {
-            let gradient = b.gradient(parameter)?;
-            if !gradient.gradients().is_empty() {
-                return Err(Error::NotImplemented(
-                    "gradients of gradients are not yet supported".into(),
-                ));
-            }
-            gradients.push(gradient);
-        }
+        let gradients = gradients_of(blocks, parameter)?;
         // the gradients' "sample" column follows the shift of the samples
         let width = first_gradient.samples().size();
         let count: usize = gradients.iter().map(|g| g.samples().count()).sum();
@@ -580,17 +563,10 @@ fn join_property_gradients(
     runs: &[[Run; 1]],
     properties: &Labels,
 ) -> Result<TensorBlock> {
-    let mut gradients = Vec::with_capacity(blocks.len());
+    let gradients = gradients_of(blocks, parameter)?;
     let mut samples = first_gradient.samples().clone();
-    for b in blocks {
-        let gradient = b.gradient(parameter)?;
-        if !gradient.gradients().is_empty() {
-            return Err(Error::NotImplemented(
-                "gradients of gradients are not yet supported".into(),
-            ));
-        }
+    for gradient in &gradients {
         samples = samples.union(gradient.samples())?.0;
-        gradients.push(gradient);
     }
     let mut rows = Vec::with_capacity(gradients.len());
     for gradient in &gradients {

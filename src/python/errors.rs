@@ -201,6 +201,14 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
         .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
+/// `repr(type(obj))`, as Python's own messages name a type
+/// (`<class 'numpy.ndarray'>`).
+pub fn class_repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .repr()
+        .map_or_else(|_| type_name(obj), |r| r.to_string())
+}
+
 /// Add the exception classes to the native module too (they are the ones
 /// of `blockmap.exceptions`).
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
 use super::classes::{Origin, PyTensorBlock, PyTensorMap};
-use super::errors::{invalid, type_name, wrong_type};
+use super::errors::{class_repr, invalid, wrong_type};
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
 
 fn axis(py: Python<'_>, axis: &Bound<'_, PyAny>, trailing: &str) -> PyResult<Axis> {
@@ -34,8 +34,8 @@ fn sequence<'py>(
         return Err(wrong_type(
             py,
             format!(
-                "`{what}` must be a list or a tuple, not <class '{}'>",
-                type_name(value)
+                "`{what}` must be a list or a tuple, not {}",
+                class_repr(value)
             ),
         ));
     }
@@ -68,8 +68,8 @@ pub fn join<'py>(
             wrong_type(
                 py,
                 format!(
-                    "`tensors` elements must be metatensor TensorMap, not <class '{}'>",
-                    type_name(item)
+                    "`tensors` elements must be metatensor TensorMap, not {}",
+                    class_repr(item)
                 ),
             )
         })?;
@@ -146,8 +146,8 @@ pub fn join_blocks(
             wrong_type(
                 py,
                 format!(
-                    "`blocks` elements must be metatensor TensorBlock, not <class '{}'>",
-                    type_name(item)
+                    "`blocks` elements must be metatensor TensorBlock, not {}",
+                    class_repr(item)
                 ),
             )
         })?;

@@ -10,7 +10,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 
 use super::classes::{Origin, PyLabels, PyTensorBlock, PyTensorMap};
-use super::errors::{from_callee, invalid, type_name, wrong_type};
+use super::errors::{class_repr, from_callee, invalid, wrong_type};
 use crate::block::TensorBlock;
 use crate::labels::Labels;
 use crate::ops::join::Axis;
@@ -33,12 +33,6 @@ enum Selection<'py> {
     Index(Bound<'py, PyAny>),
 }
 
-fn class_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .repr()
-        .map_or_else(|_| type_name(obj), |r| r.to_string())
-}
-
 fn check_arguments<'py>(
     py: Python<'py>,
     first: &TensorBlock,
@@ -48,7 +42,7 @@ fn check_arguments<'py>(
     let Ok(axis_name) = axis.cast::<PyString>() else {
         return Err(wrong_type(
             py,
-            format!("axis must be a string, not {}", class_name(axis)),
+            format!("axis must be a string, not {}", class_repr(axis)),
         ));
     };
     let Ok(selections) = selections.cast::<PyList>() else {
@@ -56,7 +50,7 @@ fn check_arguments<'py>(
             py,
             format!(
                 "`selections` must be a list, not {}",
-                class_name(selections)
+                class_repr(selections)
             ),
         ));
     };
@@ -99,7 +93,7 @@ fn check_arguments<'py>(
                 py,
                 format!(
                     "`selection` must be metatensor Labels, an array or List[int], not {}",
-                    class_name(&selection)
+                    class_repr(&selection)
                 ),
             ));
         }
@@ -170,7 +164,7 @@ pub fn split<'py>(
             py,
             format!(
                 "`tensor` must be a metatensor TensorMap, not {}",
-                class_name(tensor)
+                class_repr(tensor)
             ),
         ));
     };
@@ -216,7 +210,7 @@ pub fn split_block(
             py,
             format!(
                 "`block` must be a metatensor TensorBlock, not {}",
-                class_name(block)
+                class_repr(block)
             ),
         ));
     };
