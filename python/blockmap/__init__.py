@@ -21,7 +21,7 @@ from ._blockmap import (
     split,
     split_block,
 )
-from ._shared import share_memory
+from ._shared import get_auto_share_threshold, set_auto_share_threshold, share_memory
 from .exceptions import (
     BlockMapAssertionError,
     BlockMapError,
@@ -141,6 +141,7 @@ __all__ = [
     "TensorMap",
     "ValidationError",
     "__version__",
+    "get_auto_share_threshold",
     "join",
     "join_blocks",
     "split",
@@ -153,6 +154,7 @@ __all__ = [
     "load_labels_buffer",
     "save",
     "save_buffer",
+    "set_auto_share_threshold",
     "share_memory",
     "verify",
 ]

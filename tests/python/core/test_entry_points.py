@@ -88,6 +88,15 @@ def _block():
     return block
 
 
+@pytest.fixture(autouse=True)
+def _process_settings_restored():
+    # entry points such as set_auto_share_threshold change this process's
+    # settings: the calls below must not change them for the other tests
+    threshold = blockmap.get_auto_share_threshold()
+    yield
+    blockmap.set_auto_share_threshold(threshold)
+
+
 def _map():
     keys = blockmap.Labels(["k"], np.array([[0], [1]], dtype=np.int32))
     return blockmap.TensorMap(keys, [_block(), _block()])
