@@ -83,6 +83,9 @@ BYTE_SLOPE_LIMIT = 1.1
 #: full load, no second copy), by blockmap and numpy only.
 HUGE_OPERATIONS = ("oob", "save", "mmap", "construct", "lookup")
 ROOT = Path(__file__).resolve().parent.parent
+#: The line of ``docs/scaling.md`` after which the hand-written analysis
+#: starts: regenerating the page keeps it.
+NOTES_MARKER = "<!-- analysis: written by hand, kept when this page is regenerated -->"
 
 # ---------------------------------------------------------------------------
 # The maps
@@ -849,9 +852,15 @@ def write_markdown(
     command: str,
     seconds: float,
 ) -> None:
-    """Write the scaling report (``docs/scaling.md``)."""
+    """Write the scaling report (``docs/scaling.md``); whatever follows the
+    :data:`NOTES_MARKER` line of an existing page (the written analysis) is kept."""
     import blockmap
 
+    notes = ""
+    if path.exists():
+        text = path.read_text()
+        if NOTES_MARKER in text:
+            notes = text[text.index(NOTES_MARKER) :]
     with open(path, "w") as out:
         print("# Scaling\n", file=out)
         print(
@@ -891,6 +900,7 @@ def write_markdown(
             for lib, call in OPS[op].calls.items():
                 print(f"| {OPS[op].title} | {lib} | `{call}` |", file=out)
         print(file=out)
+        print(notes or f"{NOTES_MARKER}\n", end="", file=out)
 
 
 # ---------------------------------------------------------------------------
