@@ -510,7 +510,18 @@ OPS: dict[str, Op] = {
 }
 
 
+def _raise_open_files_limit() -> None:
+    """numpy maps each ``.npy`` with a file descriptor of its own: 20,001 at
+    10,000 blocks, over the usual soft limit of 1,024."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or hard > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
 def _worker(args: argparse.Namespace) -> int:
+    _raise_open_files_limit()
     op = OPS[args.operation]
     arrays = series_arrays(args.series, args.size)
     state = op.setup(args.library, arrays, args.workdir)
