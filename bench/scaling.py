@@ -712,6 +712,15 @@ def slope(points: Sequence[tuple[float, float]]) -> float | None:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else None
 
 
+def slopes_of(points: Sequence[tuple[float, float]]) -> tuple[float | None, float | None]:
+    """The slope fitted over every point, and that of the last two points alone.
+
+    Over all sizes, a fixed cost (the bytes, at a fixed total size) hides a
+    per-block cost that dominates only at the largest counts: the last step
+    shows the regime where the cost is per block (or per byte)."""
+    return slope(points), slope(points[-2:]) if len(points) >= 3 else None
+
+
 def _size_label(name: str, size: float, data_bytes: int | None = None) -> str:
     if name == "blocks":
         return f"{int(size):,} blocks"
@@ -775,11 +784,14 @@ def report_lines(series: Series, operations: Sequence[str], markdown: bool) -> l
             rows.append(row)
         slopes = []
         for lib in libs:
-            fitted = slope(curve(series, op, lib))
+            fitted, last = slopes_of(curve(series, op, lib))
             if fitted is not None:
-                flag = " **(grows faster than its work)**" if fitted > _limit(series) else ""
-                slopes.append(f"{lib} {fitted:.2f}{flag if markdown else flag.replace('**', '')}")
-        title = f"{OPS[op].title} — log-log slope against {_axis(series)}: " + (
+                over = max(fitted, last or 0.0) > _limit(series)
+                flag = " **(grows faster than its work)**" if over else ""
+                last_text = f" (last step {last:.2f})" if last is not None else ""
+                flag = flag if markdown else flag.replace("**", "")
+                slopes.append(f"{lib} {fitted:.2f}{last_text}{flag}")
+        title = f"{OPS[op].title} — log-log slope against {_axis(series)}, all sizes: " + (
             ", ".join(slopes) or "-"
         )
         if markdown:
@@ -807,9 +819,12 @@ def flagged(series: Series, operations: Sequence[str]) -> list[str]:
     lines = []
     for op in operations:
         for lib in _libraries(op):
-            fitted = slope(curve(series, op, lib))
-            if fitted is not None and fitted > _limit(series):
-                lines.append(f"{series.name}: {OPS[op].title} / {lib}: slope {fitted:.2f}")
+            fitted, last = slopes_of(curve(series, op, lib))
+            if fitted is not None and max(fitted, last or 0.0) > _limit(series):
+                lines.append(
+                    f"{series.name}: {OPS[op].title} / {lib}: slope {fitted:.2f}, "
+                    f"last step {last if last is None else round(last, 2)}"
+                )
     return lines
 
 
@@ -888,8 +903,10 @@ def write_markdown(
             "Each cell is the median over N fresh processes, with min–max and the median "
             "peak resident memory growth; libraries are interleaved run by run, so the "
             "ratios compare runs made side by side. The slope is a least-squares fit of "
-            "log(time) against log(blocks) or log(bytes): 1 is linear, 0 is constant; "
-            f"above {BLOCK_SLOPE_LIMIT} (blocks) or {BYTE_SLOPE_LIMIT} (bytes) the curve "
+            "log(time) against log(blocks) or log(bytes) over every size (1 is linear, 0 "
+            "is constant), with the slope of the last step (the two largest sizes), where "
+            "a per-block cost dominates the fixed cost of the bytes; "
+            f"either above {BLOCK_SLOPE_LIMIT} (blocks) or {BYTE_SLOPE_LIMIT} (bytes), the curve "
             "is flagged as growing faster than its work. metatensor-core runs within "
             f"{MT_BUDGET:.0f} s per operation and series: once over, its larger sizes "
             "are skipped, and its repeats at a size once the budget is spent. "
@@ -940,6 +957,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="write docs/scaling.md")
     parser.add_argument("--chart", type=Path, metavar="FILE", help="write the log-log chart")
+    parser.add_argument("--json", type=Path, metavar="FILE", help="write every run as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -970,6 +988,30 @@ def run(args: argparse.Namespace) -> int:
     print("flagged (grows faster than its work):")
     for line in lines or ["none"]:
         print(f"  {line}")
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps(
+                [
+                    {
+                        "series": series.name,
+                        "sizes": series.sizes,
+                        "data_bytes": {str(k): v for k, v in series.data_bytes.items()},
+                        "cells": [
+                            {"operation": op, "library": lib, "size": size, "runs": cell.runs}
+                            | ({"error": cell.error} if cell.error else {})
+                            for (op, lib, size), cell in series.cells.items()
+                        ],
+                        "skipped": [
+                            {"operation": op, "library": lib, "why": why}
+                            for (op, lib), why in series.skipped.items()
+                        ],
+                    }
+                    for series in all_series
+                ],
+                indent=1,
+            )
+        )
+        print(f"every run written to {args.json}")
     if args.markdown is not None:
         command = "python -m bench scaling" + (" --quick" if args.quick else "")
         if args.huge:
