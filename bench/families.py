@@ -1,7 +1,11 @@
 """Every family of operations, imported in the order of the report's tables:
-files, pickle, transports. Importing this module fills
+files, pickle, transports, metatensor (metatensor-core's objects moved by
+blockmap, the bridges, keys_to_*). Importing this module fills
 :data:`bench.registry.OPERATIONS` and :data:`bench.registry.TARGETS`."""
 
 from . import files, pickling, transports
 
-__all__ = ["files", "pickling", "transports"]
+# isort: split
+from . import bridges
+
+__all__ = ["bridges", "files", "pickling", "transports"]

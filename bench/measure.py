@@ -199,7 +199,10 @@ def _cell(cell: Cell) -> str:
         return "-"
     if isinstance(cell, str):
         return cell
-    return f"{format_seconds(cell.median)}, {format_growth(cell.peak_growth)}"
+    spread = ""
+    if len(cell.times) > 1:
+        spread = f" ({format_seconds(min(cell.times))}–{format_seconds(max(cell.times))})"
+    return f"{format_seconds(cell.median)}{spread}, {format_growth(cell.peak_growth)}"
 
 
 def print_table(

@@ -34,7 +34,8 @@ def runs_phrase(count: int) -> str:
 def _table_title(result: BenchResult, family: str) -> str:
     return (
         f"{family}: medians of {runs_phrase(result.repeat)}, each in a fresh process; "
-        "cell = op time, peak RSS growth; ratio = blockmap's time / theirs"
+        "cell = median op time (min–max over the processes), median peak RSS growth; "
+        "ratio = blockmap's time / theirs"
     )
 
 

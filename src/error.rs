@@ -41,6 +41,16 @@ pub enum Error {
     #[error("interrupted")]
     Interrupted,
 
+    /// Inputs of an operation whose metadata should match and does not
+    /// (metatensor-operations' `NotEqualError`).
+    #[error("{0}")]
+    NotEqual(String),
+
+    /// Something the data model allows but an operation does not handle
+    /// (yet), e.g. gradients of gradients in `join`.
+    #[error("{0}")]
+    NotImplemented(String),
+
     /// A broken internal invariant: a bug in blockmap, never the caller's
     /// fault.
     #[error("internal error (this is a bug in blockmap, please report it): {0}")]

@@ -13,6 +13,10 @@ from typing_extensions import Buffer
 
 __all__ = [
     "__version__",
+    "join",
+    "join_blocks",
+    "split",
+    "split_block",
     "BlockMapError",
     "ValidationError",
     "BlockMapTypeError",
@@ -24,6 +28,8 @@ __all__ = [
     "BlockMapIndexError",
     "BlockMapOverflowError",
     "BlockMapAssertionError",
+    "NotEqualError",
+    "BlockMapNotImplementedError",
     "Labels",
     "LabelsEntry",
     "TensorBlock",
@@ -47,25 +53,29 @@ __version__: str
 _File: TypeAlias = str | os.PathLike[str] | IO[bytes]
 _Data: TypeAlias = TensorMap | TensorBlock | Labels
 
-def save(file: _File, data: _Data) -> None:
+def save(file: _File, data: _Data, use_numpy: object = False) -> None:
     """Save a TensorMap, TensorBlock or Labels to a path or binary file object."""
 
-def save_buffer(data: _Data) -> memoryview:
+def save_buffer(data: _Data, use_numpy: object = False) -> memoryview:
     """The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns."""
 
-def load(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorMap:
+def load(
+    file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+) -> TensorMap:
     """Load a TensorMap from a path or a binary file object."""
 
-def load_block(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorBlock:
+def load_block(
+    file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+) -> TensorBlock:
     """Load a TensorBlock saved on its own."""
 
 def load_labels(file: _File) -> Labels:
     """Load Labels saved on their own (a bare ``.npy`` file)."""
 
-def load_buffer(buffer: Buffer) -> TensorMap:
+def load_buffer(buffer: Buffer, use_numpy: object = False) -> TensorMap:
     """Load a TensorMap from a bytes-like object, viewing it where possible."""
 
-def load_block_buffer(buffer: Buffer) -> TensorBlock:
+def load_block_buffer(buffer: Buffer, use_numpy: object = False) -> TensorBlock:
     """Load a TensorBlock from a bytes-like object."""
 
 def load_labels_buffer(buffer: Buffer) -> Labels:
@@ -123,6 +133,12 @@ class BlockMapOverflowError(BlockMapError, OverflowError):
 
 class BlockMapAssertionError(BlockMapError, AssertionError):
     """An argument refused by a check metatensor-core makes with ``assert``."""
+
+class NotEqualError(BlockMapError):
+    """Inputs of an operation whose metadata should match and does not."""
+
+class BlockMapNotImplementedError(BlockMapError, NotImplementedError):
+    """Something an operation does not handle (yet)."""
 
 @final
 class LabelsEntry:
@@ -239,6 +255,8 @@ class Labels:
     def __deepcopy__(self, memo: dict[int, Any], /) -> Labels: ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
+    def to_metatensor(self) -> Any:
+        """metatensor-core's Labels with the same entries."""
     def save(self, file: _File) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
@@ -317,15 +335,19 @@ class TensorBlock:
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorBlock: ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
-    def save(self, file: _File) -> None:
+    def to_metatensor(self) -> Any:
+        """metatensor-core's object with the same data (arrays shared)."""
+    def save(self, file: _File, use_numpy: object = False) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
-    def load(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorBlock:
+    def load(
+        file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+    ) -> TensorBlock:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
-    def save_buffer(self) -> memoryview:
+    def save_buffer(self, use_numpy: object = False) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
     @staticmethod
-    def load_buffer(buffer: Buffer) -> TensorBlock:
+    def load_buffer(buffer: Buffer, use_numpy: object = False) -> TensorBlock:
         """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
 
 _Selection: TypeAlias = int | dict[str, int] | LabelsEntry | Labels | None
@@ -351,6 +373,14 @@ class TensorMap:
     @property
     def nbytes(self) -> int:
         """Bytes of array data: keys and every block's :attr:`TensorBlock.nbytes`."""
+    def __add__(self, value: object, /) -> TensorMap: ...
+    def __sub__(self, value: object, /) -> TensorMap: ...
+    def __mul__(self, value: object, /) -> TensorMap: ...
+    def __matmul__(self, value: object, /) -> TensorMap: ...
+    def __truediv__(self, value: object, /) -> TensorMap: ...
+    def __pow__(self, value: object, mod: object = None, /) -> TensorMap: ...
+    def __neg__(self) -> TensorMap: ...
+    def __pos__(self) -> Self: ...
     def share_memory(self) -> Self:
         """Move the map's data into one shared-memory segment, in place.
 
@@ -410,13 +440,42 @@ class TensorMap:
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorMap: ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
-    def save(self, file: _File) -> None:
+    def to_metatensor(self) -> Any:
+        """metatensor-core's object with the same data (arrays shared)."""
+    def save(self, file: _File, use_numpy: object = False) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
-    def load(file: _File, mmap: bool | Literal["r", "c"] = False) -> TensorMap:
+    def load(
+        file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+    ) -> TensorMap:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
-    def save_buffer(self) -> memoryview:
+    def save_buffer(self, use_numpy: object = False) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
     @staticmethod
-    def load_buffer(buffer: Buffer) -> TensorMap:
+    def load_buffer(buffer: Buffer, use_numpy: object = False) -> TensorMap:
         """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
+
+def join(
+    tensors: list[TensorMap] | tuple[TensorMap, ...],
+    axis: str,
+    different_keys: str = "error",
+    add_dimension: str | None = None,
+) -> TensorMap:
+    """Join maps along ``"samples"`` or ``"properties"`` (metatensor-operations' ``join``)."""
+
+def join_blocks(
+    blocks: list[TensorBlock] | tuple[TensorBlock, ...],
+    axis: str,
+    add_dimension: str | None = None,
+) -> TensorBlock:
+    """Join blocks along ``"samples"`` or ``"properties"``."""
+
+_SplitSelection = Labels | list[int] | npt.NDArray[Any]
+
+def split(tensor: TensorMap, axis: str, selections: list[_SplitSelection]) -> list[TensorMap]:
+    """One map per selection along ``"samples"`` or ``"properties"`` (metatensor's ``split``)."""
+
+def split_block(
+    block: TensorBlock, axis: str, selections: list[_SplitSelection]
+) -> list[TensorBlock]:
+    """One block per selection along ``"samples"`` or ``"properties"``."""

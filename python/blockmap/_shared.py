@@ -10,12 +10,22 @@ segment (:func:`multiprocessing.reduction.DupFd`, passed over a Unix socket),
 where each array lies in the segments, and the label values (labels never
 live in a segment another process could write to: each receiver copies and
 checks them). The receiver maps the same segments: the values are not
-copied, and writes by either process are seen by the other. Objects not in
-shared memory are pickled as usual.
+copied, and writes by either process are seen by the other.
+A map or block that is not in shared memory but holds at least
+:func:`get_auto_share_threshold` bytes of values (256 KiB by default) is
+first copied once into a fresh segment, and that copy is sent the same way:
+the data never goes through the pipe, and the sender's object is left as it
+was (as torch moves a tensor into shared memory when it is put on a queue,
+but without changing the sender's arrays). Smaller objects, and every object
+pickled while a process is being started (its arguments: share those with
+``share_memory()`` first), are pickled as usual.
 
 A descriptor sent with ``DupFd`` outside of process start-up is held by the
 sender's resource sharer until the receiver unpickles the message; the
-sender must stay alive until then (as with torch's shared tensors).
+sender must stay alive until then (as with torch's shared tensors). So that
+the common "put the result on a queue and return" works, a process that has
+sent descriptors waits at its exit, for at most :data:`EXIT_WAIT_SECONDS`,
+until every receiver has fetched them.
 """
 
 from __future__ import annotations
@@ -23,23 +33,149 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import time
 from collections.abc import Sequence
+from multiprocessing import context as _context
+from multiprocessing import util as _util
 from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Any
 
 from . import _blockmap
 from ._blockmap import Labels, TensorBlock, TensorMap
+from .exceptions import BlockMapError, BlockMapTypeError, ValidationError
 
-__all__ = ["LOKY_REDUCTION_MODULES", "register", "register_loky"]
+__all__ = [
+    "LOKY_REDUCTION_MODULES",
+    "get_auto_share_threshold",
+    "register",
+    "register_loky",
+    "set_auto_share_threshold",
+    "share_memory",
+]
 
 Shareable = TensorMap | TensorBlock | Labels
+
+
+#: Below this many bytes of values a map is cheaper to pickle through the pipe
+#: than to share (a segment, a descriptor passed over a socket and a mapping
+#: cost about 0.5 ms; the crossing point measured on a Queue to a spawned
+#: process is between 64 KiB and 512 KiB, see docs/transports.md).
+DEFAULT_AUTO_SHARE_BYTES = 256 * 1024
+
+_auto_share_bytes: int | None = DEFAULT_AUTO_SHARE_BYTES
+
+
+def set_auto_share_threshold(nbytes: int | None) -> None:
+    """Send maps and blocks holding at least ``nbytes`` bytes of values
+    through shared memory (a copy into a fresh segment) when multiprocessing
+    pickles them; ``None`` turns this off (only maps shared with
+    ``share_memory()`` then travel as descriptors)."""
+    global _auto_share_bytes
+    if nbytes is not None:
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
+            raise BlockMapTypeError(
+                f"the threshold must be an int or None, got {type(nbytes).__name__}"
+            )
+        if nbytes < 0:
+            raise ValidationError(f"the threshold must not be negative, got {nbytes}")
+    _auto_share_bytes = nbytes
+
+
+def get_auto_share_threshold() -> int | None:
+    """The threshold of :func:`set_auto_share_threshold` (bytes, or None)."""
+    return _auto_share_bytes
+
+
+def _auto_shared(obj: Shareable) -> Shareable | None:
+    """A copy of ``obj`` in a fresh shared segment, when it should travel so."""
+    threshold = _auto_share_bytes
+    if threshold is None or isinstance(obj, Labels) or obj.nbytes < threshold:
+        return None
+    if _context.get_spawning_popen() is not None:
+        # arguments of a process being started: their descriptors must stay
+        # open until the start, which a temporary copy would not
+        return None
+    try:
+        return obj.copy(deep=False).share_memory()
+    except (BlockMapError, OSError):
+        # no shared memory here (not Linux, or none left): pickle as usual
+        return None
+
+
+#: How long a process that sent shared maps waits at its exit for receivers
+#: to fetch the descriptors still held by its resource sharer.
+EXIT_WAIT_SECONDS = 5.0
+
+_exit_wait_pid: int | None = None
+
+
+def _queues_still_sending() -> bool:
+    """Whether a multiprocessing Queue of this process still has messages
+    its feeder thread has not written (each queue's close finalizer holds
+    its buffer)."""
+    from multiprocessing.queues import Queue
+
+    for finalizer in list(_util._finalizer_registry.values()):
+        if getattr(finalizer, "_callback", None) is Queue._finalize_close:
+            buffer = finalizer._args[0]
+            if buffer:
+                return True
+    return False
+
+
+def _descriptors_pending() -> bool:
+    """Whether the resource sharer still holds descriptors no receiver fetched."""
+    from multiprocessing import resource_sharer
+
+    sharer = resource_sharer._resource_sharer
+    with sharer._lock:
+        return bool(sharer._cache)
+
+
+def _wait_for_pending_descriptors() -> None:
+    """Wait (at most EXIT_WAIT_SECONDS) until the queues have written their
+    messages and the receivers have fetched every descriptor. Runs first
+    among the exit finalizers: the resource sharer's socket is removed at
+    priority 0, and the queues are flushed only at -5."""
+    deadline = time.monotonic() + EXIT_WAIT_SECONDS
+    try:
+        quiet = 0
+        while time.monotonic() < deadline:
+            if _queues_still_sending() or _descriptors_pending():
+                quiet = 0
+            else:
+                # twice in a row: a feeder thread may be between taking a
+                # message from its buffer and registering its descriptors
+                quiet += 1
+                if quiet == 2:
+                    return
+            time.sleep(0.005)
+    except (AttributeError, ImportError, TypeError, IndexError):
+        # another multiprocessing than CPython 3.11-3.13's: do not wait
+        return
+
+
+def _wait_at_exit(force: bool = False) -> None:
+    """Make this process wait at its exit until its pending descriptors are
+    fetched (see :func:`_wait_for_pending_descriptors`)."""
+    global _exit_wait_pid
+    if force or _exit_wait_pid != os.getpid():
+        _util.Finalize(None, _wait_for_pending_descriptors, exitpriority=100)
+        _exit_wait_pid = os.getpid()
 
 
 def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     parts = _blockmap._shared_parts(obj)
     if parts is None:
+        shared = _auto_shared(obj)
+        if shared is not None:
+            parts = _blockmap._shared_parts(shared)
+    if parts is None:
         return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+    # DupFd duplicates each descriptor now: the segment outlives `shared`
     header, fds, places, labels = parts
+    if _context.get_spawning_popen() is None:
+        _wait_at_exit()
     return _rebuild, (header, [DupFd(fd) for fd in fds], places, labels)
 
 
@@ -61,10 +197,42 @@ def _rebuild(
     return _blockmap._attach_shared(header, fds, places, labels)
 
 
+def share_memory(obj: Any) -> Any:
+    """Move ``obj``'s data into shared memory: ``obj.share_memory()`` for
+    blockmap's TensorMap and TensorBlock (the object itself, shared in
+    place), :func:`blockmap.metatensor.share_memory` for metatensor-core's
+    (a new object viewing the segment; needs
+    :func:`blockmap.metatensor.register`)."""
+    if isinstance(obj, (TensorMap, TensorBlock)):
+        return obj.share_memory()
+    if type(obj).__module__.split(".")[0] == "metatensor":
+        from . import metatensor
+
+        return metatensor.share_memory(obj)
+    raise BlockMapTypeError(
+        f"share_memory takes a TensorMap or a TensorBlock (blockmap's or "
+        f"metatensor-core's), not {type(obj).__name__}"
+    )
+
+
+class _AfterFork:
+    """The object multiprocessing's after-fork hooks are kept for (they are
+    held weakly): a forked child's finalizers are cleared at its start."""
+
+
+_AFTER_FORK = _AfterFork()
+
+
 def register() -> None:
     """Register the reducer with ``ForkingPickler`` (done on import of blockmap)."""
     for cls in (TensorMap, TensorBlock, Labels):
         ForkingPickler.register(cls, _reduce)
+    # registered now, not when the first message is pickled: a queue's
+    # feeder thread may pickle while the exit finalizers already run
+    _wait_at_exit()
+    # a child process clears the finalizers it inherited (or registered
+    # while it was unpickling its target) when it starts, then runs these
+    _util.register_after_fork(_AFTER_FORK, lambda _: _wait_at_exit(force=True))
 
 
 #: loky's pickler (joblib's default backend) has its own reducer registry:

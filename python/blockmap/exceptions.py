@@ -20,12 +20,14 @@ __all__ = [
     "BlockMapIOError",
     "BlockMapIndexError",
     "BlockMapMemoryError",
+    "BlockMapNotImplementedError",
     "BlockMapOverflowError",
     "BlockMapTypeError",
     "FormatError",
     "InternalError",
     "MetatensorError",
     "MissingFileError",
+    "NotEqualError",
     "ValidationError",
 ]
 
@@ -83,6 +85,17 @@ class BlockMapOverflowError(BlockMapError, OverflowError):
     beyond int32)."""
 
 
+class NotEqualError(BlockMapError):
+    """Inputs of an operation whose metadata should match and does not (the
+    error metatensor-operations raises under this name, e.g. maps with
+    different keys given to :func:`blockmap.join`)."""
+
+
+class BlockMapNotImplementedError(BlockMapError, NotImplementedError):
+    """Something the data model allows but an operation does not handle,
+    e.g. gradients of gradients in :func:`blockmap.join`."""
+
+
 class BlockMapAssertionError(BlockMapError, AssertionError):
     """An argument refused by a check that metatensor-core makes with
     ``assert`` (the types given to ``LabelsEntry``)."""
@@ -106,6 +119,8 @@ for _class in (
     BlockMapIndexError,
     BlockMapOverflowError,
     BlockMapAssertionError,
+    NotEqualError,
+    BlockMapNotImplementedError,
 ):
     _class.__module__ = "blockmap"
 del _class

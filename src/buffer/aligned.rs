@@ -17,6 +17,59 @@ pub struct AlignedBytes {
     len: usize,
 }
 
+/// Allocations from this size on are anonymous mappings of their own: the
+/// memory comes zeroed and untouched from the kernel (the system
+/// allocator's `alloc_zeroed` at blockmap's 64-byte alignment would write
+/// zeros over every page first, one page fault per 4 KiB before any data).
+/// Memory that the caller then fills entirely asks for transparent huge
+/// pages, as numpy's allocator does from 4 MiB: filling it takes one page
+/// fault per 2 MiB. Memory that may stay mostly zero (the fill of
+/// `keys_to_properties`) does not: untouched 4 KiB pages are never mapped,
+/// where a huge page would be zeroed whole on the first write into it
+/// (measured on W's `keys_to_properties`: 1.3 s without the advice, 7 s
+/// with it, for 2.7 GB mostly zeros).
+const MAPPED_FROM: usize = 4 << 20;
+
+/// Whether an allocation of `len` bytes is a mapping of its own.
+fn is_mapped(len: usize) -> bool {
+    cfg!(target_os = "linux") && len >= MAPPED_FROM
+}
+
+/// A fresh private anonymous mapping of `len` bytes (page-aligned, so
+/// aligned to [`ALIGNMENT`]), advised to use huge pages if `huge_pages`;
+/// None when the kernel refuses it.
+#[cfg(target_os = "linux")]
+fn map_anonymous(len: usize, huge_pages: bool) -> Option<NonNull<u8>> {
+    // SAFETY: a new anonymous private mapping aliases no existing memory;
+    // the arguments are valid for any `len` (the kernel refuses what it
+    // cannot map, returning MAP_FAILED, which is checked).
+    let ptr = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if ptr == libc::MAP_FAILED {
+        return None;
+    }
+    if huge_pages {
+        // SAFETY: `ptr..ptr + len` is the mapping just made, owned here;
+        // MADV_HUGEPAGE changes neither its contents nor its validity, only
+        // how the kernel backs it. An error (huge pages off) is ignored.
+        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
+    }
+    NonNull::new(ptr.cast::<u8>())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn map_anonymous(_len: usize, _huge_pages: bool) -> Option<NonNull<u8>> {
+    None
+}
+
 impl AlignedBytes {
     fn layout(len: usize) -> Result<Layout> {
         // never allocate zero bytes: the allocator does not allow it, and a
@@ -31,16 +84,30 @@ impl AlignedBytes {
     /// Allocate `len` zeroed bytes, or fail with [`Error::OutOfMemory`]
     /// (never abort) when the memory cannot be had.
     pub fn zeroed(len: usize) -> Result<Self> {
+        Self::allocate(len, false)
+    }
+
+    /// Allocate `len` zeroed bytes that the caller is about to write in
+    /// full (a copy, a permutation): large ones ask for huge pages.
+    pub fn zeroed_to_fill(len: usize) -> Result<Self> {
+        Self::allocate(len, true)
+    }
+
+    fn allocate(len: usize, huge_pages: bool) -> Result<Self> {
         let layout = Self::layout(len)?;
-        // SAFETY: the layout has a non-zero size (`len.max(1)`).
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = NonNull::new(ptr).ok_or_else(|| Error::out_of_memory(len))?;
+        let ptr = if is_mapped(len) {
+            map_anonymous(len, huge_pages)
+        } else {
+            // SAFETY: the layout has a non-zero size (`len.max(1)`).
+            NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
+        };
+        let ptr = ptr.ok_or_else(|| Error::out_of_memory(len))?;
         Ok(AlignedBytes { ptr, len })
     }
 
     /// Allocate aligned memory holding a copy of `data`.
     pub fn copy_from(data: &[u8]) -> Result<Self> {
-        let mut bytes = Self::zeroed(data.len())?;
+        let mut bytes = Self::zeroed_to_fill(data.len())?;
         bytes.as_mut_slice().copy_from_slice(data);
         Ok(bytes)
     }
@@ -77,6 +144,13 @@ impl AlignedBytes {
 
 impl Drop for AlignedBytes {
     fn drop(&mut self) {
+        if is_mapped(self.len) {
+            // SAFETY: `ptr..ptr + len` is the mapping made in `zeroed` for
+            // this same `len`, unmapped only here, once; nothing borrows it
+            // any more (the borrows of `as_slice` end with `self`).
+            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+            return;
+        }
         // the layout was valid at allocation, for the same `len`
         if let Ok(layout) = Self::layout(self.len) {
             // SAFETY: `ptr` was allocated in `zeroed` with this same layout
@@ -102,6 +176,23 @@ impl fmt::Debug for AlignedBytes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_allocations_are_zeroed_aligned_mappings() {
+        let len = MAPPED_FROM + 12345;
+        let mut bytes = AlignedBytes::zeroed(len).unwrap();
+        assert!(AlignedBytes::zeroed_to_fill(len)
+            .unwrap()
+            .as_slice()
+            .iter()
+            .all(|&b| b == 0));
+        assert_eq!(bytes.ptr().as_ptr() as usize % ALIGNMENT, 0);
+        assert!(bytes.as_slice().iter().all(|&b| b == 0));
+        bytes.as_mut_slice()[len - 1] = 7;
+        let copy = AlignedBytes::copy_from(bytes.as_slice()).unwrap();
+        assert_eq!(copy.as_slice()[len - 1], 7);
+        assert_eq!(copy.len(), len);
+    }
 
     #[test]
     fn impossible_allocation_is_out_of_memory() {

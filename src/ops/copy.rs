@@ -8,10 +8,22 @@ use crate::dtype::DType;
 use crate::error::Result;
 
 /// New memory for an array of `dtype` and `shape`, every element `fill`
-/// (the bytes of one element).
-pub(super) fn filled(dtype: DType, shape: &[usize], fill: &[u8]) -> Result<AlignedBytes> {
+/// (the bytes of one element). `dense`: the caller is about to overwrite
+/// all of it (see [`AlignedBytes::zeroed_to_fill`]).
+pub(super) fn filled(
+    dtype: DType,
+    shape: &[usize],
+    fill: &[u8],
+    dense: bool,
+) -> Result<AlignedBytes> {
     debug_assert_eq!(fill.len(), dtype.size());
-    let mut bytes = AlignedBytes::zeroed(byte_len(dtype, shape)?)?;
+    let len = byte_len(dtype, shape)?;
+    let dense = dense || fill.iter().any(|&b| b != 0);
+    let mut bytes = if dense {
+        AlignedBytes::zeroed_to_fill(len)?
+    } else {
+        AlignedBytes::zeroed(len)?
+    };
     // the memory comes zeroed: a zero fill costs nothing (and untouched
     // pages of a large allocation are never even mapped)
     if fill.iter().any(|&b| b != 0) {
@@ -141,7 +153,11 @@ pub(super) fn gather(
     shape[0] = rows;
     let last = shape.len() - 1;
     shape[last] = properties;
-    let mut out = filled(dtype, &shape, fill)?;
+    // the sources do not overlap in the destination: together, as large as
+    // it, they cover it
+    let covered: usize = scatters.iter().map(|s| s.source.bytes().len()).sum();
+    let dense = covered >= byte_len(dtype, &shape)?;
+    let mut out = filled(dtype, &shape, fill, dense)?;
     scatter_rows(
         out.as_mut_slice(),
         dtype.size(),
@@ -159,11 +175,26 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
     let n = shape.len();
     debug_assert!(n >= 1 && order.len() == n && order[n - 1] == n - 1);
     let itemsize = input.dtype().size();
-    let mut out = AlignedBytes::zeroed(input.bytes().len())?;
+    let mut out = AlignedBytes::zeroed_to_fill(input.bytes().len())?;
     if input.is_empty() {
         return Ok(out);
     }
-    let run = shape[n - 1] * itemsize;
+    // the trailing axes that stay in place are copied as one run (all of
+    // them, for the identity: one copy of the whole array)
+    let mut first_kept = n - 1;
+    while first_kept > 0 && order[first_kept - 1] == first_kept - 1 {
+        first_kept -= 1;
+    }
+    let run = shape[first_kept..].iter().product::<usize>() * itemsize;
+    if first_kept == 0 {
+        out.as_mut_slice().copy_from_slice(input.bytes());
+        return Ok(out);
+    }
+    // the kept axes merged into one last axis of the same bytes
+    let mut merged = shape[..first_kept].to_vec();
+    merged.push(shape[first_kept..].iter().product());
+    let (shape, order) = (&merged[..], &order[..=first_kept]);
+    let n = first_kept + 1;
     // strides of the input, in bytes
     let mut strides = vec![0; n];
     let mut stride = itemsize;
@@ -212,9 +243,9 @@ mod tests {
 
     #[test]
     fn fill_and_runs() {
-        let bytes = filled(DType::I4, &[3, 2], &7i32.to_ne_bytes()).unwrap();
+        let bytes = filled(DType::I4, &[3, 2], &7i32.to_ne_bytes(), false).unwrap();
         assert_eq!(ints(bytes.as_slice()), vec![7; 6]);
-        let bytes = filled(DType::I4, &[0, 2], &7i32.to_ne_bytes()).unwrap();
+        let bytes = filled(DType::I4, &[0, 2], &7i32.to_ne_bytes(), false).unwrap();
         assert!(bytes.as_slice().is_empty());
         assert_eq!(
             runs(&[3, 4, 0, 1, 5]),
@@ -242,7 +273,7 @@ mod tests {
     fn rows_go_where_they_are_sent() {
         // source [2 rows, 2 inner, 2 properties] into [3 rows, 2 inner, 3 properties]
         let source = array(&[2, 2, 2]);
-        let mut out = filled(DType::I4, &[3, 2, 3], &(-1i32).to_ne_bytes()).unwrap();
+        let mut out = filled(DType::I4, &[3, 2, 3], &(-1i32).to_ne_bytes(), false).unwrap();
         let moved = runs(&[2, 0]);
         scatter_rows(
             out.as_mut_slice(),
@@ -260,7 +291,7 @@ mod tests {
             vec![5, -1, 4, 7, -1, 6, -1, -1, -1, -1, -1, -1, 1, -1, 0, 3, -1, 2]
         );
         // whole rows, consecutive destinations
-        let mut out = filled(DType::I4, &[3, 2, 2], &[0; 4]).unwrap();
+        let mut out = filled(DType::I4, &[3, 2, 2], &[0; 4], false).unwrap();
         let identity = runs(&[0, 1]);
         scatter_rows(
             out.as_mut_slice(),
@@ -301,5 +332,47 @@ mod tests {
             .unwrap()
             .as_slice()
             .is_empty());
+    }
+
+    /// `permute_axes` by the definition: output index -> input index.
+    fn naive(input: &Array, order: &[usize]) -> Vec<i32> {
+        let shape = input.shape();
+        let values = ints(input.bytes());
+        let out_shape: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
+        let total: usize = shape.iter().product();
+        let mut out = Vec::with_capacity(total);
+        for flat in 0..total {
+            let mut rest = flat;
+            let mut out_index = vec![0; shape.len()];
+            for axis in (0..shape.len()).rev() {
+                out_index[axis] = rest % out_shape[axis];
+                rest /= out_shape[axis];
+            }
+            let mut in_index = vec![0; shape.len()];
+            for (k, &axis) in order.iter().enumerate() {
+                in_index[axis] = out_index[k];
+            }
+            let offset = in_index
+                .iter()
+                .zip(shape)
+                .fold(0, |acc, (&i, &n)| acc * n + i);
+            out.push(values[offset]);
+        }
+        out
+    }
+
+    #[test]
+    fn kept_trailing_axes_are_copied_in_one_run() {
+        let input = array(&[2, 3, 4, 2]);
+        for order in [
+            [0, 1, 2, 3],
+            [1, 0, 2, 3],
+            [0, 2, 1, 3],
+            [2, 1, 0, 3],
+            [1, 2, 0, 3],
+        ] {
+            let out = permute_axes(&input, &order).unwrap();
+            assert_eq!(ints(out.as_slice()), naive(&input, &order), "{order:?}");
+        }
     }
 }

@@ -9,11 +9,13 @@
 
 mod components_to_properties;
 mod copy;
+pub mod join;
 mod keys;
 mod keys_to_properties;
 mod keys_to_samples;
 mod merge;
 mod rows;
+pub mod split;
 
 pub use components_to_properties::components_to_properties;
 pub use keys_to_properties::keys_to_properties;

@@ -255,3 +255,74 @@ fn group_rules() {
         "{error}"
     );
 }
+
+// ------------------------------------------------------------------ join
+
+use super::join::{join, join_blocks, Axis, DifferentKeys};
+
+#[test]
+fn join_along_samples_shifts_the_gradient_samples() {
+    let a = TensorMap::new(
+        labels(&["k"], &[0]),
+        vec![make(100.0, &[0, 1], &[0, 1], &[1, 0])],
+    )
+    .unwrap();
+    let b = TensorMap::new(
+        labels(&["k"], &[0]),
+        vec![make(200.0, &[0], &[0, 1], &[0, 7])],
+    )
+    .unwrap();
+    let joined = join(&[&a, &b], Axis::Samples, DifferentKeys::Error, Some("t")).unwrap();
+    let block = &joined.blocks()[0];
+    assert_eq!(block.samples(), &labels(&["s", "t"], &[0, 0, 1, 0, 0, 1]));
+    assert_eq!(
+        floats(block.values()),
+        [100.0, 101.0, 110.0, 111.0, 200.0, 201.0]
+    );
+    let gradient = block.gradient("positions").unwrap();
+    // b's gradient row for its sample 0 now points at the joined sample 2
+    assert_eq!(
+        gradient.samples(),
+        &labels(&["sample", "atom"], &[1, 0, 2, 7])
+    );
+    assert_eq!(floats(gradient.values()), [-110.0, -110.0, -207.0, -207.0]);
+    assert!(joined.info().is_empty());
+}
+
+#[test]
+fn join_along_properties_fills_missing_gradient_rows_with_zeros() {
+    let a = make(100.0, &[0, 1], &[0], &[0, 1]);
+    let b = make(200.0, &[0, 1], &[1, 2], &[1, 3]);
+    let joined = join_blocks(&[&a, &b], Axis::Properties, None).unwrap();
+    assert_eq!(joined.properties(), &labels(&["p"], &[0, 1, 2]));
+    assert_eq!(
+        floats(joined.values()),
+        [100.0, 201.0, 202.0, 110.0, 211.0, 212.0]
+    );
+    let gradient = joined.gradient("positions").unwrap();
+    assert_eq!(
+        gradient.samples(),
+        &labels(&["sample", "atom"], &[0, 1, 1, 3])
+    );
+    assert_eq!(
+        floats(gradient.values()),
+        [-101.0, 0.0, 0.0, 0.0, -213.0, -213.0]
+    );
+}
+
+#[test]
+fn join_refuses_what_metatensor_operations_refuses() {
+    let a = TensorMap::new(labels(&["k"], &[0]), vec![make(1.0, &[0], &[0], &[])]).unwrap();
+    let b = TensorMap::new(labels(&["k"], &[1]), vec![make(2.0, &[1], &[0], &[])]).unwrap();
+    let error = join(&[&a, &b], Axis::Samples, DifferentKeys::Error, None).unwrap_err();
+    assert!(matches!(error, Error::NotEqual(_)), "{error}");
+    // the union keeps both keys, each joined with an empty block
+    let union = join(&[&a, &b], Axis::Samples, DifferentKeys::Union, None).unwrap();
+    assert_eq!(union.keys(), &labels(&["k"], &[0, 1]));
+    assert_eq!(union.blocks()[0].samples(), &labels(&["s"], &[0]));
+    let none = join(&[&a, &b], Axis::Samples, DifferentKeys::Intersection, None).unwrap();
+    assert_eq!(none.keys().count(), 0);
+    assert!(join(&[], Axis::Samples, DifferentKeys::Error, None).is_err());
+    // the same samples twice, with nothing to tell them apart
+    assert!(join(&[&a, &a], Axis::Samples, DifferentKeys::Error, None).is_err());
+}

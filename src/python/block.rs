@@ -9,7 +9,7 @@ use super::array::{from_python, to_numpy};
 use super::classes::{Origin, PyLabels, PyTensorBlock};
 use super::convert::extract_labels;
 use super::errors::{invalid, type_name, wrong_type};
-use super::file::{FileArg, MmapArg};
+use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, to_dtype};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
@@ -248,26 +248,53 @@ impl PyTensorBlock {
         super::pickle::reduce(py, DataRef::Block(&self.block()), protocol)
     }
 
+    /// The same `TensorBlock` as metatensor-core's ``metatensor.TensorBlock`` (see
+    /// :func:`blockmap.metatensor.to_metatensor`): arrays are shared, labels
+    /// are copied once. Needs metatensor-core installed.
+    fn to_metatensor<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        super::convert::bridge(slf.as_any(), "to_metatensor")
+    }
+
     /// Save to a path or binary file object (see ``blockmap.save``).
-    fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+    #[pyo3(signature = (file, use_numpy = UseNumpy), text_signature = "($self, file, use_numpy=False)")]
+    fn save(&self, py: Python<'_>, file: FileArg<'_>, use_numpy: UseNumpy) -> PyResult<()> {
+        let _ = use_numpy;
         super::io::save(py, file, DataRef::Block(&self.block()))
     }
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
-    fn load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+    fn load(
+        py: Python<'_>,
+        file: FileArg<'_>,
+        use_numpy: UseNumpy,
+        mmap: MmapArg,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = use_numpy;
         super::io::load(py, file, Kind::Block, mmap)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
-    fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
+    #[pyo3(signature = (use_numpy = UseNumpy), text_signature = "($self, use_numpy=False)")]
+    fn save_buffer<'py>(
+        &self,
+        py: Python<'py>,
+        use_numpy: UseNumpy,
+    ) -> PyResult<Bound<'py, PyMemoryView>> {
+        let _ = use_numpy;
         super::io::save_buffer(py, DataRef::Block(&self.block()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_block_buffer``).
     #[staticmethod]
-    fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+    fn load_buffer(
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        use_numpy: UseNumpy,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = use_numpy;
         super::io::load_buffer(py, buffer, Kind::Block)
     }
 

@@ -482,3 +482,12 @@ impl FromPyObject<'_, '_> for SaturatingInt {
         }
     }
 }
+
+/// ``blockmap.metatensor.<function>(obj)``: the bridges to metatensor-core's
+/// classes live in Python, imported on first use.
+pub fn bridge<'py>(obj: &Bound<'py, PyAny>, function: &str) -> PyResult<Bound<'py, PyAny>> {
+    obj.py()
+        .import("blockmap.metatensor")?
+        .getattr(function)?
+        .call1((obj,))
+}

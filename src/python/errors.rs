@@ -26,10 +26,12 @@ pub enum Class {
     BlockMapIndexError,
     BlockMapOverflowError,
     BlockMapAssertionError,
+    NotEqualError,
+    BlockMapNotImplementedError,
 }
 
 impl Class {
-    const ALL: [Class; 11] = [
+    const ALL: [Class; 13] = [
         Class::BlockMapError,
         Class::ValidationError,
         Class::BlockMapTypeError,
@@ -41,6 +43,8 @@ impl Class {
         Class::BlockMapIndexError,
         Class::BlockMapOverflowError,
         Class::BlockMapAssertionError,
+        Class::NotEqualError,
+        Class::BlockMapNotImplementedError,
     ];
 
     fn name(self) -> &'static str {
@@ -56,11 +60,15 @@ impl Class {
             Class::BlockMapIndexError => "BlockMapIndexError",
             Class::BlockMapOverflowError => "BlockMapOverflowError",
             Class::BlockMapAssertionError => "BlockMapAssertionError",
+            Class::NotEqualError => "NotEqualError",
+            Class::BlockMapNotImplementedError => "BlockMapNotImplementedError",
         }
     }
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
         static CELLS: [PyOnceLock<Py<PyType>>; Class::ALL.len()] = [
+            PyOnceLock::new(),
+            PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
@@ -157,6 +165,8 @@ impl From<Error> for PyErr {
             Error::Format(message) => Class::FormatError.err(py, message),
             Error::UnsupportedType(message) => wrong_type(py, message),
             Error::OutOfMemory(message) => Class::BlockMapMemoryError.err(py, message),
+            Error::NotEqual(message) => Class::NotEqualError.err(py, message),
+            Error::NotImplemented(message) => Class::BlockMapNotImplementedError.err(py, message),
             error @ Error::Internal(_) => Class::InternalError.err(py, error.to_string()),
             Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
             Error::Io { ref source, .. } => {
@@ -189,6 +199,14 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map_or_else(|_| "?".into(), |n| n.to_string())
+}
+
+/// `repr(type(obj))`, as Python's own messages name a type
+/// (`<class 'numpy.ndarray'>`).
+pub fn class_repr(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .repr()
+        .map_or_else(|_| type_name(obj), |r| r.to_string())
 }
 
 /// Add the exception classes to the native module too (they are the ones

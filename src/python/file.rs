@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use pyo3::exceptions::PyUserWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyString};
 
@@ -90,14 +91,38 @@ impl FromPyObject<'_, '_> for MmapArg {
     }
 }
 
-/// `path` with `.mts` appended unless it ends with it, as metatensor does.
-pub fn with_mts_extension(path: PathBuf) -> PathBuf {
+/// metatensor-core's ``use_numpy=`` argument of load and save, accepted so
+/// that its callers run unchanged and ignored: it chooses between two
+/// implementations in metatensor-core; blockmap has one, and its arrays are
+/// numpy arrays either way.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UseNumpy;
+
+impl FromPyObject<'_, '_> for UseNumpy {
+    type Error = PyErr;
+
+    fn extract(_obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        Ok(UseNumpy)
+    }
+}
+
+/// `path` with `.mts` appended unless it ends with it, with metatensor's
+/// warning (a ``UserWarning`` naming the path saved to) when it is added.
+pub fn with_mts_extension(py: Python<'_>, path: PathBuf) -> PyResult<PathBuf> {
     if path.as_os_str().as_encoded_bytes().ends_with(b".mts") {
-        return path;
+        return Ok(path);
     }
     let mut name = path.into_os_string();
     name.push(".mts");
-    PathBuf::from(name)
+    let path = PathBuf::from(name);
+    let message = format!(
+        "adding '.mts' extension, the file will be saved at '{}'",
+        path.display()
+    );
+    let message = std::ffi::CString::new(message.replace('\0', "\\0"))
+        .unwrap_or_else(|_| c"adding '.mts' extension".to_owned());
+    PyErr::warn(py, &py.get_type::<PyUserWarning>(), &message, 1)?;
+    Ok(path)
 }
 
 /// A seekable Python binary file object as a Rust writer. Data goes to

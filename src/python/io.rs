@@ -8,7 +8,7 @@ use pyo3::types::PyMemoryView;
 use super::array::{buffer_from_python, BufferOwner};
 use super::convert::{held_from_python, to_python};
 use super::errors::wrong_type;
-use super::file::{with_mts_extension, FileArg, MmapArg, PyFileWriter};
+use super::file::{with_mts_extension, FileArg, MmapArg, PyFileWriter, UseNumpy};
 use super::gil::detached;
 use crate::data::{DataRef, Kind};
 use crate::io;
@@ -19,7 +19,7 @@ use crate::io;
 pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>) -> PyResult<()> {
     match file {
         FileArg::Path(path) => {
-            let path = with_mts_extension(path);
+            let path = with_mts_extension(py, path)?;
             detached(py, || io::save_path(&path, data))
         }
         FileArg::File(file) => {
@@ -78,21 +78,36 @@ pub fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: Kind) -> PyR
 /// file beside the target, renamed over it once complete, with the GIL
 /// released. A seekable file object receives the archive in chunks of at most
 /// 8 MB; a file object that cannot seek receives the archive built in memory.
-#[pyfunction(name = "save")]
-fn py_save(py: Python<'_>, file: FileArg<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+///
+/// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap has
+/// one implementation, and its arrays are numpy arrays either way.
+#[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy), text_signature = "(file, data, use_numpy=False)")]
+fn py_save(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    data: &Bound<'_, PyAny>,
+    use_numpy: UseNumpy,
+) -> PyResult<()> {
+    let _ = use_numpy;
     save(py, file, held_from_python(data)?.as_ref())
 }
 
 /// The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns.
-#[pyfunction(name = "save_buffer")]
+/// ``use_numpy`` is accepted and ignored (see :func:`save`).
+#[pyfunction(name = "save_buffer", signature = (data, use_numpy = UseNumpy), text_signature = "(data, use_numpy=False)")]
 fn py_save_buffer<'py>(
     py: Python<'py>,
     data: &Bound<'py, PyAny>,
+    use_numpy: UseNumpy,
 ) -> PyResult<Bound<'py, PyMemoryView>> {
+    let _ = use_numpy;
     save_buffer(py, held_from_python(data)?.as_ref())
 }
 
 /// Load a :class:`TensorMap` from a path or a binary file object.
+///
+/// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap's
+/// arrays are numpy arrays either way.
 ///
 /// With ``mmap=True`` (or ``"r"``; paths only) the file is mapped instead of
 /// read: every uncompressed, aligned, native-endian array is a read-only
@@ -105,14 +120,26 @@ fn py_save_buffer<'py>(
 /// zeros and blockmap refuses to save, pickle or copy the map. Without
 /// ``mmap``, the data is read once into memory blockmap owns and every CRC
 /// is checked.
-#[pyfunction(name = "load", signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
-fn py_load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
+#[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+fn py_load(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    use_numpy: UseNumpy,
+    mmap: MmapArg,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
     load(py, file, Kind::Tensor, mmap)
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
-#[pyfunction(name = "load_block", signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
-fn py_load_block(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
+#[pyfunction(name = "load_block", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+fn py_load_block(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    use_numpy: UseNumpy,
+    mmap: MmapArg,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
     load(py, file, Kind::Block, mmap)
 }
 
@@ -127,14 +154,24 @@ fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
 ///
 /// Uncompressed, aligned, native-endian arrays are views of ``buffer``
 /// (read-only when it is), which they keep alive; others are copied.
-#[pyfunction(name = "load_buffer")]
-fn py_load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+#[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+fn py_load_buffer(
+    py: Python<'_>,
+    buffer: &Bound<'_, PyAny>,
+    use_numpy: UseNumpy,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
     load_buffer(py, buffer, Kind::Tensor)
 }
 
 /// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.
-#[pyfunction(name = "load_block_buffer")]
-fn py_load_block_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+#[pyfunction(name = "load_block_buffer", signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+fn py_load_block_buffer(
+    py: Python<'_>,
+    buffer: &Bound<'_, PyAny>,
+    use_numpy: UseNumpy,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
     load_buffer(py, buffer, Kind::Block)
 }
 

@@ -411,6 +411,13 @@ impl PyLabels {
         super::pickle::reduce(py, DataRef::Labels(&self.labels), protocol)
     }
 
+    /// The same Labels as metatensor-core's ``metatensor.Labels`` (see
+    /// :func:`blockmap.metatensor.to_metatensor`), which holds its own copy
+    /// of the values. Needs metatensor-core installed.
+    fn to_metatensor<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        super::convert::bridge(slf.as_any(), "to_metatensor")
+    }
+
     /// Save to a path or binary file object (see ``blockmap.save``).
     fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
         super::io::save(py, file, DataRef::Labels(&self.labels))

@@ -21,12 +21,14 @@ mod errors;
 mod file;
 mod gil;
 mod io;
+mod join;
 mod labels;
 mod ops;
 mod pickle;
 mod repr;
 mod selection;
 mod shm;
+mod split;
 mod tensor;
 
 use pyo3::prelude::*;
@@ -42,5 +44,7 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(module)?;
     pickle::register(module)?;
     shm::register(module)?;
+    join::register(module)?;
+    split::register(module)?;
     Ok(())
 }

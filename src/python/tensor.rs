@@ -9,7 +9,7 @@ use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::convert::{extract_labels, SaturatingInt};
 use super::errors::{invalid, type_name, wrong_type};
-use super::file::{FileArg, MmapArg};
+use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
 use super::selection::{self, block_index, describe, resolve, Selection};
 use crate::block::TensorBlock;
@@ -423,26 +423,53 @@ impl PyTensorMap {
         super::pickle::reduce(py, DataRef::Tensor(&self.map()), protocol)
     }
 
+    /// The same `TensorMap` as metatensor-core's ``metatensor.TensorMap`` (see
+    /// :func:`blockmap.metatensor.to_metatensor`): arrays are shared, labels
+    /// are copied once. Needs metatensor-core installed.
+    fn to_metatensor<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        super::convert::bridge(slf.as_any(), "to_metatensor")
+    }
+
     /// Save to a path or binary file object (see ``blockmap.save``).
-    fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+    #[pyo3(signature = (file, use_numpy = UseNumpy), text_signature = "($self, file, use_numpy=False)")]
+    fn save(&self, py: Python<'_>, file: FileArg<'_>, use_numpy: UseNumpy) -> PyResult<()> {
+        let _ = use_numpy;
         super::io::save(py, file, DataRef::Tensor(&self.map()))
     }
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, mmap = MmapArg::default()), text_signature = "(file, mmap=False)")]
-    fn load(py: Python<'_>, file: FileArg<'_>, mmap: MmapArg) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+    fn load(
+        py: Python<'_>,
+        file: FileArg<'_>,
+        use_numpy: UseNumpy,
+        mmap: MmapArg,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = use_numpy;
         super::io::load(py, file, Kind::Tensor, mmap)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
-    fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
+    #[pyo3(signature = (use_numpy = UseNumpy), text_signature = "($self, use_numpy=False)")]
+    fn save_buffer<'py>(
+        &self,
+        py: Python<'py>,
+        use_numpy: UseNumpy,
+    ) -> PyResult<Bound<'py, PyMemoryView>> {
+        let _ = use_numpy;
         super::io::save_buffer(py, DataRef::Tensor(&self.map()))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_buffer``).
     #[staticmethod]
-    fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    #[pyo3(signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+    fn load_buffer(
+        py: Python<'_>,
+        buffer: &Bound<'_, PyAny>,
+        use_numpy: UseNumpy,
+    ) -> PyResult<Py<PyAny>> {
+        let _ = use_numpy;
         super::io::load_buffer(py, buffer, Kind::Tensor)
     }
 
@@ -482,6 +509,78 @@ impl PyTensorMap {
         !self.__eq__(other)
     }
 
+    /// ``tensor + other``: ``blockmap.operations.add`` (metatensor-core's
+    /// operators are metatensor-operations' functions; they need it
+    /// installed, as metatensor-core does).
+    fn __add__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        operation(slf, "add", other)
+    }
+
+    /// ``tensor - other``: ``blockmap.operations.subtract``.
+    fn __sub__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        operation(slf, "subtract", other)
+    }
+
+    /// ``tensor * other``: ``blockmap.operations.multiply``.
+    fn __mul__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        operation(slf, "multiply", other)
+    }
+
+    /// ``tensor @ other``: ``blockmap.operations.dot``.
+    fn __matmul__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        operation(slf, "dot", other)
+    }
+
+    /// ``tensor / other``: ``blockmap.operations.divide``.
+    fn __truediv__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        operation(slf, "divide", other)
+    }
+
+    /// ``tensor ** other``: ``blockmap.operations.pow``. As metatensor-core's
+    /// two-argument ``__pow__``, ``pow(tensor, other, modulo)`` is a `TypeError`.
+    fn __pow__<'py>(
+        slf: &Bound<'py, Self>,
+        other: &Bound<'py, PyAny>,
+        modulo: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        if !modulo.is_none() {
+            return Err(wrong_type(
+                slf.py(),
+                "TensorMap.__pow__() takes 2 positional arguments but 3 were given",
+            ));
+        }
+        operation(slf, "pow", other)
+    }
+
+    /// ``-tensor``: ``blockmap.operations.multiply(tensor, -1)``.
+    fn __neg__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        operation(
+            slf,
+            "multiply",
+            &(-1i64).into_pyobject(slf.py())?.into_any(),
+        )
+    }
+
+    /// ``+tensor``: the map itself, as in metatensor-core.
+    fn __pos__<'py>(slf: &Bound<'py, Self>) -> Bound<'py, Self> {
+        slf.clone()
+    }
+
     /// metatensor's layout, with every key.
     fn __repr__(&self) -> String {
         super::repr::tensor(&self.map(), -1)
@@ -491,6 +590,16 @@ impl PyTensorMap {
     fn __str__(&self) -> String {
         super::repr::tensor(&self.map(), 7)
     }
+}
+
+/// ``blockmap.operations.<name>(map, other)``, imported on first use.
+fn operation<'py>(
+    map: &Bound<'py, PyTensorMap>,
+    name: &str,
+    other: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let operations = map.py().import("blockmap.operations")?;
+    operations.getattr(name)?.call1((map, other))
 }
 
 /// The ``fill_value`` of ``keys_to_*``: 0.0 when not given (an explicit

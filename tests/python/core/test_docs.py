@@ -18,6 +18,7 @@ HAS_DISTRIBUTED = importlib.util.find_spec("distributed") is not None
 def _modules():
     yield blockmap
     yield blockmap.io
+    yield importlib.import_module("blockmap.metatensor")
     if HAS_DISTRIBUTED:
         yield importlib.import_module("blockmap.dask")
 
@@ -26,8 +27,8 @@ def _public_members():
     for module in _modules():
         for name in module.__all__:
             obj = getattr(module, name)
-            if name == "__version__":
-                continue
+            if name == "__version__" or isinstance(obj, bool):
+                continue  # data, documented where it is defined
             yield f"{module.__name__}.{name}", obj
             if inspect.isclass(obj) and not issubclass(obj, BaseException):
                 for attribute in vars(obj):

@@ -24,6 +24,8 @@ BUILTINS = {
     "BlockMapIndexError": IndexError,
     "BlockMapOverflowError": OverflowError,
     "BlockMapAssertionError": AssertionError,
+    "NotEqualError": Exception,
+    "BlockMapNotImplementedError": NotImplementedError,
 }
 
 

@@ -249,7 +249,12 @@ def test_save_appends_mts_extension(tmp_path, rng, kind, as_str):
     _, load, _ = _kind(data)
     for name, expected in (("data", "data.mts"), ("old.npz", "old.npz.mts"), ("x.mts", "x.mts")):
         target = tmp_path / name
-        blockmap.save(str(target) if as_str else target, data)
+        if name == expected:
+            blockmap.save(str(target) if as_str else target, data)
+        else:
+            # metatensor's warning, naming the path saved to
+            with pytest.warns(UserWarning, match=f"adding '.mts' extension.*'.*{expected}'"):
+                blockmap.save(str(target) if as_str else target, data)
         assert (tmp_path / expected).is_file()
         assert_identical(load(tmp_path / expected), data)
     assert sorted(os.listdir(tmp_path)) == ["data.mts", "old.npz.mts", "x.mts"]
@@ -257,16 +262,19 @@ def test_save_appends_mts_extension(tmp_path, rng, kind, as_str):
 
 def test_method_save_appends_mts_extension(tmp_path, rng):
     tensor = make_map(rng)
-    tensor.save(tmp_path / "data")
-    tensor.block(0).save(str(tmp_path / "block"))
-    tensor.keys.save(tmp_path / "keys")
+    with pytest.warns(UserWarning, match="adding '.mts' extension") as caught:
+        tensor.save(tmp_path / "data")
+        tensor.block(0).save(str(tmp_path / "block"))
+        tensor.keys.save(tmp_path / "keys")
+    assert len(caught) == 3
     assert sorted(os.listdir(tmp_path)) == ["block.mts", "data.mts", "keys.mts"]
 
 
 def test_load_does_not_append_extension(tmp_path, rng):
     # like metatensor-core, which fails to load "data" when only "data.mts" exists
     tensor = make_map(rng)
-    blockmap.save(tmp_path / "data", tensor)
+    with pytest.warns(UserWarning, match="adding '.mts' extension"):
+        blockmap.save(tmp_path / "data", tensor)
     assert os.listdir(tmp_path) == ["data.mts"]
     with pytest.raises(MissingFileError):
         blockmap.load(tmp_path / "data")
@@ -1168,7 +1176,8 @@ def test_pathlike_objects_are_paths(tmp_path, rng):
             return str(self.path)
 
     tensor = make_map(rng)
-    blockmap.save(PathLike(tmp_path / "data"), tensor)
+    with pytest.warns(UserWarning, match="adding '.mts' extension"):
+        blockmap.save(PathLike(tmp_path / "data"), tensor)
     assert os.listdir(tmp_path) == ["data.mts"]
     assert_identical(blockmap.load(PathLike(tmp_path / "data.mts")), tensor)
     assert_identical(blockmap.load(PathLike(tmp_path / "data.mts"), mmap=True), tensor)

@@ -135,7 +135,8 @@ def test_metatensor_reads_blockmap_labels(tmp_path, case):
 
 def test_metatensor_reads_blockmap_files_saved_without_extension(tmp_path, rng):
     tensor = make_map(rng)
-    blockmap.save(tmp_path / "data", tensor)
+    with pytest.warns(UserWarning, match="adding '.mts' extension"):
+        blockmap.save(tmp_path / "data", tensor)
     assert_matches_metatensor(tensor, metatensor.load(tmp_path / "data.mts"))
 
 

@@ -204,7 +204,17 @@ def test_read_only_data_stays_read_only(rng, tmp_path):
     assert_identical(mapped, tensor)
 
 
-def test_shared_maps_pickle_to_metadata_only(rng):
+@pytest.fixture
+def no_auto_share():
+    """Maps pickled through multiprocessing as they are (no automatic
+    sharing of large ones), for the tests of the plain path."""
+    before = blockmap.get_auto_share_threshold()
+    blockmap.set_auto_share_threshold(None)
+    yield
+    blockmap.set_auto_share_threshold(before)
+
+
+def test_shared_maps_pickle_to_metadata_only(rng, no_auto_share):
     tensor = make_map(rng, n_samples=(2000, 3000))
     plain = ForkingPickler.dumps(tensor)
     assert len(plain) > tensor.nbytes
@@ -432,3 +442,127 @@ def test_attach_refuses_bad_descriptors_and_locations(rng, tmp_path):
     assert_identical(attach(header, [os.dup(fds[0])], places, labels), tensor)
     assert blockmap._blockmap._shared_parts(make_map(rng)) is None
     gc.collect()
+
+
+# ------------------------------------------------- shared automatically
+
+
+def _big_map(rng):
+    tensor = make_map(rng, n_samples=(2000, 3000))
+    assert tensor.nbytes > blockmap._shared.DEFAULT_AUTO_SHARE_BYTES
+    return tensor
+
+
+def test_large_maps_travel_through_shared_memory_by_themselves(rng):
+    tensor = _big_map(rng)
+    message = ForkingPickler.dumps(tensor)
+    # the bytes a queue or pipe carries: metadata and labels, not the values
+    label_bytes = sum(array.nbytes for array in _label_arrays(tensor))
+    value_bytes = sum(array.nbytes for array in _value_arrays(tensor))
+    assert len(message) < 8_000 + label_bytes, len(message)
+    assert len(message) < value_bytes / 10
+    # the sender's map is left as it was: not shared, its arrays its own
+    assert not tensor.is_shared()
+    assert not any(_in_segment(array) for array in _value_arrays(tensor) if array.size)
+    received = pickle.loads(message)
+    assert received.is_shared()
+    assert_identical(received, tensor)
+    assert all(_in_segment(array) for array in _value_arrays(received))
+    # a copy made once for sending: the sender does not see the receiver's writes
+    received.block(0).values[...] = -7.0
+    assert not (tensor.block(0).values == -7.0).any()
+    # blocks too; labels always travel in the message
+    block = tensor.block(1)
+    block_message = ForkingPickler.dumps(block)
+    assert len(block_message) < 8_000 + sum(a.nbytes for a in _label_arrays(block))
+    assert pickle.loads(block_message).is_shared()
+    assert pickle.loads(ForkingPickler.dumps(tensor.keys)) is not tensor.keys
+
+
+def test_small_maps_are_pickled_as_they_are(rng):
+    tensor = make_map(rng)
+    assert tensor.nbytes < blockmap.get_auto_share_threshold()
+    message = ForkingPickler.dumps(tensor)
+    received = pickle.loads(message)
+    assert not received.is_shared()
+    assert_identical(received, tensor)
+    assert len(message) > tensor.nbytes
+
+
+def test_the_threshold_can_be_set(rng, no_auto_share):
+    small = make_map(rng)
+    big = _big_map(rng)
+    assert blockmap.get_auto_share_threshold() is None
+    assert not pickle.loads(ForkingPickler.dumps(big)).is_shared()
+    blockmap.set_auto_share_threshold(0)
+    assert pickle.loads(ForkingPickler.dumps(small)).is_shared()
+    blockmap.set_auto_share_threshold(small.nbytes + 1)
+    assert not pickle.loads(ForkingPickler.dumps(small)).is_shared()
+    for bad, error in [(-1, blockmap.ValidationError), (1.5, blockmap.BlockMapTypeError)]:
+        with pytest.raises(error):
+            blockmap.set_auto_share_threshold(bad)
+    with pytest.raises(blockmap.BlockMapTypeError):
+        blockmap.set_auto_share_threshold(True)
+    assert blockmap.get_auto_share_threshold() == small.nbytes + 1
+
+
+def _describe(tensor):
+    """In a worker: whether the map came shared, and its values' sum."""
+    return tensor.is_shared(), float(sum(block.values.sum() for block in tensor))
+
+
+def _put_big_map(answers, seed):
+    tensor = make_map(np.random.default_rng(seed), n_samples=(2000, 3000))
+    answers.put((float(sum(block.values.sum() for block in tensor)), tensor))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_large_maps_cross_queues_pools_and_pipes_shared(rng, method):
+    context = multiprocessing.get_context(method)
+    tensor = _big_map(rng)
+    expected = float(sum(block.values.sum() for block in tensor))
+    with context.Pool(1) as pool:
+        # to the worker and back: shared both ways
+        assert pool.apply(_describe, (tensor,)) == (True, pytest.approx(expected))
+        returned = pool.apply(identity, (tensor,))
+    assert returned.is_shared()
+    assert_identical(returned, tensor)
+    # a map made in the child reaches the parent in shared memory
+    answers = context.Queue()
+    child = context.Process(target=_put_big_map, args=(answers, 3))
+    child.start()
+    total, made = answers.get(timeout=60)
+    child.join(timeout=60)
+    assert made.is_shared()
+    assert float(sum(block.values.sum() for block in made)) == pytest.approx(total)
+    ours, theirs = context.Pipe()
+    child = context.Process(target=_echo_pipe, args=(theirs,))
+    child.start()
+    ours.send(tensor)
+    echoed = ours.recv()
+    child.join(timeout=60)
+    assert echoed.is_shared()
+    assert_identical(echoed, tensor)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_process_arguments_are_pickled_as_they_are(rng, method):
+    # a process being started gets its arguments' descriptors at start:
+    # a temporary copy would be gone by then, so large maps given as
+    # arguments are pickled (share them first to send descriptors)
+    context = multiprocessing.get_context(method)
+    tensor = _big_map(rng)
+    answers = context.Queue()
+    child = context.Process(target=_report_shared, args=(tensor, answers))
+    child.start()
+    assert answers.get(timeout=60) is False
+    child.join(timeout=60)
+    shared = tensor.copy().share_memory()
+    child = context.Process(target=_report_shared, args=(shared, answers))
+    child.start()
+    assert answers.get(timeout=60) is True
+    child.join(timeout=60)
+
+
+def _report_shared(tensor, answers):
+    answers.put(tensor.is_shared())

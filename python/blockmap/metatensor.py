@@ -1,0 +1,280 @@
+"""metatensor-core's objects and blockmap's, both ways, and blockmap's
+transports for metatensor-core's own objects.
+
+**Bridges.** :func:`from_metatensor` turns metatensor-core's ``Labels``,
+``TensorBlock`` and ``TensorMap`` into blockmap's, and
+:func:`to_metatensor` (also the ``to_metatensor()`` method of blockmap's
+classes) the other way. Gradients and info come along. Array data is not
+copied either way: metatensor-core keeps the numpy array it is given (here,
+a view of blockmap's memory, which it keeps alive), and blockmap keeps a
+buffer export of metatensor-core's numpy arrays. Labels are copied once
+(each library keeps its labels in its own memory).
+
+**Registration.** ``blockmap.metatensor.register()`` is the one line that
+moves metatensor-core's objects the way blockmap moves its own:
+
+- pickle (and everything built on it: multiprocessing, torch DataLoader
+  workers, ray, joblib) goes through blockmap's wire format: protocol 5
+  gives one out-of-band buffer per array and no archive, lower protocols the
+  ``.mts`` archive; objects come back as metatensor-core objects;
+- dask.distributed gets serializers with one frame per array (workers of
+  clusters created after the call register themselves through dask's
+  ``distributed.worker.preload``; for a cluster started elsewhere, start its
+  workers with ``--preload blockmap.metatensor``);
+- :func:`blockmap.share_memory` takes metatensor-core objects, and the
+  shared objects cross multiprocessing as a file descriptor and metadata.
+
+It is opt-in because such a pickle needs blockmap to load. Importing
+blockmap, or this module, changes nothing about metatensor-core's objects.
+A process that unpickles one of these objects is registered too, so that it
+sends them back the same way.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import sys
+import weakref
+from typing import Any
+
+from . import _hooks
+from ._blockmap import Labels, TensorBlock, TensorMap
+from .exceptions import BlockMapTypeError
+
+__all__ = ["from_metatensor", "is_registered", "register", "share_memory", "to_metatensor"]
+
+Blockmap = Labels | TensorBlock | TensorMap
+
+
+def _metatensor() -> Any:
+    try:
+        import metatensor
+    except ImportError as error:
+        raise ImportError(
+            "blockmap.metatensor converts to and from metatensor-core, which is not "
+            "installed: `pip install metatensor-core`",
+            name="metatensor",
+        ) from error
+    return metatensor
+
+
+def to_metatensor(obj: Blockmap) -> Any:
+    """metatensor-core's ``Labels``, ``TensorBlock`` or ``TensorMap`` with
+    the same data as ``obj`` (blockmap's).
+
+    Values and gradients are shared (metatensor-core's block holds a numpy
+    view of blockmap's memory, which stays alive as long as it does); labels
+    are copied once; info is copied.
+    """
+    mts = _metatensor()
+    convert = _Cache(lambda labels: mts.Labels(labels.names, labels.values, assume_unique=True))
+    if isinstance(obj, Labels):
+        return convert(obj)
+    if isinstance(obj, TensorBlock):
+        return _block_to(mts, convert, obj)
+    if isinstance(obj, TensorMap):
+        keys = convert(obj.keys)
+        result = mts.TensorMap(keys, [_block_to(mts, convert, block) for block in obj.blocks()])
+        for key, value in obj.info().items():
+            result.set_info(key, value)
+        return result
+    raise BlockMapTypeError(
+        f"to_metatensor takes blockmap's Labels, TensorBlock or TensorMap, not {type(obj).__name__}"
+    )
+
+
+class _Cache:
+    """Labels converted once per conversion: the components and properties
+    that many blocks have in common (small labels, compared by content) are
+    made once, as each library's labels cost a native object (metatensor-core's
+    take about 20 us each, most of a conversion)."""
+
+    #: labels of at most this many bytes of values are looked up by content
+    SMALL = 4096
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+        self.made: dict[tuple[tuple[str, ...], bytes], Any] = {}
+
+    def __call__(self, labels: Any) -> Any:
+        values = labels.values
+        if values.nbytes > self.SMALL:
+            return self.make(labels)
+        key = (tuple(labels.names), values.shape[0], values.tobytes())
+        made = self.made.get(key)
+        if made is None:
+            made = self.made[key] = self.make(labels)
+        return made
+
+
+def _block_to(mts: Any, convert: _Cache, block: TensorBlock) -> Any:
+    # blockmap's labels are unique already: metatensor-core need not check
+    result = mts.TensorBlock(
+        values=block.values,
+        samples=convert(block.samples),
+        components=[convert(component) for component in block.components],
+        properties=convert(block.properties),
+    )
+    for parameter, gradient in block.gradients():
+        result.add_gradient(parameter, _block_to(mts, convert, gradient))
+    return result
+
+
+def from_metatensor(obj: Any) -> Blockmap:
+    """blockmap's ``Labels``, ``TensorBlock`` or ``TensorMap`` with the same
+    data as ``obj`` (metatensor-core's).
+
+    Values and gradients are shared (blockmap keeps a buffer export of
+    metatensor-core's numpy arrays; an array that is not C-contiguous and
+    aligned is copied once, as for any array given to
+    :class:`blockmap.TensorBlock`); labels are copied once; info is copied.
+    """
+    mts = sys.modules.get("metatensor")
+    convert = _Cache(lambda labels: Labels(labels.names, labels.values))
+    if mts is not None:
+        if isinstance(obj, mts.Labels):
+            return convert(obj)
+        if isinstance(obj, mts.TensorBlock):
+            return _block_from(convert, obj)
+        if isinstance(obj, mts.TensorMap):
+            keys = convert(obj.keys)
+            result = TensorMap(keys, [_block_from(convert, block) for block in obj.blocks()])
+            for key, value in obj.info().items():
+                result.set_info(key, value)
+            return result
+    raise BlockMapTypeError(
+        f"from_metatensor takes metatensor-core's Labels, TensorBlock or TensorMap, "
+        f"not {type(obj).__module__}.{type(obj).__name__}"
+    )
+
+
+def _block_from(convert: _Cache, block: Any) -> TensorBlock:
+    result = TensorBlock(
+        values=block.values,
+        samples=convert(block.samples),
+        components=[convert(component) for component in block.components],
+        properties=convert(block.properties),
+    )
+    for parameter, gradient in block.gradients():
+        result.add_gradient(parameter, _block_from(convert, gradient))
+    return result
+
+
+# -- shared memory ----------------------------------------------------------
+
+#: id(metatensor object) -> (weak reference to it, blockmap's shared object)
+_SHARED: dict[int, tuple[weakref.ref[Any], Blockmap]] = {}
+
+
+def share_memory(obj: Any) -> Any:
+    """metatensor-core's ``obj`` with its data moved into one shared memory
+    segment (one copy), as :meth:`blockmap.TensorMap.share_memory` does for
+    blockmap's maps: a new metatensor-core object viewing the segment, which
+    crosses multiprocessing (Queue, Pipe, Pool, ...) as metadata and a file
+    descriptor. Needs :func:`register`.
+    """
+    if not _REGISTERED:
+        raise BlockMapTypeError(
+            "sharing metatensor-core's objects needs blockmap.metatensor.register() "
+            "first: it is what makes them cross multiprocessing as shared memory"
+        )
+    mts = _metatensor()
+    if not isinstance(obj, (mts.TensorMap, mts.TensorBlock)):
+        raise BlockMapTypeError(
+            f"share_memory takes a TensorMap or a TensorBlock, not {type(obj).__name__}"
+        )
+    shared = from_metatensor(obj).share_memory()
+    result = to_metatensor(shared)
+    key = id(result)
+    _SHARED[key] = (weakref.ref(result), shared)
+    weakref.finalize(result, _SHARED.pop, key, None)
+    return result
+
+
+def _shared_twin(obj: Any) -> Blockmap | None:
+    entry = _SHARED.get(id(obj))
+    if entry is not None and entry[0]() is obj:
+        return entry[1]
+    return None
+
+
+# -- pickle -----------------------------------------------------------------
+
+
+def _reduce(obj: Any) -> tuple[Any, tuple[Any, ...]]:
+    twin = _shared_twin(obj)
+    if twin is None:
+        twin = from_metatensor(obj)
+    return _rebuild, (twin,)
+
+
+def _rebuild(obj: Blockmap) -> Any:
+    """Unpickling: blockmap's object, rebuilt by blockmap's reconstructor
+    (viewing the out-of-band buffers), made metatensor-core's again."""
+    register()
+    result = to_metatensor(obj)
+    if isinstance(obj, (TensorMap, TensorBlock)) and obj.is_shared():
+        key = id(result)
+        _SHARED[key] = (weakref.ref(result), obj)
+        weakref.finalize(result, _SHARED.pop, key, None)
+    return result
+
+
+# -- dask -------------------------------------------------------------------
+
+
+def _dask_serialize(obj: Any) -> tuple[dict[str, Any], list[Any]]:
+    from . import dask
+
+    twin = _shared_twin(obj)
+    return dask.serialize(twin if twin is not None else from_metatensor(obj))
+
+
+def _dask_deserialize(header: dict[str, Any], frames: list[Any]) -> Any:
+    from . import dask
+
+    return to_metatensor(dask.deserialize(header, frames))
+
+
+def _register_dask() -> None:
+    import dask.config
+    from distributed.protocol import dask_deserialize, dask_serialize
+
+    mts = _metatensor()
+    for cls in (mts.TensorMap, mts.TensorBlock, mts.Labels):
+        dask_serialize.register(cls)(_dask_serialize)
+        dask_deserialize.register(cls)(_dask_deserialize)
+    preload = list(dask.config.get("distributed.worker.preload", []) or [])
+    if __name__ not in preload:
+        dask.config.set({"distributed.worker.preload": [*preload, __name__]})
+
+
+def dask_setup(worker: Any) -> None:
+    """dask's preload hook: a worker started with ``--preload
+    blockmap.metatensor`` registers itself."""
+    del worker
+    register()
+
+
+# -- registration -----------------------------------------------------------
+
+_REGISTERED = False
+
+
+def register() -> None:
+    """Move metatensor-core's TensorMap, TensorBlock and Labels with
+    blockmap's transports, in this process (see the module's docs). Calling
+    it again does nothing."""
+    global _REGISTERED
+    if _REGISTERED:
+        return
+    mts = _metatensor()
+    for cls in (mts.TensorMap, mts.TensorBlock, mts.Labels):
+        copyreg.pickle(cls, _reduce)
+    _REGISTERED = True
+    _hooks.when_imported("distributed", _register_dask)
+
+
+def is_registered() -> bool:
+    """Whether :func:`register` was called in this process."""
+    return _REGISTERED

@@ -1,0 +1,123 @@
+"""metatensor-operations, running on blockmap's classes.
+
+metatensor-operations (``pip install metatensor-operations``) is pure Python
+over metatensor-core's API: ``slice``, ``drop_blocks``, ``sort``, ``equal``,
+``allclose``, ``add``, ``reduce_*``, ``*_dimension`` and the rest. This
+module is a second copy of the installed package, loaded under the name
+``blockmap.operations`` with its ``_backend`` (the module that names the
+classes it builds and checks for) pointing at :class:`blockmap.Labels`,
+:class:`blockmap.TensorBlock` and :class:`blockmap.TensorMap` instead of
+metatensor-core's. ``blockmap.<op>`` reaches these for every name that
+``metatensor`` re-exports, except :func:`blockmap.join`,
+:func:`blockmap.join_blocks`, :func:`blockmap.split` and
+:func:`blockmap.split_block`, which are blockmap's own (in Rust, with the
+same semantics); ``blockmap.operations.join`` is metatensor-operations'.
+
+Nothing of metatensor-core is imported or changed: ``metatensor.operations``,
+when metatensor-core is installed, keeps working on metatensor-core's
+objects, in the same process. ``NotEqualError`` is
+:class:`blockmap.NotEqualError`, whichever of the two raised it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+from typing import Any
+
+import numpy as np
+
+from . import exceptions
+from ._blockmap import Labels, TensorBlock, TensorMap
+
+__all__: list[str] = []
+
+
+def _find_package() -> Any:
+    try:
+        spec = importlib.util.find_spec("metatensor_operations")
+    except (ImportError, ValueError):
+        # an import hook refusing it, or a module without a spec
+        spec = None
+    if spec is None or spec.origin is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "blockmap.operations runs metatensor-operations on blockmap's maps, and "
+            "metatensor-operations is not installed: "
+            "`pip install metatensor-operations` (or `pip install blockmap[operations]`)",
+            name="metatensor_operations",
+        )
+    return spec
+
+
+def _make_backend() -> types.ModuleType:
+    """The ``_backend`` module of metatensor-operations, for blockmap's classes."""
+    backend = types.ModuleType(f"{__name__}._backend")
+    backend.__dict__.update(
+        Labels=Labels,
+        TensorBlock=TensorBlock,
+        TensorMap=TensorMap,
+        LabelsValues=np.ndarray,
+        Array=Any,
+        torch_jit_is_scripting=lambda: False,
+        torch_jit_script=lambda function: function,
+        torch_jit_annotate=lambda type, value: value,
+    )
+
+    def isinstance_metatensor(value: Any, typename: str) -> bool:
+        assert typename in ("Labels", "TensorBlock", "TensorMap")
+        return isinstance(value, backend.__dict__[typename])
+
+    def _version_at_least(version: str, expected: str) -> bool:
+        def parse(text: str) -> tuple[int, ...]:
+            return tuple(int(part) for part in text.split(".")[:2])
+
+        return parse(version) >= parse(expected)
+
+    backend.isinstance_metatensor = isinstance_metatensor
+    backend._version_at_least = _version_at_least
+    return backend
+
+
+def _load() -> None:
+    spec = _find_package()
+    module = sys.modules[__name__]
+    # this module becomes a package whose submodules are metatensor-operations'
+    module.__path__ = list(spec.submodule_search_locations)
+    module.__spec__.submodule_search_locations = module.__path__
+    module.__package__ = __name__
+    sys.modules[f"{__name__}._backend"] = _make_backend()
+
+    # metatensor-operations' own error class becomes blockmap's, before any
+    # of its modules binds the name
+    utils = importlib.import_module(f"{__name__}._utils")
+    utils.NotEqualError = exceptions.NotEqualError
+
+    # its __init__ makes itself `metatensor.operations`: keep metatensor's
+    own_names = set(module.__dict__)
+    absent = object()
+    previous = sys.modules.get("metatensor.operations", absent)
+    try:
+        with open(spec.origin, encoding="utf-8") as file:
+            source = file.read()
+        code = compile(source, spec.origin, "exec")
+        exec(code, module.__dict__)  # noqa: S102 - the installed package's own code
+    finally:
+        if previous is absent:
+            sys.modules.pop("metatensor.operations", None)
+        else:
+            sys.modules["metatensor.operations"] = previous
+
+    # what `from metatensor.operations import *` gives
+    module.__all__[:] = sorted(
+        name
+        for name, value in module.__dict__.items()
+        if not name.startswith("_")
+        and name not in own_names
+        and not isinstance(value, types.ModuleType)
+    )
+    module.__doc__ = _DOC
+
+
+_DOC = __doc__
+_load()
