@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench fuzz check-memory build lint stubtest rust-test py-test clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test clean
 
 all: test
 
@@ -55,6 +55,13 @@ demo: build
 # process, metatensor-core is slow); writes the report and its chart.
 bench: build
 	$(PY) -m bench bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
+
+# How each operation's time grows with the number of blocks (1 to 10,000 at
+# 80 MB) and with the bytes (W-shaped maps of 8 MB to 800 MB, and 8 GB for the
+# operations whose memory fits), every run a fresh process (about 20 minutes);
+# writes docs/scaling.md (linked from docs/benchmarks.md) and its chart.
+scaling: build
+	$(PY) -m bench scaling --huge --markdown docs/scaling.md --chart docs/scaling.png
 
 # Each cargo-fuzz target for FUZZ_SECONDS, one after another (not part of
 # `make test`; needs `cargo install cargo-fuzz --locked`, see fuzz/README.md).

@@ -10,6 +10,8 @@ Commands:
              numpy and metatensor-core, each in a fresh process; print the
              medians, their ratios and the targets they meet, and write them as
              markdown and a chart when asked.
+    scaling  how each operation's time grows with the number of blocks and
+             with the bytes of the map (bench/scaling.py): log-log slopes.
     worker   one timed run in this process, and
     prepare  the files that load operations read: the fresh processes that
              bench starts (bench/runner.py).
@@ -28,6 +30,7 @@ from . import (
     demo,
     families,  # noqa: F401  (registers every operation before the parser is made)
     runner,
+    scaling,
 )
 from .registry import OPERATIONS, OTHER_NAME, metatensor_version
 from .report import print_report, runs_phrase, workload_summary, write_chart, write_markdown
@@ -152,7 +155,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_arguments(bench_command)
     bench_command.set_defaults(run=run)
+    scaling_command = commands.add_parser(
+        "scaling",
+        help="how each operation's time grows with blocks and bytes (log-log slopes)",
+        description="Time pickle, save, load, mapped load, construction, block lookup, "
+        "share_memory + Queue and dask on maps of 1 to 10,000 blocks at a fixed size and on "
+        "W-shaped maps of growing size, with blockmap, numpy and metatensor-core, each run "
+        "in a fresh process; fit and print the log-log slopes and flag those that grow "
+        "faster than their work.",
+    )
+    scaling.add_arguments(scaling_command)
+    scaling_command.set_defaults(run=scaling.run)
     runner.add_commands(commands)
+    scaling.add_commands(commands)
     return parser
 
 

@@ -147,6 +147,15 @@ def write_markdown(result: BenchResult, path: Path, command: str) -> None:
             file=out,
         )
         print_report(result, out, markdown=True)
+        # written here, so that regenerating this page keeps the link
+        print("## Scaling\n", file=out)
+        print(
+            "How each operation's time grows with the number of blocks and with the "
+            "bytes of the map, with log-log slopes, is in [scaling.md](scaling.md) "
+            "(`make scaling`, `python -m bench scaling`), charted in "
+            "[scaling.png](scaling.png).\n",
+            file=out,
+        )
         print("## What is timed\n", file=out)
         print("| operation | library | timed call |\n|---|---|---|", file=out)
         for name in result.operations:
