@@ -1,7 +1,9 @@
 """The ``files`` family of the benchmark: save W to a file, load it, map it.
 
 blockmap saves and loads ``.mts`` files, numpy an ``.npz`` (and, to map it,
-one ``.npy`` per array), metatensor-core its ``.mts`` (it cannot map a file).
+one ``.npy`` per array), metatensor-core its ``.mts`` (it cannot map a file),
+safetensors one ``.safetensors`` file of W's arrays (``save_file``,
+``load_file``, and ``safe_open`` with ``get_slice`` for the lazy load).
 The files that load operations read are prepared once per benchmark run
 (:func:`bench.registry.register_prepared`); a saved file is deleted after its
 size is noted. Registered into :data:`bench.registry.OPERATIONS` on import,
@@ -21,6 +23,7 @@ from .measure import format_bytes
 from .registry import (
     LIBRARIES,
     OTHER_NAME,
+    SAFETENSORS,
     TARGETS,
     CheckError,
     Context,
@@ -29,11 +32,12 @@ from .registry import (
     memory_goal,
     register,
     register_prepared,
+    relative_memory_goal,
     time_goal,
 )
 from .workload import WorkloadArrays, build_blockmap, build_metatensor, flat_arrays
 
-__all__ = ["BLOCKMAP_FILE", "METATENSOR_FILE", "NUMPY_DIR", "NUMPY_FILE"]
+__all__ = ["BLOCKMAP_FILE", "METATENSOR_FILE", "NUMPY_DIR", "NUMPY_FILE", "SAFETENSORS_FILE"]
 
 
 def _fresh_path(context: Context, library: str, suffix: str) -> Path:
@@ -59,6 +63,17 @@ BLOCKMAP_FILE = "blockmap.mts"
 NUMPY_FILE = "numpy.npz"
 NUMPY_DIR = "numpy-npy"
 METATENSOR_FILE = "metatensor.mts"
+SAFETENSORS_FILE = "arrays.safetensors"
+
+
+def _named(arrays: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """W's arrays as safetensors takes them: by name, in flat order."""
+    return {f"a{index:05d}": array for index, array in enumerate(arrays)}
+
+
+def _in_order(named: Any) -> list[Any]:
+    """The arrays of a safetensors dict (or lazy file), in flat order."""
+    return [named[name] for name in sorted(named.keys())]
 
 
 @register_prepared(BLOCKMAP_FILE)
@@ -78,6 +93,13 @@ def _prepare_numpy_dir(arrays: WorkloadArrays, path: Path) -> None:
     path.mkdir()
     for index, array in enumerate(flat_arrays(arrays)):
         np.save(path / f"{index:05d}.npy", array)
+
+
+@register_prepared(SAFETENSORS_FILE)
+def _prepare_safetensors(arrays: WorkloadArrays, path: Path) -> None:
+    from safetensors.numpy import save_file
+
+    save_file(_named(flat_arrays(arrays)), str(path))
 
 
 @register_prepared(METATENSOR_FILE)
@@ -106,6 +128,12 @@ def _metatensor_save(state: tuple[Any, Path]) -> None:
     import metatensor
 
     metatensor.save(str(state[1]), state[0])
+
+
+def _safetensors_save(state: tuple[dict[str, np.ndarray], Path]) -> None:
+    from safetensors.numpy import save_file
+
+    save_file(state[0], str(state[1]))
 
 
 register(
@@ -138,6 +166,15 @@ register(
                 run=_metatensor_save,
                 finish=_finish_save,
             ),
+            SAFETENSORS: Implementation(
+                call="safetensors.numpy.save_file({name: array}, path)",
+                setup=lambda c: (
+                    _named(flat_arrays(c.arrays)),
+                    _fresh_path(c, "safetensors", ".safetensors"),
+                ),
+                run=_safetensors_save,
+                finish=_finish_save,
+            ),
         },
     )
 )
@@ -163,6 +200,12 @@ def _metatensor_load(path: Path) -> Any:
     import metatensor
 
     return metatensor.load(str(path))
+
+
+def _safetensors_load(path: Path) -> dict[str, np.ndarray]:
+    from safetensors.numpy import load_file
+
+    return load_file(str(path))
 
 
 register(
@@ -192,6 +235,13 @@ register(
                 finish=lambda c, state, tensor: check_map(c, tensor),
                 needs=(METATENSOR_FILE,),
             ),
+            SAFETENSORS: Implementation(
+                call="safetensors.numpy.load_file(path)",
+                setup=lambda c: c.workdir / SAFETENSORS_FILE,
+                run=_safetensors_load,
+                finish=lambda c, state, loaded: check_list(c, _in_order(loaded)),
+                needs=(SAFETENSORS_FILE,),
+            ),
         },
     )
 )
@@ -210,6 +260,19 @@ def _blockmap_mmap(path: Path) -> Any:
 
 def _numpy_mmap(paths: list[Path]) -> list[np.ndarray]:
     return [np.load(path, mmap_mode="r") for path in paths]
+
+
+def _safetensors_open(path: Path) -> tuple[Any, list[Any]]:
+    from safetensors import safe_open
+
+    lazy = safe_open(str(path), framework="np")
+    return lazy, [lazy.get_slice(name) for name in sorted(lazy.keys())]
+
+
+def _finish_safetensors_open(context: Context, state: Any, result: Any) -> str:
+    _, slices = result
+    # read after timing: the lazy slices give the data when indexed
+    return "lazy slices; " + check_list(context, [piece[:] for piece in slices])
 
 
 register(
@@ -233,11 +296,42 @@ register(
                 needs=(NUMPY_DIR,),
             ),
             # metatensor-core cannot map a file.
+            SAFETENSORS: Implementation(
+                call='f = safe_open(path, framework="np"); '
+                "[f.get_slice(k) for k in sorted(f.keys())]",
+                setup=lambda c: c.workdir / SAFETENSORS_FILE,
+                run=_safetensors_open,
+                finish=_finish_safetensors_open,
+                needs=(SAFETENSORS_FILE,),
+            ),
         },
     )
 )
 
 
+#: The speed issue's goals against safetensors: save and load at most its
+#: time, mapped load within 2x of its lazy open, with RSS growth of at most
+#: W's labels (2.4 MB) plus 2 MB.
+TARGETS.extend(
+    [
+        time_goal("save: at most 1.0x safetensors' save_file", "save", ("save", SAFETENSORS), 1.0),
+        time_goal("load: at most 1.0x safetensors' load_file", "load", ("load", SAFETENSORS), 1.0),
+        relative_memory_goal(
+            "load: peak memory growth <= safetensors'", "load", ("load", SAFETENSORS), 0.0
+        ),
+        time_goal(
+            "mapped load: at most 2x safetensors' safe_open + get_slice",
+            "mmap",
+            ("mmap", SAFETENSORS),
+            2.0,
+        ),
+        memory_goal(
+            "mapped load: peak memory growth at most the labels (2.4 MB) + 2 MB",
+            "mmap",
+            4.4e6 / 794.3e6,
+        ),
+    ]
+)
 TARGETS.extend(
     [
         time_goal("save: at most 1.0x numpy's time", "save", ("save", "numpy"), 1.0),

@@ -36,6 +36,7 @@ __all__ = [
     "OTHERS",
     "OTHER_NAME",
     "PREPARED",
+    "SAFETENSORS",
     "TARGETS",
     "CheckError",
     "Context",
@@ -54,8 +55,10 @@ __all__ = [
 ]
 
 OTHER_NAME = "metatensor-core"
+#: The peer of the files family: safetensors' numpy API on the same arrays.
+SAFETENSORS = "safetensors"
 #: The libraries compared, in column order; blockmap first.
-LIBRARIES: tuple[str, ...] = ("blockmap", "numpy", OTHER_NAME)
+LIBRARIES: tuple[str, ...] = ("blockmap", "numpy", OTHER_NAME, SAFETENSORS)
 #: The libraries blockmap is compared with.
 OTHERS: tuple[str, ...] = LIBRARIES[1:]
 
