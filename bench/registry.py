@@ -271,7 +271,7 @@ def memory_goal(text: str, operation: str, fraction: float) -> Goal:
         share = ours.peak_growth / result.data_bytes
         detail = (
             f"{format_growth(ours.peak_growth)} of {format_bytes(result.data_bytes)} "
-            f"= {share:.2%} (limit {fraction:.0%})"
+            f"= {share:.2%} (limit {fraction:.2%})"
         )
         return share < fraction, detail
 
