@@ -12,7 +12,7 @@ use super::convert::{
     check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
     insert_index, saturating_index, to_arguments, SaturatingInt,
 };
-use super::errors::{from_callee, invalid, out_of_range, type_name, wrong_type};
+use super::errors::{class_repr, from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
@@ -238,9 +238,11 @@ impl PyLabels {
 
     /// New Labels with a last dimension ``name`` whose values are
     /// ``values``, a 1-D numpy array of one integer per entry.
-    fn append(&self, name: &str, values: &Bound<'_, PyAny>) -> PyResult<Self> {
+    /// As metatensor, ``values`` is checked before ``name``.
+    fn append(&self, name: &Bound<'_, PyAny>, values: &Bound<'_, PyAny>) -> PyResult<Self> {
         let values = extract_dimension_values(values, self.labels.count())?;
-        Ok(self.labels.append(name, &values)?.into())
+        let name = new_name(name)?;
+        Ok(self.labels.append(&name.to_cow()?, &values)?.into())
     }
 
     /// New Labels with a dimension ``name`` before dimension ``index``
@@ -249,12 +251,18 @@ impl PyLabels {
     fn insert(
         &self,
         index: &Bound<'_, PyAny>,
-        name: &str,
+        name: &Bound<'_, PyAny>,
         values: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
-        let index = insert_index(index, self.labels.size())?;
+        // metatensor's order of checks: the index's type (`list.insert`), the
+        // values, the index's range (`numpy.insert`), then the name
+        if saturating_index(index).is_none() {
+            insert_index(index, self.labels.size())?;
+        }
         let values = extract_dimension_values(values, self.labels.count())?;
-        Ok(self.labels.insert(index, name, &values)?.into())
+        let index = insert_index(index, self.labels.size())?;
+        let name = new_name(name)?;
+        Ok(self.labels.insert(index, &name.to_cow()?, &values)?.into())
     }
 
     /// New Labels without dimension ``name``; a ``MetatensorError`` when
@@ -265,9 +273,17 @@ impl PyLabels {
     }
 
     /// New Labels with dimension ``old`` named ``new`` (sharing the values).
-    fn rename(&self, py: Python<'_>, old: &Bound<'_, PyAny>, new: &str) -> PyResult<Self> {
+    /// As metatensor, ``old`` is checked first: an unknown ``old`` is a
+    /// ``ValueError`` whatever ``new`` is.
+    fn rename(
+        &self,
+        py: Python<'_>,
+        old: &Bound<'_, PyAny>,
+        new: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
         let old = self.dimension_name(py, old)?;
-        Ok(self.labels.rename(&old, new)?.into())
+        let new = new_name(new)?;
+        Ok(self.labels.rename(&old, &new.to_cow()?)?.into())
     }
 
     /// New Labels with the dimensions in the order ``dimensions_indexes``
@@ -536,6 +552,17 @@ impl PyLabels {
             )
         })
     }
+}
+
+/// The name of a new dimension: a str, or the TypeError metatensor's
+/// Labels constructor raises.
+fn new_name<'a, 'py>(name: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyString>> {
+    name.cast::<PyString>().map_err(|_| {
+        wrong_type(
+            name.py(),
+            format!("Labels names must be strings, got {} instead", class_repr(name)),
+        )
+    })
 }
 
 /// metatensor takes a boolean or `None` index for numpy's (an added axis),

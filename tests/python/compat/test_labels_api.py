@@ -551,6 +551,14 @@ INSERTS = [
     (0, "", np.array([5, 6, 7])),
     (0, 3, np.array([5, 6, 7])),
     (0, ["c"], np.array([5, 6, 7])),
+    # metatensor's order of checks: the index's type, the values, the
+    # index's range, the name
+    (0, 3, [5, 6, 7]),
+    (0, None, np.array([5, 6])),
+    (9, "c", [5, 6, 7]),
+    (9, 3, np.array([5, 6, 7])),
+    ("x", 3, [5, 6, 7]),
+    (1.5, "c", None),
 ]
 
 
@@ -571,6 +579,12 @@ def test_append(made, name, same_outcome):
     values = np.arange(len(made[1]))
     same_outcome(lambda lib: labels(lib, *made).append(name, values))
     same_outcome(lambda lib: labels(lib, *made).append(name=name, values=values))
+
+
+@pytest.mark.parametrize("name", [3, None, "c"])
+@pytest.mark.parametrize("values", [[5, 6], np.array([5]), np.array([5, 6])], ids=repr)
+def test_append_checks_the_values_before_the_name(name, values, same_outcome):
+    same_outcome(lambda lib: ab(lib).append(name, values))
 
 
 def test_append_adds_a_last_dimension():
@@ -613,7 +627,10 @@ def test_remove(name, same_outcome):
 @pytest.mark.parametrize(
     "old, new",
     [("a", "c"), ("b", "x"), ("a", "a"), ("a", "b"), ("c", "d"), ("a", "1d"), ("a", ""), (3, "d")]
-    + [("a", 3), ("a", None), (None, "a")],
+    + [("a", 3), ("a", None), (None, "a")]
+    # an unknown `old` is checked before `new`: a ValueError (metatensor-operations'
+    # rename_dimension with a name the keys do not have)
+    + [("c", 3), ("c", None), (3, 4)],
     ids=repr,
 )
 def test_rename(old, new, same_outcome):

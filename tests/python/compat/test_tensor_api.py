@@ -390,14 +390,6 @@ SKIPPED = {
     "__del__",
     "__dict__",
     "__weakref__",
-    "__add__",
-    "__sub__",
-    "__mul__",
-    "__matmul__",
-    "__truediv__",
-    "__pow__",
-    "__neg__",
-    "__pos__",
 }
 
 
