@@ -560,7 +560,10 @@ fn new_name<'a, 'py>(name: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyS
     name.cast::<PyString>().map_err(|_| {
         wrong_type(
             name.py(),
-            format!("Labels names must be strings, got {} instead", class_repr(name)),
+            format!(
+                "Labels names must be strings, got {} instead",
+                class_repr(name)
+            ),
         )
     })
 }
