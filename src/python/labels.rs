@@ -554,7 +554,7 @@ impl PyLabels {
     }
 }
 
-/// The name of a new dimension: a str, or the TypeError metatensor's
+/// The name of a new dimension: a str, or the `TypeError` metatensor's
 /// Labels constructor raises.
 fn new_name<'a, 'py>(name: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyString>> {
     name.cast::<PyString>().map_err(|_| {
