@@ -18,7 +18,6 @@ of the drop-in issue.
 from __future__ import annotations
 
 import multiprocessing
-import pickle
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from .checks import check_map, check_unpickled
 from .measure import format_bytes
+from .pickling import _pickle_oob
 from .registry import (
     OTHER_NAME,
     TARGETS,
@@ -38,7 +38,7 @@ from .registry import (
     relative_memory_goal,
     time_goal,
 )
-from .transports import _dask_finish, _dask_run, _queue_child, _queue_run, _tiny
+from .transports import _dask_finish, _dask_run, _dask_setup, _queue_child, _queue_run, _tiny
 from .workload import build_blockmap, build_metatensor, flat_arrays
 
 __all__: list[str] = []
@@ -80,12 +80,6 @@ def _check(context: Context, library: str, received: Any) -> str:
 # -- pickle protocol 5 out of band -------------------------------------------
 
 
-def _oob(obj: Any) -> tuple[bytes, list[pickle.PickleBuffer], Any]:
-    buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    return data, buffers, pickle.loads(data, buffers=buffers)
-
-
 def _oob_finish(library: str) -> Callable[[Context, Any, Any], str]:
     def finish(context: Context, state: Any, result: Any) -> str:
         data, buffers, loaded = result
@@ -107,7 +101,7 @@ register(
                 "pickle.loads(data, buffers=bufs)"
                 + (" (after blockmap.metatensor.register())" if library == "blockmap" else ""),
                 setup=lambda c, build=build: build(c.arrays),
-                run=_oob,
+                run=_pickle_oob,
                 finish=_oob_finish(library),
             )
             for library, (obj, build) in MOVED.items()
@@ -119,33 +113,8 @@ register(
 # -- dask -------------------------------------------------------------------
 
 
-def _dask_setup(library: str) -> Callable[[Context], Any]:
-    def setup(context: Context) -> tuple[Any, Any, Any]:
-        import distributed
-
-        build = MOVED[library][1]
-        obj = build(context.arrays)  # registers first, so workers preload it
-        cluster = distributed.LocalCluster(
-            n_workers=1,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=None,
-            worker_dashboard_address=None,
-            silence_logs=50,
-        )
-        client = distributed.Client(cluster)
-        tiny = _tiny(OTHER_NAME if library == "blockmap" else library)
-        [warm] = client.scatter([tiny], direct=True)
-        client.gather(warm, direct=True)
-        warm.release()
-        return client, cluster, obj
-
-    return setup
-
-
 def _dask_check(library: str) -> Callable[[Context, Any, Any], str]:
-    finish = _dask_finish("blockmap" if library == "blockmap" else library)
+    finish = _dask_finish(library)
 
     def check(context: Context, state: Any, result: Any) -> str:
         note = finish(context, state, result)
@@ -169,7 +138,11 @@ register(
             library: Implementation(
                 call=f"[f] = client.scatter([{obj}], direct=True); client.gather(f, direct=True)"
                 + (" (registered)" if library == "blockmap" else ""),
-                setup=_dask_setup(library),
+                # building the registered map first registers this process,
+                # so that the cluster's workers preload the registration
+                setup=_dask_setup(
+                    library, MOVED[library][1], OTHER_NAME if library == "blockmap" else None
+                ),
                 run=_dask_run,
                 finish=_dask_check(library),
             )

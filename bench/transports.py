@@ -81,10 +81,18 @@ def _register(
 # ---------------------------------------------------------------------------
 
 
-def _dask_setup(library: str) -> Any:
+def _dask_setup(
+    library: str, build: Callable[[Any], Any] | None = None, warm_with: str | None = None
+) -> Any:
+    """Start a cluster and warm it with a tiny object of ``warm_with``'s kind
+    (default: ``library``'s); the object moved is ``build(W)`` (default: the
+    library's in :data:`PICKLED`), built first."""
+    build = build or PICKLED[library][1]
+
     def setup(context: Context) -> tuple[Any, Any, Any]:
         import distributed
 
+        obj = build(context.arrays)
         cluster = distributed.LocalCluster(
             n_workers=1,
             threads_per_worker=1,
@@ -95,10 +103,10 @@ def _dask_setup(library: str) -> Any:
             silence_logs=50,
         )
         client = distributed.Client(cluster)
-        [warm] = client.scatter([_tiny(library)], direct=True)
+        [warm] = client.scatter([_tiny(warm_with or library)], direct=True)
         client.gather(warm, direct=True)
         warm.release()
-        return client, cluster, PICKLED[library][1](context.arrays)
+        return client, cluster, obj
 
     return setup
 

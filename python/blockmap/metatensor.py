@@ -184,7 +184,12 @@ def share_memory(obj: Any) -> Any:
             f"share_memory takes a TensorMap or a TensorBlock, not {type(obj).__name__}"
         )
     shared = from_metatensor(obj).share_memory()
-    result = to_metatensor(shared)
+    return _remember_shared(to_metatensor(shared), shared)
+
+
+def _remember_shared(result: Any, shared: Blockmap) -> Any:
+    """Note that metatensor-core's ``result`` views blockmap's ``shared``
+    (for as long as ``result`` lives), so that it is sent as ``shared``."""
     key = id(result)
     _SHARED[key] = (weakref.ref(result), shared)
     weakref.finalize(result, _SHARED.pop, key, None)
@@ -214,9 +219,7 @@ def _rebuild(obj: Blockmap) -> Any:
     register()
     result = to_metatensor(obj)
     if isinstance(obj, (TensorMap, TensorBlock)) and obj.is_shared():
-        key = id(result)
-        _SHARED[key] = (weakref.ref(result), obj)
-        weakref.finalize(result, _SHARED.pop, key, None)
+        return _remember_shared(result, obj)
     return result
 
 
