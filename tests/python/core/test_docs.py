@@ -19,6 +19,7 @@ def _modules():
     yield blockmap
     yield blockmap.io
     yield importlib.import_module("blockmap.metatensor")
+    yield importlib.import_module("blockmap.metatensor_torch")
     if HAS_DISTRIBUTED:
         yield importlib.import_module("blockmap.dask")
 
