@@ -8,6 +8,11 @@ moved by blockmap, the bridges, and the key/component operations.
 - **Bridges**: ``from_metatensor`` of metatensor-core's W and
   ``to_metatensor`` of blockmap's W, blockmap's column only (nothing else
   does it); the check is that no array was copied.
+- **metatensor-torch bridges**: ``from_metatensor_torch`` of
+  metatensor-torch's W (its tensors viewing W's arrays) and
+  ``to_metatensor_torch`` of blockmap's W; the check is that every values
+  tensor is at the source's address; numpy's column copies W's arrays, the
+  cost of a conversion that copied.
 - **keys_to_properties, keys_to_samples, components_to_properties** on W,
   blockmap's against metatensor-core's own.
 
@@ -292,6 +297,138 @@ register(
 )
 
 
+# -- metatensor-torch bridges --------------------------------------------------
+
+
+class _TorchLibrary:
+    """metatensor-torch's classes with numpy's arguments, for
+    :func:`bench.workload._build`: W's arrays as ``torch.from_numpy`` views
+    (metatensor-torch keeps the tensors it is given: nothing is copied)."""
+
+    def __init__(self) -> None:
+        import metatensor.torch
+        import torch
+
+        self.mtt, self.torch = metatensor.torch, torch
+
+    def Labels(self, names: list[str], values: np.ndarray) -> Any:  # noqa: N802
+        return self.mtt.Labels(list(names), self.torch.from_numpy(values))
+
+    def TensorBlock(self, values: np.ndarray, *labels: Any) -> Any:  # noqa: N802
+        return self.mtt.TensorBlock(self.torch.from_numpy(values), *labels)
+
+    def TensorMap(self, keys: Any, blocks: list[Any]) -> Any:  # noqa: N802
+        return self.mtt.TensorMap(keys, blocks)
+
+
+def build_metatensor_torch(arrays: Any) -> Any:
+    """W as metatensor-torch's map, its tensors viewing W's arrays."""
+    from .workload import _build
+
+    return _build(_TorchLibrary(), arrays)
+
+
+def _torch_setup(build: Callable[[Any], Any]) -> Callable[[Context], Any]:
+    def setup(context: Context) -> Any:
+        import metatensor.torch
+
+        import blockmap.metatensor_torch
+
+        del metatensor, blockmap  # imported before timing: the timed call converts only
+        return build(context.arrays)
+
+    return setup
+
+
+def _from_metatensor_torch(tensor: Any) -> Any:
+    from blockmap.metatensor_torch import from_metatensor_torch
+
+    return from_metatensor_torch(tensor)
+
+
+def _to_metatensor_torch(tensor: Any) -> Any:
+    from blockmap.metatensor_torch import to_metatensor_torch
+
+    return to_metatensor_torch(tensor)
+
+
+def _addresses(tensor: Any) -> list[int]:
+    """The data addresses of every values array or tensor of a map (either
+    library), gradients included."""
+
+    def address(values: Any) -> int:
+        if hasattr(values, "data_ptr"):
+            return int(values.data_ptr())
+        return int(values.__array_interface__["data"][0])
+
+    result = []
+    for block in tensor.blocks():
+        result.append(address(block.values))
+        for _, gradient in block.gradients():
+            result.append(address(gradient.values))
+    return result
+
+
+def _torch_bridge_finish(context: Context, state: Any, result: Any) -> str:
+    source, converted = _addresses(state), _addresses(result)
+    if source != converted:
+        raise CheckError(
+            f"{sum(a != b for a, b in zip(source, converted, strict=False))} of "
+            f"{len(source)} values arrays copied (or {len(converted)} arrays)"
+        )
+    return f"all {len(source)} values tensors shared; " + check_map(context, result)
+
+
+def _copy(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    return [array.copy() for array in arrays]
+
+
+def _copy_finish(context: Context, state: Any, result: Any) -> str:
+    return "a copy of every array (the reference a conversion must stay far under)"
+
+
+#: what a conversion that copied would cost: numpy copying W's arrays
+_NUMPY_COPY = Implementation(
+    call="[a.copy() for a in arrays] (a copy of W's arrays: what a copying conversion costs)",
+    setup=lambda c: flat_arrays(c.arrays),
+    run=_copy,
+    finish=_copy_finish,
+)
+
+register(
+    Operation(
+        "from_metatensor_torch",
+        "from_metatensor_torch(metatensor-torch's W)",
+        FAMILY,
+        {
+            "blockmap": Implementation(
+                call="blockmap.from_metatensor_torch(tensor)",
+                setup=_torch_setup(build_metatensor_torch),
+                run=_from_metatensor_torch,
+                finish=_torch_bridge_finish,
+            ),
+            "numpy": _NUMPY_COPY,
+        },
+    )
+)
+register(
+    Operation(
+        "to_metatensor_torch",
+        "to_metatensor_torch(blockmap's W)",
+        FAMILY,
+        {
+            "blockmap": Implementation(
+                call="blockmap.metatensor_torch.to_metatensor_torch(tensor)",
+                setup=_torch_setup(build_blockmap),
+                run=_to_metatensor_torch,
+                finish=_torch_bridge_finish,
+            ),
+            "numpy": _NUMPY_COPY,
+        },
+    )
+)
+
+
 # -- keys_to_*, components_to_properties -------------------------------------
 
 #: operation -> (the call, a function of the map)
@@ -355,6 +492,23 @@ TARGETS.extend(
             "to_metatensor: no array copied, peak memory growth under 1% of the data",
             "to_metatensor",
             0.01,
+        ),
+        *(
+            goal
+            for name in ("from_metatensor_torch", "to_metatensor_torch")
+            for goal in (
+                memory_goal(
+                    f"{name}: no tensor copied, peak memory growth under 1% of the data",
+                    name,
+                    0.01,
+                ),
+                time_goal(
+                    f"{name}: O(labels), at most 0.1x the time numpy takes to copy W",
+                    name,
+                    (name, "numpy"),
+                    0.1,
+                ),
+            )
         ),
         *(
             goal
