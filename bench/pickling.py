@@ -8,7 +8,9 @@ timing and checked against W. Registered into :data:`bench.registry.OPERATIONS`
 on import, with the goals of issue 4 ("Benchmark").
 
 :data:`PICKLED` names the object of W each library pickles; the transports
-family moves the same objects.
+family moves the same objects. The ``torch*`` rows pickle blockmap's W
+switched to torch tensors (:data:`PICKLED_TORCH`) next to the same tensors
+as a plain list, in the numpy column.
 """
 
 from __future__ import annotations
@@ -19,11 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from .checks import check_unpickled, first_values
+from .checks import check_list, check_map, check_unpickled, first_values
 from .measure import format_bytes
 from .registry import (
     OTHER_NAME,
     TARGETS,
+    CheckError,
     Context,
     Implementation,
     Operation,
@@ -34,7 +37,7 @@ from .registry import (
 )
 from .workload import WorkloadArrays, build_blockmap, build_metatensor, flat_arrays
 
-__all__ = ["IN_BAND_PICKLES", "PICKLED"]
+__all__ = ["IN_BAND_PICKLES", "PICKLED", "PICKLED_TORCH", "TORCH_PICKLES"]
 
 
 #: Library -> (the object's name in the timed calls, its builder from W's arrays).
@@ -142,6 +145,94 @@ _register_pickle("p5loads", "pickle p5 in-band loads", "loads", 5)
 _register_pickle("p4dumps", "pickle p4 dumps", "dumps", 4)
 _register_pickle("p4loads", "pickle p4 loads", "loads", 4)
 
+# -- torch-backed W -----------------------------------------------------------
+#
+# blockmap's W switched to torch tensors (``tensor.to(arrays="torch")``, no
+# copy) next to the same tensors pickled as a plain list: the cost of
+# pickling torch-backed maps against what torch itself does.
+
+
+def _build_torch_blockmap(arrays: WorkloadArrays) -> Any:
+    return build_blockmap(arrays).to(arrays="torch")
+
+
+def _torch_tensors(arrays: WorkloadArrays) -> list[Any]:
+    import torch
+
+    return [torch.from_numpy(array) for array in flat_arrays(arrays)]
+
+
+#: library -> (the object's name in the timed calls, its builder)
+PICKLED_TORCH: dict[str, tuple[str, Callable[[WorkloadArrays], Any]]] = {
+    "blockmap": ("tensor.to(arrays='torch')", _build_torch_blockmap),
+    "numpy": ("tensors (W's arrays as a list of torch tensors)", _torch_tensors),
+}
+
+
+def _check_torch(context: Context, library: str, loaded: Any) -> str:
+    import torch
+
+    if library == "numpy":
+        if not isinstance(loaded, list) or not all(isinstance(t, torch.Tensor) for t in loaded):
+            raise CheckError("unpickled something else than a list of torch tensors")
+        return check_list(context, [t.numpy() for t in loaded])
+    if not isinstance(loaded.block(0).values, torch.Tensor):
+        raise CheckError("the unpickled map is not torch-backed")
+    return "torch-backed; " + check_map(context, loaded)
+
+
+def _finish_torch(kind: str, library: str) -> Callable[[Context, Any, Any], str]:
+    def finish(context: Context, state: Any, result: Any) -> str:
+        if kind == "oob":
+            data, buffers, loaded = result
+            note = f"stream {format_bytes(len(data))} + {len(buffers)} buffers; "
+        elif kind == "dumps":
+            loaded, note = pickle.loads(result), f"pickle {format_bytes(len(result))}; "
+        else:
+            loaded, note = result, ""
+        return note + _check_torch(context, library, loaded)
+
+    return finish
+
+
+def _register_torch_pickle(name: str, title: str, kind: str, protocol: int) -> None:
+    implementations: dict[str, Implementation] = {}
+    for library, (obj, build) in PICKLED_TORCH.items():
+        if kind == "oob":
+            call = (
+                f"bufs = []; data = pickle.dumps({obj}, protocol=5, "
+                "buffer_callback=bufs.append); pickle.loads(data, buffers=bufs)"
+            )
+            setup: Callable[[Context], Any] = lambda c, build=build: build(c.arrays)  # noqa: E731
+            run: Callable[[Any], Any] = _pickle_oob
+        elif kind == "dumps":
+            call = f"pickle.dumps({obj}, protocol={protocol})"
+            setup = lambda c, build=build: (build(c.arrays), protocol)  # noqa: E731
+            run = _dumps
+        else:
+            call = f"pickle.loads(data) (data = pickle.dumps({obj}, protocol={protocol}))"
+            setup = lambda c, build=build: pickle.dumps(build(c.arrays), protocol=protocol)  # noqa: E731
+            run = _loads
+        implementations[library] = Implementation(
+            call=call, setup=setup, run=run, finish=_finish_torch(kind, library)
+        )
+    register(Operation(name, title, "pickle", implementations))
+
+
+_register_torch_pickle(
+    "torchp5oob", "torch-backed W: pickle p5 out-of-band dumps + loads", "oob", 5
+)
+_register_torch_pickle("torchp4dumps", "torch-backed W: pickle p4 dumps", "dumps", 4)
+_register_torch_pickle("torchp4loads", "torch-backed W: pickle p4 loads", "loads", 4)
+
+#: The torch-backed pickle operations: name -> the title's short form.
+TORCH_PICKLES: dict[str, str] = {
+    "torchp5oob": "torch-backed W, p5 out-of-band dumps + loads",
+    "torchp4dumps": "torch-backed W, p4 dumps",
+    "torchp4loads": "torch-backed W, p4 loads",
+}
+
+
 #: The in-band pickle operations (issue 4): name -> the title's short form.
 IN_BAND_PICKLES: dict[str, str] = {
     "p5dumps": "p5 in-band dumps",
@@ -169,6 +260,10 @@ TARGETS.extend(
             "p5 out-of-band dumps + loads: peak memory growth under 1% of the data (metadata only)",
             "p5oob",
             0.01,
+        ),
+        *(
+            time_goal(f"{short}: at most 1.0x the plain tensors' time", name, (name, "numpy"), 1.0)
+            for name, short in TORCH_PICKLES.items()
         ),
         *(
             goal
