@@ -30,6 +30,7 @@ __all__ = [
     "BlockMapAssertionError",
     "NotEqualError",
     "BlockMapNotImplementedError",
+    "BlockMapRuntimeError",
     "Labels",
     "LabelsEntry",
     "TensorBlock",
@@ -43,6 +44,7 @@ __all__ = [
     "load_block_buffer",
     "load_labels_buffer",
     "verify",
+    "_as_torch",
     "_reconstruct",
     "_shared_parts",
     "_attach_shared",
@@ -52,6 +54,7 @@ __version__: str
 
 _File: TypeAlias = str | os.PathLike[str] | IO[bytes]
 _Data: TypeAlias = TensorMap | TensorBlock | Labels
+_Arrays: TypeAlias = Literal["numpy", "torch"]
 
 def save(file: _File, data: _Data, use_numpy: object = False) -> None:
     """Save a TensorMap, TensorBlock or Labels to a path or binary file object."""
@@ -60,22 +63,34 @@ def save_buffer(data: _Data, use_numpy: object = False) -> memoryview:
     """The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns."""
 
 def load(
-    file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+    file: _File,
+    use_numpy: object = False,
+    *,
+    mmap: bool | Literal["r", "c"] = False,
+    arrays: _Arrays | None = None,
 ) -> TensorMap:
     """Load a TensorMap from a path or a binary file object."""
 
 def load_block(
-    file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+    file: _File,
+    use_numpy: object = False,
+    *,
+    mmap: bool | Literal["r", "c"] = False,
+    arrays: _Arrays | None = None,
 ) -> TensorBlock:
     """Load a TensorBlock saved on its own."""
 
 def load_labels(file: _File) -> Labels:
     """Load Labels saved on their own (a bare ``.npy`` file)."""
 
-def load_buffer(buffer: Buffer, use_numpy: object = False) -> TensorMap:
+def load_buffer(
+    buffer: Buffer, use_numpy: object = False, *, arrays: _Arrays | None = None
+) -> TensorMap:
     """Load a TensorMap from a bytes-like object, viewing it where possible."""
 
-def load_block_buffer(buffer: Buffer, use_numpy: object = False) -> TensorBlock:
+def load_block_buffer(
+    buffer: Buffer, use_numpy: object = False, *, arrays: _Arrays | None = None
+) -> TensorBlock:
     """Load a TensorBlock from a bytes-like object."""
 
 def load_labels_buffer(buffer: Buffer) -> Labels:
@@ -84,6 +99,7 @@ def load_labels_buffer(buffer: Buffer) -> Labels:
 def verify(file: str | os.PathLike[str]) -> None:
     """Check a ``.mts`` file completely."""
 
+def _as_torch(obj: Any, flagged: list[int]) -> Any: ...
 def _reconstruct(version: int, *args: Any) -> Any:
     """Rebuild a pickled Labels, TensorBlock or TensorMap (see docs/pickle.md)."""
 
@@ -136,6 +152,9 @@ class BlockMapAssertionError(BlockMapError, AssertionError):
 
 class NotEqualError(BlockMapError):
     """Inputs of an operation whose metadata should match and does not."""
+
+class BlockMapRuntimeError(BlockMapError, RuntimeError):
+    """An operation torch refuses with a ``RuntimeError``."""
 
 class BlockMapNotImplementedError(BlockMapError, NotImplementedError):
     """Something an operation does not handle (yet)."""
@@ -255,6 +274,8 @@ class Labels:
     def __deepcopy__(self, memo: dict[int, Any], /) -> Labels: ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
+    @property
+    def _arrays(self) -> _Arrays: ...
     def to_metatensor(self) -> Any:
         """metatensor-core's Labels with the same entries."""
     def save(self, file: _File) -> None:
@@ -335,19 +356,29 @@ class TensorBlock:
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorBlock: ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
+    def to_metatensor_torch(self) -> Any:
+        """The same object as metatensor-torch's (values shared)."""
+    @property
+    def _arrays(self) -> _Arrays: ...
     def to_metatensor(self) -> Any:
         """metatensor-core's object with the same data (arrays shared)."""
     def save(self, file: _File, use_numpy: object = False) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
     def load(
-        file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+        file: _File,
+        use_numpy: object = False,
+        *,
+        mmap: bool | Literal["r", "c"] = False,
+        arrays: _Arrays | None = None,
     ) -> TensorBlock:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
     def save_buffer(self, use_numpy: object = False) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
     @staticmethod
-    def load_buffer(buffer: Buffer, use_numpy: object = False) -> TensorBlock:
+    def load_buffer(
+        buffer: Buffer, use_numpy: object = False, *, arrays: _Arrays | None = None
+    ) -> TensorBlock:
         """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
 
 _Selection: TypeAlias = int | dict[str, int] | LabelsEntry | Labels | None
@@ -426,7 +457,7 @@ class TensorMap:
         arrays: str | None = None,
         non_blocking: bool = False,
     ) -> TensorMap:
-        """The map with every array of ``dtype`` (numpy arrays on the CPU only)."""
+        """The map with every array of ``dtype``, as numpy arrays or torch tensors."""
     def print(self, max_keys: int) -> str:
         """The map as text with at most ``max_keys`` keys (all when negative)."""
     def info(self) -> dict[str, str]: ...
@@ -440,19 +471,29 @@ class TensorMap:
     def __deepcopy__(self, memo: dict[int, Any], /) -> TensorMap: ...
     def __reduce_ex__(self, protocol: SupportsIndex, /) -> tuple[Any, tuple[Any, ...]]:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
+    def to_metatensor_torch(self) -> Any:
+        """The same object as metatensor-torch's (values shared)."""
+    @property
+    def _arrays(self) -> _Arrays: ...
     def to_metatensor(self) -> Any:
         """metatensor-core's object with the same data (arrays shared)."""
     def save(self, file: _File, use_numpy: object = False) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
     def load(
-        file: _File, use_numpy: object = False, *, mmap: bool | Literal["r", "c"] = False
+        file: _File,
+        use_numpy: object = False,
+        *,
+        mmap: bool | Literal["r", "c"] = False,
+        arrays: _Arrays | None = None,
     ) -> TensorMap:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
     def save_buffer(self, use_numpy: object = False) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
     @staticmethod
-    def load_buffer(buffer: Buffer, use_numpy: object = False) -> TensorMap:
+    def load_buffer(
+        buffer: Buffer, use_numpy: object = False, *, arrays: _Arrays | None = None
+    ) -> TensorMap:
         """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
 
 def join(

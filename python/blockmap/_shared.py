@@ -165,6 +165,10 @@ def _wait_at_exit(force: bool = False) -> None:
 
 
 def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
+    if obj._arrays == "torch":
+        # its numpy twin (the same memory, reduced by this function again)
+        # and which tensors require grad
+        return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
     parts = _blockmap._shared_parts(obj)
     if parts is None:
         shared = _auto_shared(obj)

@@ -21,7 +21,7 @@ from typing import Any
 
 from distributed.protocol import dask_deserialize, dask_serialize
 
-from ._blockmap import Labels, TensorBlock, TensorMap, _reconstruct
+from ._blockmap import Labels, TensorBlock, TensorMap, _as_torch, _reconstruct
 from .exceptions import BlockMapTypeError, FormatError
 
 __all__ = ["deserialize", "register", "serialize"]
@@ -36,10 +36,15 @@ def serialize(obj: Serializable) -> tuple[dict[str, Any], list[Any]]:
             f"blockmap.dask.serialize takes a TensorMap, TensorBlock or Labels, "
             f"got {type(obj).__name__}"
         )
+    torch: dict[str, Any] = {}
+    if obj._arrays == "torch":
+        # the numpy twin (the same memory), and the tensors requiring grad
+        _, (obj, requires_grad) = obj.__reduce_ex__(5)
+        torch = {"arrays": "torch", "requires_grad": list(requires_grad)}
     _, (version, header, *buffers) = obj.__reduce_ex__(5)
     frames = [header, *(buffer.raw() for buffer in buffers)]
     writeable = [not frame.readonly for frame in frames[1:]]
-    return {"version": version, "writeable": writeable}, frames
+    return {"version": version, "writeable": writeable, **torch}, frames
 
 
 def _with_writeable_flag(frame: Any, writeable: bool) -> memoryview:
@@ -77,7 +82,15 @@ def deserialize(header: dict[str, Any], frames: list[Any]) -> Serializable:
     buffers = [
         _with_writeable_flag(frame, w) for frame, w in zip(frames[1:], writeable, strict=True)
     ]
-    return _reconstruct(header.get("version"), frames[0], *buffers)
+    rebuilt = _reconstruct(header.get("version"), frames[0], *buffers)
+    if header.get("arrays") == "torch":
+        requires_grad = header.get("requires_grad")
+        if not isinstance(requires_grad, list) or not all(
+            type(i) is int and i >= 0 for i in requires_grad
+        ):
+            raise FormatError("the dask header's 'requires_grad' must be a list of indices")
+        return _as_torch(rebuilt, requires_grad)
+    return rebuilt
 
 
 def register() -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "BlockMapMemoryError",
     "BlockMapNotImplementedError",
     "BlockMapOverflowError",
+    "BlockMapRuntimeError",
     "BlockMapTypeError",
     "FormatError",
     "InternalError",
@@ -101,6 +102,11 @@ class BlockMapAssertionError(BlockMapError, AssertionError):
     ``assert`` (the types given to ``LabelsEntry``)."""
 
 
+class BlockMapRuntimeError(BlockMapError, RuntimeError):
+    """An operation torch refuses with a ``RuntimeError``, refused the same
+    way (pickling or deep-copying a non-leaf tensor that requires grad)."""
+
+
 #: metatensor-core's error class, for code written for it: every error
 #: blockmap raises is one (``except metatensor.MetatensorError`` works with
 #: ``import blockmap as metatensor``).
@@ -121,6 +127,7 @@ for _class in (
     BlockMapAssertionError,
     NotEqualError,
     BlockMapNotImplementedError,
+    BlockMapRuntimeError,
 ):
     _class.__module__ = "blockmap"
 del _class

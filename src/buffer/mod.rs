@@ -32,6 +32,7 @@ mod mapped;
 mod shared;
 mod writer;
 
+use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub const ALIGNMENT: usize = 64;
 enum Storage {
     Rust(AlignedBytes),
     Mapped(mapped::Mapping),
-    Foreign(Box<dyn Send + Sync>),
+    Foreign(Box<dyn Any + Send + Sync>),
     Shared(SharedBytes),
 }
 
@@ -133,7 +134,7 @@ impl Buffer {
         ptr: NonNull<u8>,
         len: usize,
         writable: bool,
-        owner: Box<dyn Send + Sync>,
+        owner: Box<dyn Any + Send + Sync>,
     ) -> Self {
         Buffer {
             storage: Arc::new(Storage::Foreign(owner)),
@@ -188,6 +189,16 @@ impl Buffer {
         // SAFETY: every constructor guarantees `ptr` is valid for `len`
         // bytes while `storage` lives, and `self` holds a reference to it.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+
+    /// The foreign owner (of [`Buffer::from_foreign`] or
+    /// [`Buffer::from_owner`]) when it is a `T`: the binding finds the
+    /// Python object behind memory it was given this way.
+    pub fn foreign_owner<T: Any>(&self) -> Option<&T> {
+        match &*self.storage {
+            Storage::Foreign(owner) => owner.downcast_ref::<T>(),
+            _ => None,
+        }
     }
 
     /// Start of the memory.

@@ -9,6 +9,7 @@
 //! Every `unsafe` block of the binding that touches memory is in this file
 //! (`shm.rs` has one more: taking ownership of received file descriptors).
 
+use std::any::Any;
 use std::ffi::c_void;
 use std::mem::MaybeUninit;
 use std::os::raw::c_int;
@@ -253,8 +254,20 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
     if !behaved {
         array = copy_to_native(&array, &dtype.native_descr())?;
     }
+    from_python_array(&array, what, |export, _| Box::new(export))
+}
 
-    let export = PyUntypedBuffer::get(&array)?;
+/// The [`Array`] viewing a C-contiguous, aligned, native numpy `array`,
+/// whose buffer export `owner` wraps into what keeps the memory alive
+/// (given the export and the shape).
+pub fn from_python_array(
+    array: &Bound<'_, PyAny>,
+    what: &str,
+    owner: impl FnOnce(PyUntypedBuffer, &[usize]) -> Box<dyn Any + Send + Sync>,
+) -> PyResult<Array> {
+    let py = array.py();
+    let (dtype, _) = numpy_dtype(array, what)?;
+    let export = PyUntypedBuffer::get(array)?;
     let shape = export.shape().to_vec();
     let len = byte_len(dtype, &shape)?;
     if !export.is_c_contiguous()
@@ -267,7 +280,15 @@ pub fn from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
             format!("{what}: the array's buffer export does not match its dtype and shape"),
         ));
     }
-    Ok(Array::new(dtype, shape, hold(py, export)?)?)
+    let writable = !export.readonly();
+    let Some(ptr) = NonNull::new(export.buf_ptr().cast::<u8>()) else {
+        return Ok(Array::new(dtype, shape, Buffer::empty())?);
+    };
+    let owner = owner(export, &shape);
+    // SAFETY: an export keeps its `len` contiguous bytes valid, in place, and writable iff
+    // not read-only, until released: when `owner`, which holds it, drops with the buffer.
+    let buffer = unsafe { Buffer::from_foreign(ptr, len, writable, owner) };
+    Ok(Array::new(dtype, shape, buffer)?)
 }
 
 /// A [`Buffer`] over a C-contiguous buffer export, holding the export: the

@@ -5,12 +5,16 @@ use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyMemoryView, PyTuple};
 
-use super::array::{from_python, to_numpy};
+use super::classes::Arrays;
 use super::classes::{Origin, PyLabels, PyTensorBlock};
 use super::convert::extract_labels;
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, to_dtype};
+use super::torch::{
+    arrays_arg, reduce_as_torch, requires_grad, to_python_array, values_from_python, with_leaves,
+    DEEPCOPY_RULE, PICKLE_RULE,
+};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 
@@ -46,22 +50,30 @@ impl PyTensorBlock {
             .enumerate()
             .map(|(i, c)| extract_labels(&c?, &format!("component {i}")))
             .collect::<PyResult<Vec<_>>>()?;
-        let values = from_python(values, "values")?;
+        let (values, arrays) = values_from_python(values, "values")?;
         let block = TensorBlock::new(values, samples, components, properties)?;
-        Ok(PyTensorBlock::new_view(block, Origin::Standalone))
+        Ok(PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays))
     }
 
     /// The values: a numpy array viewing the block's memory (no copy),
-    /// writable when that memory is.
+    /// writable when that memory is; a torch tensor over the same memory
+    /// for a block of torch tensors (the very tensor the block was made
+    /// from, autograd graph included, while the block holds its memory).
     #[getter]
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_numpy(py, self.block().values())
+        to_python_array(py, self.block().values(), self.arrays)
+    }
+
+    /// The array type of the values: ``"numpy"`` or ``"torch"``.
+    #[getter]
+    fn _arrays(&self) -> &'static str {
+        self.arrays.name()
     }
 
     /// Labels of the first axis.
     #[getter]
     fn samples(&self) -> PyLabels {
-        self.block().samples().clone().into()
+        self.labels(self.block().samples())
     }
 
     /// Labels of the middle axes, one dimension each.
@@ -70,15 +82,14 @@ impl PyTensorBlock {
         self.block()
             .components()
             .iter()
-            .cloned()
-            .map(Into::into)
+            .map(|c| self.labels(c))
             .collect()
     }
 
     /// Labels of the last axis.
     #[getter]
     fn properties(&self) -> PyLabels {
-        self.block().properties().clone().into()
+        self.labels(self.block().properties())
     }
 
     /// The values cannot be replaced (as in metatensor-core): write into
@@ -112,7 +123,8 @@ impl PyTensorBlock {
         self.origin != Origin::Standalone
     }
 
-    /// The block with every array of ``dtype`` (see :meth:`TensorMap.to`).
+    /// The block with every array of ``dtype``, given as ``arrays`` (see
+    /// :meth:`TensorMap.to`).
     #[pyo3(signature = (*args, dtype = None, device = None, arrays = None, non_blocking = false))]
     fn to<'py>(
         &self,
@@ -124,8 +136,9 @@ impl PyTensorBlock {
     ) -> PyResult<Self> {
         let _ = non_blocking;
         let dtype = to_dtype("`TensorBlock.to`", args, dtype, device, arrays)?;
+        let arrays = arrays_arg(args.py(), arrays, self.arrays)?;
         let block = block_to(&self.block(), dtype.as_ref())?;
-        Ok(PyTensorBlock::new_view(block, Origin::Standalone))
+        Ok(PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays))
     }
 
     /// Shape of the values.
@@ -244,8 +257,28 @@ impl PyTensorBlock {
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
+    /// A block of torch tensors pickles as its numpy twin (the same
+    /// memory) and the positions of the leaf tensors requiring grad; a
+    /// non-leaf tensor requiring grad is refused, as torch refuses it.
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        super::pickle::reduce(py, DataRef::Block(&self.block()), protocol)
+        let block = self.block();
+        if self.arrays == Arrays::Torch {
+            let flagged = requires_grad(py, std::slice::from_ref(&*block), PICKLE_RULE)?;
+            let twin = PyTensorBlock::new_view(TensorBlock::clone(&block), Origin::Standalone);
+            return reduce_as_torch(py, Bound::new(py, twin)?.into_any(), flagged);
+        }
+        super::pickle::reduce(py, DataRef::Block(&block), protocol)
+    }
+
+    /// The same block as metatensor-torch's ``TensorBlock`` (see
+    /// :func:`blockmap.metatensor_torch.to_metatensor_torch`): values are
+    /// shared, labels copied once. Needs metatensor-torch installed.
+    fn to_metatensor_torch<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        super::convert::bridge_in(
+            slf.as_any(),
+            "blockmap.metatensor_torch",
+            "to_metatensor_torch",
+        )
     }
 
     /// The same `TensorBlock` as metatensor-core's ``metatensor.TensorBlock`` (see
@@ -264,15 +297,17 @@ impl PyTensorBlock {
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
     fn load(
         py: Python<'_>,
         file: FileArg<'_>,
         use_numpy: UseNumpy,
         mmap: MmapArg,
+        arrays: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
-        super::io::load(py, file, Kind::Block, mmap)
+        let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+        super::io::load(py, file, Kind::Block, mmap, arrays)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -288,14 +323,16 @@ impl PyTensorBlock {
 
     /// Load from a bytes-like object (see ``blockmap.load_block_buffer``).
     #[staticmethod]
-    #[pyo3(signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+    #[pyo3(signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
     fn load_buffer(
         py: Python<'_>,
         buffer: &Bound<'_, PyAny>,
         use_numpy: UseNumpy,
+        arrays: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
-        super::io::load_buffer(py, buffer, Kind::Block)
+        let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+        super::io::load_buffer(py, buffer, Kind::Block, arrays)
     }
 
     /// A copy of the block, which may get gradients: with ``deep`` (the
@@ -307,10 +344,15 @@ impl PyTensorBlock {
             return Ok(self.__copy__());
         }
         let block = self.block();
-        Ok(PyTensorBlock::new_view(
-            super::gil::detached(py, || block.deep_copy())?,
-            Origin::Standalone,
-        ))
+        let flagged = match self.arrays {
+            Arrays::Torch => requires_grad(py, std::slice::from_ref(&*block), DEEPCOPY_RULE)?,
+            Arrays::Numpy => Vec::new(),
+        };
+        let mut copy = super::gil::detached(py, || block.deep_copy())?;
+        if !flagged.is_empty() {
+            copy = with_leaves(py, std::slice::from_ref(&copy), &flagged)?.remove(0);
+        }
+        Ok(PyTensorBlock::new_view(copy, Origin::Standalone).with_arrays(self.arrays))
     }
 
     /// ``copy.deepcopy(block)``: the same as :meth:`copy`.
@@ -323,6 +365,7 @@ impl PyTensorBlock {
     /// ``copy.copy(block)``: a new block object sharing this one's memory.
     fn __copy__(&self) -> Self {
         PyTensorBlock::new_view(TensorBlock::clone(&self.block()), Origin::Standalone)
+            .with_arrays(self.arrays)
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {
@@ -347,6 +390,6 @@ impl PyTensorBlock {
     fn of_gradient(&self, gradient: TensorBlock, parameter: &str) -> Self {
         let mut parameters = self.parameters.clone();
         parameters.push(parameter.to_string());
-        PyTensorBlock::gradient_view(gradient, parameters)
+        PyTensorBlock::gradient_view(gradient, parameters).with_arrays(self.arrays)
     }
 }

@@ -19,6 +19,26 @@ use crate::block::TensorBlock;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
+/// The array type a map, a block or Labels gives back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Arrays {
+    /// numpy arrays
+    #[default]
+    Numpy,
+    /// torch tensors
+    Torch,
+}
+
+impl Arrays {
+    /// The name used by `to(arrays=...)`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrays::Numpy => "numpy",
+            Arrays::Torch => "torch",
+        }
+    }
+}
+
 /// Named int32 columns, one unique row per entry.
 ///
 /// ``Labels(names, values, assume_unique=False)``, as in metatensor-core:
@@ -35,11 +55,28 @@ use crate::tensor::TensorMap;
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PyLabels {
     pub labels: Labels,
+    /// what `values` gives: numpy arrays, or torch tensors (copies)
+    pub arrays: Arrays,
 }
 
 impl From<Labels> for PyLabels {
     fn from(labels: Labels) -> Self {
-        PyLabels { labels }
+        PyLabels {
+            labels,
+            arrays: Arrays::Numpy,
+        }
+    }
+}
+
+impl PyLabels {
+    /// `labels` giving values as `arrays`.
+    pub fn with_arrays(labels: Labels, arrays: Arrays) -> Self {
+        PyLabels { labels, arrays }
+    }
+
+    /// Other Labels derived from these, giving the same array type.
+    pub fn derived(&self, labels: Labels) -> Self {
+        PyLabels::with_arrays(labels, self.arrays)
     }
 }
 
@@ -49,13 +86,25 @@ impl From<Labels> for PyLabels {
 pub struct PyLabelsEntry {
     pub labels: Labels,
     pub index: usize,
+    pub arrays: Arrays,
 }
 
 impl PyLabelsEntry {
     /// Entry `index` of `labels`; `index < labels.count()`.
     pub fn new(labels: Labels, index: usize) -> Self {
         debug_assert!(index < labels.count());
-        PyLabelsEntry { labels, index }
+        PyLabelsEntry {
+            labels,
+            index,
+            arrays: Arrays::Numpy,
+        }
+    }
+
+    /// The same entry, giving values as `arrays`.
+    #[must_use]
+    pub fn with_arrays(mut self, arrays: Arrays) -> Self {
+        self.arrays = arrays;
+        self
     }
 
     /// The entry's values.
@@ -142,6 +191,9 @@ pub struct PyTensorBlock {
     /// for a gradient, the parameters leading to it from the block it was
     /// taken from (`["positions", "cell"]` for a gradient of a gradient)
     pub parameters: Vec<String>,
+    /// what `values` (and the labels' values) are: numpy arrays or torch
+    /// tensors
+    pub arrays: Arrays,
 }
 
 impl PyTensorBlock {
@@ -151,6 +203,7 @@ impl PyTensorBlock {
             block: SwapCell::new(block),
             origin,
             parameters: Vec::new(),
+            arrays: Arrays::Numpy,
         }
     }
 
@@ -160,7 +213,20 @@ impl PyTensorBlock {
             block: SwapCell::new(block),
             origin: Origin::Gradient,
             parameters,
+            arrays: Arrays::Numpy,
         }
+    }
+
+    /// The same block, giving arrays as `arrays`.
+    #[must_use]
+    pub fn with_arrays(mut self, arrays: Arrays) -> Self {
+        self.arrays = arrays;
+        self
+    }
+
+    /// Labels of this block, giving values as its arrays.
+    pub fn labels(&self, labels: &Labels) -> PyLabels {
+        PyLabels::with_arrays(labels.clone(), self.arrays)
     }
 
     /// The block's current value.
@@ -179,6 +245,8 @@ impl PyTensorBlock {
 #[derive(Debug)]
 pub struct PyTensorMap {
     pub map: SwapCell<TensorMap>,
+    /// what the blocks' values are: numpy arrays or torch tensors
+    pub arrays: Arrays,
 }
 
 impl PyTensorMap {
@@ -186,6 +254,15 @@ impl PyTensorMap {
     pub fn from_map(map: TensorMap) -> Self {
         PyTensorMap {
             map: SwapCell::new(map),
+            arrays: Arrays::Numpy,
+        }
+    }
+
+    /// A Python map holding `map`, giving arrays as `arrays`.
+    pub fn with_arrays(map: TensorMap, arrays: Arrays) -> Self {
+        PyTensorMap {
+            map: SwapCell::new(map),
+            arrays,
         }
     }
 

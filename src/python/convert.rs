@@ -11,6 +11,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
+use super::classes::Arrays;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::errors::{invalid, out_of_range, type_name, wrong_type};
 use crate::array::Array;
@@ -67,12 +68,19 @@ pub fn held_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Held> {
 
 /// The Python object holding `data`.
 pub fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
+    to_python_as(py, data, Arrays::Numpy)
+}
+
+/// The Python object holding `data`, giving arrays as `arrays`.
+pub fn to_python_as(py: Python<'_>, data: Data, arrays: Arrays) -> PyResult<Py<PyAny>> {
     Ok(match data {
-        Data::Tensor(map) => Py::new(py, PyTensorMap::from_map(map))?.into_any(),
-        Data::Block(block) => {
-            Py::new(py, PyTensorBlock::new_view(block, Origin::Standalone))?.into_any()
-        }
-        Data::Labels(labels) => Py::new(py, PyLabels::from(labels))?.into_any(),
+        Data::Tensor(map) => Py::new(py, PyTensorMap::with_arrays(map, arrays))?.into_any(),
+        Data::Block(block) => Py::new(
+            py,
+            PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays),
+        )?
+        .into_any(),
+        Data::Labels(labels) => Py::new(py, PyLabels::with_arrays(labels, arrays))?.into_any(),
     })
 }
 
@@ -486,8 +494,14 @@ impl FromPyObject<'_, '_> for SaturatingInt {
 /// ``blockmap.metatensor.<function>(obj)``: the bridges to metatensor-core's
 /// classes live in Python, imported on first use.
 pub fn bridge<'py>(obj: &Bound<'py, PyAny>, function: &str) -> PyResult<Bound<'py, PyAny>> {
-    obj.py()
-        .import("blockmap.metatensor")?
-        .getattr(function)?
-        .call1((obj,))
+    bridge_in(obj, "blockmap.metatensor", function)
+}
+
+/// ``<module>.<function>(obj)``, a bridge written in Python.
+pub fn bridge_in<'py>(
+    obj: &Bound<'py, PyAny>,
+    module: &str,
+    function: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    obj.py().import(module)?.getattr(function)?.call1((obj,))
 }

@@ -8,9 +8,10 @@ use pyo3::types::{PyList, PyString};
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 
 use super::array::int32_row;
-use super::classes::PyLabelsEntry;
+use super::classes::{Arrays, PyLabelsEntry};
 use super::convert::{check_index, extract_label_values, extract_names, saturating_index};
 use super::errors::{invalid, type_name, wrong_type, Class};
+use super::torch::label_tensor;
 use crate::labels::{Labels, Names};
 
 static INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -64,7 +65,11 @@ impl PyLabelsEntry {
     #[getter(values)]
     fn py_values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let size = self.labels.size();
-        int32_row(py, self.labels.values(), self.index * size, size)
+        let row = int32_row(py, self.labels.values(), self.index * size, size)?;
+        match self.arrays {
+            Arrays::Numpy => Ok(row),
+            Arrays::Torch => label_tensor(py, &row),
+        }
     }
 
     /// The device of the values: always ``"cpu"`` (numpy arrays).

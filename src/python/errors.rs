@@ -28,10 +28,11 @@ pub enum Class {
     BlockMapAssertionError,
     NotEqualError,
     BlockMapNotImplementedError,
+    BlockMapRuntimeError,
 }
 
 impl Class {
-    const ALL: [Class; 13] = [
+    const ALL: [Class; 14] = [
         Class::BlockMapError,
         Class::ValidationError,
         Class::BlockMapTypeError,
@@ -45,6 +46,7 @@ impl Class {
         Class::BlockMapAssertionError,
         Class::NotEqualError,
         Class::BlockMapNotImplementedError,
+        Class::BlockMapRuntimeError,
     ];
 
     fn name(self) -> &'static str {
@@ -62,11 +64,13 @@ impl Class {
             Class::BlockMapAssertionError => "BlockMapAssertionError",
             Class::NotEqualError => "NotEqualError",
             Class::BlockMapNotImplementedError => "BlockMapNotImplementedError",
+            Class::BlockMapRuntimeError => "BlockMapRuntimeError",
         }
     }
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
         static CELLS: [PyOnceLock<Py<PyType>>; Class::ALL.len()] = [
+            PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),

@@ -6,10 +6,12 @@ use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 
 use super::array::{buffer_from_python, BufferOwner};
-use super::convert::{held_from_python, to_python};
+use super::classes::Arrays;
+use super::convert::{held_from_python, to_python_as};
 use super::errors::wrong_type;
 use super::file::{with_mts_extension, FileArg, MmapArg, PyFileWriter, UseNumpy};
 use super::gil::detached;
+use super::torch::arrays_arg;
 use crate::data::{DataRef, Kind};
 use crate::io;
 
@@ -48,26 +50,37 @@ pub fn save_buffer<'py>(py: Python<'py>, data: DataRef<'_>) -> PyResult<Bound<'p
 
 /// Load `kind` from `file`: a path, read (or mapped, with `mmap`) with the
 /// GIL released; or a binary file object, read whole.
-pub fn load(py: Python<'_>, file: FileArg<'_>, kind: Kind, mmap: MmapArg) -> PyResult<Py<PyAny>> {
+pub fn load(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    kind: Kind,
+    mmap: MmapArg,
+    arrays: Arrays,
+) -> PyResult<Py<PyAny>> {
     match file {
         FileArg::Path(path) => {
             let data = detached(py, || io::load_path(&path, kind, mmap.0))?;
-            to_python(py, data)
+            to_python_as(py, data, arrays)
         }
         FileArg::File(file) => {
             if mmap.0.is_some() {
                 return Err(wrong_type(py, "mmap needs a path, not a file object"));
             }
-            load_buffer(py, &file.call_method0("read")?, kind)
+            load_buffer(py, &file.call_method0("read")?, kind, arrays)
         }
     }
 }
 
 /// Load `kind` from a bytes-like object, viewing it where possible.
-pub fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>, kind: Kind) -> PyResult<Py<PyAny>> {
+pub fn load_buffer(
+    py: Python<'_>,
+    buffer: &Bound<'_, PyAny>,
+    kind: Kind,
+    arrays: Arrays,
+) -> PyResult<Py<PyAny>> {
     let buffer = buffer_from_python(buffer)?;
     let data = detached(py, || io::load_buffer(buffer, kind))?;
-    to_python(py, data)
+    to_python_as(py, data, arrays)
 }
 
 /// Save a :class:`TensorMap`, :class:`TensorBlock` or :class:`Labels` to ``file``.
@@ -120,33 +133,42 @@ fn py_save_buffer<'py>(
 /// zeros and blockmap refuses to save, pickle or copy the map. Without
 /// ``mmap``, the data is read once into memory blockmap owns and every CRC
 /// is checked.
-#[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+///
+/// ``arrays="torch"`` gives a map of torch tensors over the same memory
+/// (``torch.from_numpy`` of each array; read-only memory, as with
+/// ``mmap=True``, gives tensors torch warns about once: do not write into
+/// them).
+#[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
 fn py_load(
     py: Python<'_>,
     file: FileArg<'_>,
     use_numpy: UseNumpy,
     mmap: MmapArg,
+    arrays: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
-    load(py, file, Kind::Tensor, mmap)
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    load(py, file, Kind::Tensor, mmap, arrays)
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
-#[pyfunction(name = "load_block", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+#[pyfunction(name = "load_block", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
 fn py_load_block(
     py: Python<'_>,
     file: FileArg<'_>,
     use_numpy: UseNumpy,
     mmap: MmapArg,
+    arrays: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
-    load(py, file, Kind::Block, mmap)
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    load(py, file, Kind::Block, mmap, arrays)
 }
 
 /// Load Labels saved on their own (a bare ``.npy`` file).
 #[pyfunction(name = "load_labels")]
 fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-    load(py, file, Kind::Labels, MmapArg(None))
+    load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy)
 }
 
 /// Load a :class:`TensorMap` from a bytes-like object (``bytes``, ``bytearray``,
@@ -154,31 +176,37 @@ fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
 ///
 /// Uncompressed, aligned, native-endian arrays are views of ``buffer``
 /// (read-only when it is), which they keep alive; others are copied.
-#[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+/// ``arrays="torch"`` gives torch tensors over the same memory (see
+/// :func:`load`).
+#[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
 fn py_load_buffer(
     py: Python<'_>,
     buffer: &Bound<'_, PyAny>,
     use_numpy: UseNumpy,
+    arrays: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
-    load_buffer(py, buffer, Kind::Tensor)
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    load_buffer(py, buffer, Kind::Tensor, arrays)
 }
 
 /// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.
-#[pyfunction(name = "load_block_buffer", signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+#[pyfunction(name = "load_block_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
 fn py_load_block_buffer(
     py: Python<'_>,
     buffer: &Bound<'_, PyAny>,
     use_numpy: UseNumpy,
+    arrays: Option<&str>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
-    load_buffer(py, buffer, Kind::Block)
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    load_buffer(py, buffer, Kind::Block, arrays)
 }
 
 /// Load Labels from a bytes-like object holding a ``.npy`` file.
 #[pyfunction(name = "load_labels_buffer")]
 fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    load_buffer(py, buffer, Kind::Labels)
+    load_buffer(py, buffer, Kind::Labels, Arrays::Numpy)
 }
 
 /// Check a ``.mts`` file completely: structure, every CRC, and the data

@@ -5,8 +5,9 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
 
-use super::classes::{Origin, PyTensorBlock, PyTensorMap};
-use super::errors::{class_repr, invalid, wrong_type};
+use super::classes::{Arrays, Origin, PyTensorBlock, PyTensorMap};
+use super::errors::{class_repr, invalid, wrong_type, Class};
+use super::torch::requires_grad;
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
 
 fn axis(py: Python<'_>, axis: &Bound<'_, PyAny>, trailing: &str) -> PyResult<Axis> {
@@ -97,9 +98,27 @@ pub fn join<'py>(
         }
     };
     let snapshots = same_dtype(py, &maps)?;
+    let arrays = maps[0].get().arrays;
+    for (map, snapshot) in maps.iter().zip(&snapshots) {
+        if map.get().arrays == Arrays::Torch {
+            refuse_autograd(py, snapshot.blocks())?;
+        }
+    }
     let refs: Vec<&crate::tensor::TensorMap> = snapshots.iter().map(AsRef::as_ref).collect();
     let joined = py.detach(|| core_join::join(&refs, axis, different_keys, add_dimension))?;
-    Ok(Bound::new(py, PyTensorMap::from_map(joined))?.into_any())
+    Ok(Bound::new(py, PyTensorMap::with_arrays(joined, arrays))?.into_any())
+}
+
+/// Join copies arrays in Rust, where autograd cannot follow: tensors that
+/// require grad are refused rather than silently detached.
+fn refuse_autograd(py: Python<'_>, blocks: &[crate::block::TensorBlock]) -> PyResult<()> {
+    let rule = "blockmap.join copies the arrays without autograd, and some of these tensors \
+                require grad: join them with blockmap.operations.join (torch.cat), or \
+                detach them first";
+    if !requires_grad(py, blocks, rule)?.is_empty() {
+        return Err(Class::BlockMapRuntimeError.err(py, rule));
+    }
+    Ok(())
 }
 
 /// The maps' data, every map in the dtype of the first (converted with
@@ -160,9 +179,15 @@ pub fn join_blocks(
         ));
     }
     let axis = self::axis(py, axis, "")?;
+    let arrays = items[0].cast::<PyTensorBlock>()?.get().arrays;
+    for (item, snapshot) in items.iter().zip(&snapshots) {
+        if item.cast::<PyTensorBlock>()?.get().arrays == Arrays::Torch {
+            refuse_autograd(py, std::slice::from_ref(&**snapshot))?;
+        }
+    }
     let refs: Vec<&crate::block::TensorBlock> = snapshots.iter().map(AsRef::as_ref).collect();
     let joined = py.detach(|| core_join::join_blocks(&refs, axis, add_dimension))?;
-    Ok(PyTensorBlock::new_view(joined, Origin::Standalone))
+    Ok(PyTensorBlock::new_view(joined, Origin::Standalone).with_arrays(arrays))
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {

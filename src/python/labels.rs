@@ -7,13 +7,14 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
 use super::array::to_numpy_read_only;
-use super::classes::{PyLabels, PyLabelsEntry};
+use super::classes::{Arrays, PyLabels, PyLabelsEntry};
 use super::convert::{
     check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
     insert_index, saturating_index, to_arguments, SaturatingInt,
 };
 use super::errors::{class_repr, from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
+use super::torch::{is_tensor, label_tensor, torch};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
 
@@ -40,11 +41,31 @@ impl PyLabels {
     ) -> PyResult<Self> {
         let py = names.py();
         let names = extract_names(names)?;
+        // a tensor's values are copied, as any other integers (metatensor-torch
+        // Labels give torch tensors back, so do these)
+        let arrays = if is_tensor(values)? {
+            Arrays::Torch
+        } else {
+            Arrays::Numpy
+        };
+        let detached;
+        let values = if arrays == Arrays::Torch {
+            detached = values
+                .call_method0("detach")?
+                .call_method0("numpy")
+                .map_err(|error| from_callee(py, error))?;
+            &detached
+        } else {
+            values
+        };
         let values = extract_label_values(values, names.len())?;
         let assume_unique = assume_unique
             .map_or(Ok(false), PyAnyMethods::is_truthy)
             .map_err(|error| from_callee(py, error))?;
-        Ok(Labels::from_array(names, values, assume_unique)?.into())
+        Ok(PyLabels::with_arrays(
+            Labels::from_array(names, values, assume_unique)?,
+            arrays,
+        ))
     }
 
     /// One entry with one dimension ``_`` of value 0, for when there is no
@@ -82,6 +103,12 @@ impl PyLabels {
         Ok(Labels::range(name, end)?.into())
     }
 
+    /// The array type of the values: ``"numpy"`` or ``"torch"``.
+    #[getter]
+    fn _arrays(&self) -> &'static str {
+        self.arrays.name()
+    }
+
     /// Names of the dimensions.
     #[getter]
     fn names(&self) -> Vec<String> {
@@ -89,10 +116,15 @@ impl PyLabels {
     }
 
     /// The values, a read-only ``(len(labels), len(names))`` int32 array
-    /// viewing the memory of the Labels.
+    /// viewing the memory of the Labels; for Labels of torch tensors, an
+    /// int32 tensor holding a copy (the memory of Labels is never written).
     #[getter]
     fn values<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        to_numpy_read_only(py, self.labels.values())
+        let values = to_numpy_read_only(py, self.labels.values())?;
+        match self.arrays {
+            Arrays::Numpy => Ok(values),
+            Arrays::Torch => label_tensor(py, &values),
+        }
     }
 
     /// The device of the values: always ``"cpu"`` (numpy arrays).
@@ -133,7 +165,7 @@ impl PyLabels {
             )
         })?;
         let i = check_index(index, self.labels.count())?;
-        Ok(PyLabelsEntry::new(self.labels.clone(), i))
+        Ok(PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays))
     }
 
     /// Position of ``entry`` (a :class:`LabelsEntry` or a sequence of
@@ -207,14 +239,13 @@ impl PyLabels {
                 "Labels values must be int32, `dtype` can not be changed",
             ));
         }
+        let mut backend = slf.get().arrays;
         if let Some(arrays) = arrays.filter(|a| !a.is_none()) {
             match arrays.extract::<String>().as_deref() {
-                Ok("numpy") => {}
+                Ok("numpy") => backend = Arrays::Numpy,
                 Ok("torch") => {
-                    return Err(invalid(
-                        py,
-                        "blockmap Labels hold numpy arrays: arrays=\"torch\" is not supported yet",
-                    ))
+                    torch(py)?;
+                    backend = Arrays::Torch;
                 }
                 _ => {
                     return Err(invalid(
@@ -233,7 +264,10 @@ impl PyLabels {
                 ));
             }
         }
-        Ok(slf.clone())
+        if backend == slf.get().arrays {
+            return Ok(slf.clone());
+        }
+        Bound::new(py, PyLabels::with_arrays(slf.get().labels.clone(), backend))
     }
 
     /// New Labels with a last dimension ``name`` whose values are
@@ -242,7 +276,7 @@ impl PyLabels {
     fn append(&self, name: &Bound<'_, PyAny>, values: &Bound<'_, PyAny>) -> PyResult<Self> {
         let values = extract_dimension_values(values, self.labels.count())?;
         let name = new_name(name)?;
-        Ok(self.labels.append(&name.to_cow()?, &values)?.into())
+        Ok(self.derived(self.labels.append(&name.to_cow()?, &values)?))
     }
 
     /// New Labels with a dimension ``name`` before dimension ``index``
@@ -262,14 +296,14 @@ impl PyLabels {
         let values = extract_dimension_values(values, self.labels.count())?;
         let index = insert_index(index, self.labels.size())?;
         let name = new_name(name)?;
-        Ok(self.labels.insert(index, &name.to_cow()?, &values)?.into())
+        Ok(self.derived(self.labels.insert(index, &name.to_cow()?, &values)?))
     }
 
     /// New Labels without dimension ``name``; a ``MetatensorError`` when
     /// the remaining entries are not unique.
     fn remove(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = self.dimension_name(py, name)?;
-        Ok(self.labels.remove(&name)?.into())
+        Ok(self.derived(self.labels.remove(&name)?))
     }
 
     /// New Labels with dimension ``old`` named ``new`` (sharing the values).
@@ -283,7 +317,7 @@ impl PyLabels {
     ) -> PyResult<Self> {
         let old = self.dimension_name(py, old)?;
         let new = new_name(new)?;
-        Ok(self.labels.rename(&old, &new.to_cow()?)?.into())
+        Ok(self.derived(self.labels.rename(&old, &new.to_cow()?)?))
     }
 
     /// New Labels with the dimensions in the order ``dimensions_indexes``
@@ -323,7 +357,7 @@ impl PyLabels {
             })?;
             order.push(check_index(i, size)?);
         }
-        Ok(self.labels.permute(&order)?.into())
+        Ok(self.derived(self.labels.permute(&order)?))
     }
 
     /// The union with ``other`` (same dimensions): the entries of these
@@ -331,7 +365,7 @@ impl PyLabels {
     fn union(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
         let other = &other.get().labels;
         let (union, _, _) = py.detach(|| self.labels.union(other))?;
-        Ok(union.into())
+        Ok(self.derived(union))
     }
 
     /// The union with ``other``, and where each entry of these Labels and
@@ -345,7 +379,7 @@ impl PyLabels {
         let other = &other.get().labels;
         let (union, first, second) = py.detach(|| self.labels.union(other))?;
         Ok((
-            union.into(),
+            self.derived(union),
             PyArray1::from_vec(py, first),
             PyArray1::from_vec(py, second),
         ))
@@ -357,7 +391,7 @@ impl PyLabels {
     fn intersection(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
         let other = &other.get().labels;
         let (intersection, _, _) = py.detach(|| self.labels.intersection(other))?;
-        Ok(intersection.into())
+        Ok(self.derived(intersection))
     }
 
     /// The intersection with ``other``, and where each entry of these
@@ -372,7 +406,7 @@ impl PyLabels {
         let other = &other.get().labels;
         let (intersection, first, second) = py.detach(|| self.labels.intersection(other))?;
         Ok((
-            intersection.into(),
+            self.derived(intersection),
             PyArray1::from_vec(py, first),
             PyArray1::from_vec(py, second),
         ))
@@ -383,7 +417,7 @@ impl PyLabels {
     fn difference(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
         let other = &other.get().labels;
         let (difference, _) = py.detach(|| self.labels.difference(other))?;
-        Ok(difference.into())
+        Ok(self.derived(difference))
     }
 
     /// The set difference with ``other``, and where each entry of these
@@ -396,7 +430,7 @@ impl PyLabels {
     ) -> PyResult<(Self, Bound<'py, PyArray1<i64>>)> {
         let other = &other.get().labels;
         let (difference, first) = py.detach(|| self.labels.difference(other))?;
-        Ok((difference.into(), PyArray1::from_vec(py, first)))
+        Ok((self.derived(difference), PyArray1::from_vec(py, first)))
     }
 
     /// Positions (a uint64 array, as metatensor-core returns them) of the
@@ -424,6 +458,10 @@ impl PyLabels {
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        if self.arrays == Arrays::Torch {
+            let twin = Bound::new(py, PyLabels::from(self.labels.clone()))?.into_any();
+            return super::torch::reduce_as_torch(py, twin, Vec::new());
+        }
         super::pickle::reduce(py, DataRef::Labels(&self.labels), protocol)
     }
 
@@ -442,7 +480,7 @@ impl PyLabels {
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
     #[staticmethod]
     fn load(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-        super::io::load(py, file, Kind::Labels, MmapArg(None))
+        super::io::load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -453,7 +491,7 @@ impl PyLabels {
     /// Load from a bytes-like object (see ``blockmap.load_labels_buffer``).
     #[staticmethod]
     fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        super::io::load_buffer(py, buffer, Kind::Labels)
+        super::io::load_buffer(py, buffer, Kind::Labels, Arrays::Numpy)
     }
 
     /// Labels are immutable: copies share their values.
@@ -494,12 +532,16 @@ impl PyLabels {
                 )
             })?;
         let i = check_index(index, self.labels.count())?;
-        Ok(Bound::new(py, PyLabelsEntry::new(self.labels.clone(), i))?.into_any())
+        Ok(Bound::new(
+            py,
+            PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays),
+        )?
+        .into_any())
     }
 
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let entries = (0..self.labels.count())
-            .map(|i| PyLabelsEntry::new(self.labels.clone(), i))
+            .map(|i| PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays))
             .collect::<Vec<_>>();
         Ok(PyList::new(py, entries)?.try_iter()?.into_any())
     }

@@ -6,7 +6,7 @@
 //! `classes` (what each class holds), `convert` (Python objects to and from
 //! the core), `repr` (metatensor's text layout), `file` (paths and file
 //! objects), `gil` (core work with the GIL released, interruptible), then
-//! `io`, `pickle` and `shm` (the functions behind every save, load, pickle
+//! `torch` (torch tensors as values), `io`, `pickle` and `shm` (the functions behind every save, load, pickle
 //! and share), `ops` and `selection` (the arguments of the map operations
 //! and of block selections, read as metatensor-core reads them), and last
 //! the classes' methods (`labels`, `entry`, `block`, `tensor`), whose
@@ -30,6 +30,7 @@ mod selection;
 mod shm;
 mod split;
 mod tensor;
+mod torch;
 
 use pyo3::prelude::*;
 
@@ -46,5 +47,6 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     shm::register(module)?;
     join::register(module)?;
     split::register(module)?;
+    torch::register(module)?;
     Ok(())
 }

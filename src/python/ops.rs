@@ -84,7 +84,7 @@ pub fn to_dtype<'py>(
     let mut dtype = dtype.filter(|d| !d.is_none());
     let mut device = device.filter(|d| !d.is_none());
     for positional in args.iter() {
-        if positional.is_instance_of::<PyString>() {
+        if positional.is_instance_of::<PyString>() || is_torch(&positional, "device")? {
             if device.is_some() {
                 return Err(invalid(
                     py,
@@ -94,17 +94,18 @@ pub fn to_dtype<'py>(
             device = Some(positional);
             continue;
         }
-        let is_numeric = numpy
-            .getattr("dtype")?
-            .call1((&positional,))
-            .ok()
-            .map(|d| {
-                numpy
-                    .getattr("issubdtype")?
-                    .call1((d, numpy.getattr("number")?))
-            })
-            .transpose()?
-            .is_some_and(|numeric| numeric.is_truthy().unwrap_or(false));
+        let is_numeric = is_torch(&positional, "dtype")?
+            || numpy
+                .getattr("dtype")?
+                .call1((&positional,))
+                .ok()
+                .map(|d| {
+                    numpy
+                        .getattr("issubdtype")?
+                        .call1((d, numpy.getattr("number")?))
+                })
+                .transpose()?
+                .is_some_and(|numeric| numeric.is_truthy().unwrap_or(false));
         if !is_numeric {
             return Err(wrong_type(
                 py,
@@ -120,13 +121,7 @@ pub fn to_dtype<'py>(
         dtype = Some(positional);
     }
     match arrays {
-        None | Some("numpy") => {}
-        Some("torch") => {
-            return Err(invalid(
-                py,
-                "arrays='torch' is not supported yet: blockmap holds numpy arrays",
-            ))
-        }
+        None | Some("numpy" | "torch") => {}
         Some(other) => return Err(invalid(py, format!("unknown array backend: '{other}'"))),
     }
     if let Some(device) = device {
@@ -140,6 +135,7 @@ pub fn to_dtype<'py>(
     }
     dtype
         .map(|d| {
+            let d = numpy_of_torch_dtype(&d)?.unwrap_or(d);
             let dtype = numpy.getattr("dtype")?.call1((d,)).map_err(|error| {
                 if error.is_instance_of::<pyo3::exceptions::PyTypeError>(py)
                     || error.is_instance_of::<pyo3::exceptions::PyValueError>(py)
@@ -162,6 +158,34 @@ pub fn to_dtype<'py>(
             Ok(dtype)
         })
         .transpose()
+}
+
+/// Whether `obj` is a `torch.<class>` (a `torch.device`, a `torch.dtype`).
+fn is_torch(obj: &Bound<'_, PyAny>, class: &str) -> PyResult<bool> {
+    let type_ = obj.get_type();
+    Ok(type_.module()?.to_str()? == "torch" && type_.name()?.to_str()? == class)
+}
+
+/// The numpy dtype of a `torch.dtype` (`torch.float64` is `float64`), or
+/// `None` for anything else.
+fn numpy_of_torch_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    if !is_torch(dtype, "dtype")? {
+        return Ok(None);
+    }
+    let torch = dtype.py().import("torch")?;
+    let kwargs = pyo3::types::PyDict::new(dtype.py());
+    kwargs.set_item("dtype", dtype)?;
+    let empty = torch.getattr("empty")?.call((0,), Some(&kwargs))?;
+    match empty.call_method0("numpy") {
+        Ok(array) => Ok(Some(array.getattr("dtype")?)),
+        Err(_) => Err(wrong_type(
+            dtype.py(),
+            format!(
+                "unsupported dtype {}: blockmap holds numeric numpy dtypes",
+                dtype.str()?
+            ),
+        )),
+    }
 }
 
 /// `block` (and its gradients) with values of `dtype`: the same arrays

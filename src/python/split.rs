@@ -168,6 +168,7 @@ pub fn split<'py>(
             ),
         ));
     };
+    let arrays = map.get().arrays;
     // metatensor-operations checks against `tensor.block(0)`
     let first = tensor.call_method1("block", (0,))?;
     let first = first.cast::<PyTensorBlock>()?.get().block();
@@ -193,7 +194,10 @@ pub fn split<'py>(
             .map(|blocks| TensorMap::new(map.keys().clone(), blocks))
             .collect()
     })?;
-    Ok(maps.into_iter().map(PyTensorMap::from_map).collect())
+    Ok(maps
+        .into_iter()
+        .map(|m| PyTensorMap::with_arrays(m, arrays))
+        .collect())
 }
 
 /// Split ``block`` into one block per selection along ``axis``, as
@@ -214,13 +218,14 @@ pub fn split_block(
             ),
         ));
     };
+    let arrays = block.get().arrays;
     let block = block.get().block();
     let (axis, selections) = check_arguments(py, &block, axis, selections)?;
     let groups = positions(py, &block, axis, &selections)?;
     let blocks = py.detach(|| core_split(&block, axis, &groups))?;
     Ok(blocks
         .into_iter()
-        .map(|b| PyTensorBlock::new_view(b, Origin::Standalone))
+        .map(|b| PyTensorBlock::new_view(b, Origin::Standalone).with_arrays(arrays))
         .collect())
 }
 

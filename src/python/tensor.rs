@@ -6,20 +6,23 @@ use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 
-use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
+use super::classes::{Arrays, Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::convert::{extract_labels, SaturatingInt};
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
 use super::selection::{self, block_index, describe, resolve, Selection};
+use super::torch::{
+    arrays_arg, map_with_leaves, reduce_as_torch, requires_grad, DEEPCOPY_RULE, PICKLE_RULE,
+};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 use crate::ops;
 use crate::tensor::TensorMap;
 
 /// Block `i` of `map`, as a Python block viewing it.
-fn view(map: &TensorMap, i: usize) -> PyTensorBlock {
-    PyTensorBlock::new_view(map.blocks()[i].clone(), Origin::MapBlock)
+fn view(map: &TensorMap, i: usize, arrays: Arrays) -> PyTensorBlock {
+    PyTensorBlock::new_view(map.blocks()[i].clone(), Origin::MapBlock).with_arrays(arrays)
 }
 
 /// A Python iterator over `items`.
@@ -52,6 +55,7 @@ impl PyTensorMap {
             )
         })?;
         let mut rust_blocks = Vec::new();
+        let mut arrays: Option<Arrays> = None;
         for (i, block) in iter.enumerate() {
             let block = block?;
             let block = block.cast::<PyTensorBlock>().map_err(|_| {
@@ -63,15 +67,39 @@ impl PyTensorMap {
                     ),
                 )
             })?;
-            rust_blocks.push(TensorBlock::clone(&block.get().block()));
+            let block = block.get();
+            match arrays {
+                Some(arrays) if arrays != block.arrays => {
+                    return Err(invalid(
+                        py,
+                        format!(
+                            "blocks[{i}] holds {} arrays, the blocks before it {}: convert \
+                             them with `block.to(arrays=...)` first",
+                            block.arrays.name(),
+                            arrays.name()
+                        ),
+                    ))
+                }
+                _ => arrays = Some(block.arrays),
+            }
+            rust_blocks.push(TensorBlock::clone(&block.block()));
         }
-        Ok(PyTensorMap::from_map(TensorMap::new(keys, rust_blocks)?))
+        Ok(PyTensorMap::with_arrays(
+            TensorMap::new(keys, rust_blocks)?,
+            arrays.unwrap_or_default(),
+        ))
+    }
+
+    /// The array type of the values: ``"numpy"`` or ``"torch"``.
+    #[getter]
+    fn _arrays(&self) -> &'static str {
+        self.arrays.name()
     }
 
     /// The keys, one entry per block.
     #[getter]
     fn keys(&self) -> PyLabels {
-        self.map().keys().clone().into()
+        PyLabels::with_arrays(self.map().keys().clone(), self.arrays)
     }
 
     /// Sample names shared by all blocks.
@@ -147,7 +175,7 @@ impl PyTensorMap {
         let map = self.map();
         let matching = resolve(&map, &selection)?;
         match matching.as_slice() {
-            [i] => Ok(view(&map, *i)),
+            [i] => Ok(view(&map, *i, self.arrays)),
             [] if map.blocks().is_empty() => {
                 Err(invalid(py, "there are no blocks in this TensorMap"))
             }
@@ -188,7 +216,10 @@ impl PyTensorMap {
                 format!("Couldn't find any block matching {}", describe(&selection)),
             ));
         }
-        Ok(matching.into_iter().map(|i| view(&map, i)).collect())
+        Ok(matching
+            .into_iter()
+            .map(|i| view(&map, i, self.arrays))
+            .collect())
     }
 
     /// ``tensor[selection]``: the same as :meth:`block`.
@@ -224,7 +255,7 @@ impl PyTensorMap {
                 format!("a block index must be an int, got {}", type_name(index)),
             )
         })?;
-        Ok(view(&map, block_index(&map, index)?))
+        Ok(view(&map, block_index(&map, index)?, self.arrays))
     }
 
     /// The blocks at ``indices``, in that order.
@@ -249,7 +280,7 @@ impl PyTensorMap {
                     format!("a block index must be an int, got {}", type_name(&index)),
                 )
             })?;
-            blocks.push(view(&map, block_index(&map, position)?));
+            blocks.push(view(&map, block_index(&map, position)?, self.arrays));
         }
         Ok(blocks)
     }
@@ -258,7 +289,12 @@ impl PyTensorMap {
     fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let map = self.map();
         let pairs: Vec<(PyLabelsEntry, PyTensorBlock)> = (0..map.blocks().len())
-            .map(|i| (PyLabelsEntry::new(map.keys().clone(), i), view(&map, i)))
+            .map(|i| {
+                (
+                    PyLabelsEntry::new(map.keys().clone(), i).with_arrays(self.arrays),
+                    view(&map, i, self.arrays),
+                )
+            })
             .collect();
         iterate(py, pairs)
     }
@@ -266,7 +302,12 @@ impl PyTensorMap {
     /// ``for block in tensor``: the blocks, in key order.
     fn __iter__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let map = self.map();
-        iterate(py, (0..map.blocks().len()).map(|i| view(&map, i)).collect())
+        iterate(
+            py,
+            (0..map.blocks().len())
+                .map(|i| view(&map, i, self.arrays))
+                .collect(),
+        )
     }
 
     /// Merge blocks along the samples, moving the key dimensions
@@ -298,7 +339,7 @@ impl PyTensorMap {
         let fill = fill(py, &map, fill_value)?;
         let result =
             py.detach(|| ops::keys_to_samples(&map, keys_to_move.names(), &fill, sort_samples))?;
-        Ok(PyTensorMap::from_map(result))
+        Ok(PyTensorMap::with_arrays(result, self.arrays))
     }
 
     /// Merge blocks along the properties, moving the key dimensions
@@ -325,7 +366,7 @@ impl PyTensorMap {
         let fill = fill(py, &map, fill_value)?;
         let result =
             py.detach(|| ops::keys_to_properties(&map, &keys_to_move, &fill, sort_samples))?;
-        Ok(PyTensorMap::from_map(result))
+        Ok(PyTensorMap::with_arrays(result, self.arrays))
     }
 
     /// Move the component dimensions ``dimensions`` (a name or a list of
@@ -340,7 +381,7 @@ impl PyTensorMap {
         let dimensions = names(dimensions, "dimensions")?;
         let map = self.map();
         let result = py.detach(|| ops::components_to_properties(&map, &dimensions))?;
-        Ok(PyTensorMap::from_map(result))
+        Ok(PyTensorMap::with_arrays(result, self.arrays))
     }
 
     /// The dtype of every array in the map (None for a map without blocks).
@@ -367,11 +408,12 @@ impl PyTensorMap {
         false
     }
 
-    /// The map with every array of ``dtype`` (converted with numpy's
-    /// ``astype``; arrays already of that dtype are shared, not copied), on
-    /// ``device`` (only ``"cpu"``), as ``arrays`` (only ``"numpy"``; torch
-    /// comes later). Positional arguments are a device (a str) or a dtype,
-    /// as in metatensor-core.
+    /// The map with every array of ``dtype`` (a numpy or torch dtype,
+    /// converted with numpy's ``astype``; arrays already of that dtype are
+    /// shared, not copied), on ``device`` (only ``"cpu"``), given as
+    /// ``arrays``: ``"numpy"`` or ``"torch"`` (the same memory either way,
+    /// nothing is copied). Positional arguments are a device (a str or a
+    /// ``torch.device``) or a dtype, as in metatensor-core.
     #[pyo3(signature = (*args, dtype = None, device = None, arrays = None, non_blocking = false))]
     fn to<'py>(
         &self,
@@ -383,14 +425,21 @@ impl PyTensorMap {
     ) -> PyResult<Self> {
         let _ = non_blocking;
         let dtype = to_dtype("`TensorMap.to`", args, dtype, device, arrays)?;
+        let arrays = arrays_arg(args.py(), arrays, self.arrays)?;
         let map = self.map();
+        if dtype.is_none() {
+            return Ok(PyTensorMap::with_arrays(TensorMap::clone(&map), arrays));
+        }
         let blocks = map
             .blocks()
             .iter()
             .map(|block| block_to(block, dtype.as_ref()))
             .collect::<PyResult<Vec<_>>>()?;
         let converted = TensorMap::new(map.keys().clone(), blocks)?;
-        Ok(PyTensorMap::from_map(with_info(converted, &map)?))
+        Ok(PyTensorMap::with_arrays(
+            with_info(converted, &map)?,
+            arrays,
+        ))
     }
 
     /// The map printed with at most ``max_keys`` keys (all of them when
@@ -419,8 +468,30 @@ impl PyTensorMap {
     /// Pickle support: out-of-band buffers over this object's memory with
     /// protocol 5, the ``.mts`` archive in a bytes object before (see
     /// ``docs/pickle.md``).
+    ///
+    /// A map of torch tensors pickles as its numpy twin (the same memory)
+    /// and the positions of the leaf tensors requiring grad, rebuilt as a
+    /// map of torch tensors; a non-leaf tensor requiring grad is refused,
+    /// as torch refuses it.
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        super::pickle::reduce(py, DataRef::Tensor(&self.map()), protocol)
+        let map = self.map();
+        if self.arrays == Arrays::Torch {
+            let flagged = requires_grad(py, map.blocks(), PICKLE_RULE)?;
+            let twin = PyTensorMap::from_map(TensorMap::clone(&map));
+            return reduce_as_torch(py, Bound::new(py, twin)?.into_any(), flagged);
+        }
+        super::pickle::reduce(py, DataRef::Tensor(&map), protocol)
+    }
+
+    /// The same map as metatensor-torch's ``TensorMap`` (see
+    /// :func:`blockmap.metatensor_torch.to_metatensor_torch`): values are
+    /// shared, labels copied once. Needs metatensor-torch installed.
+    fn to_metatensor_torch<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        super::convert::bridge_in(
+            slf.as_any(),
+            "blockmap.metatensor_torch",
+            "to_metatensor_torch",
+        )
     }
 
     /// The same `TensorMap` as metatensor-core's ``metatensor.TensorMap`` (see
@@ -439,15 +510,17 @@ impl PyTensorMap {
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default()), text_signature = "(file, use_numpy=False, *, mmap=False)")]
+    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
     fn load(
         py: Python<'_>,
         file: FileArg<'_>,
         use_numpy: UseNumpy,
         mmap: MmapArg,
+        arrays: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
-        super::io::load(py, file, Kind::Tensor, mmap)
+        let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+        super::io::load(py, file, Kind::Tensor, mmap, arrays)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -463,14 +536,16 @@ impl PyTensorMap {
 
     /// Load from a bytes-like object (see ``blockmap.load_buffer``).
     #[staticmethod]
-    #[pyo3(signature = (buffer, use_numpy = UseNumpy), text_signature = "(buffer, use_numpy=False)")]
+    #[pyo3(signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
     fn load_buffer(
         py: Python<'_>,
         buffer: &Bound<'_, PyAny>,
         use_numpy: UseNumpy,
+        arrays: Option<&str>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
-        super::io::load_buffer(py, buffer, Kind::Tensor)
+        let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+        super::io::load_buffer(py, buffer, Kind::Tensor, arrays)
     }
 
     /// A copy of the map: with ``deep`` (the default) all array memory is
@@ -481,9 +556,15 @@ impl PyTensorMap {
         if !deep {
             return Ok(self.__copy__());
         }
-        Ok(PyTensorMap::from_map(super::gil::detached(py, || {
-            map.deep_copy()
-        })?))
+        let flagged = match self.arrays {
+            Arrays::Torch => requires_grad(py, map.blocks(), DEEPCOPY_RULE)?,
+            Arrays::Numpy => Vec::new(),
+        };
+        let copy = super::gil::detached(py, || map.deep_copy())?;
+        Ok(PyTensorMap::with_arrays(
+            map_with_leaves(py, &copy, &flagged)?,
+            self.arrays,
+        ))
     }
 
     /// ``copy.deepcopy(tensor)``: the same as :meth:`copy`.
@@ -495,7 +576,7 @@ impl PyTensorMap {
 
     /// ``copy.copy(tensor)``: a new map object sharing this one's memory.
     fn __copy__(&self) -> Self {
-        PyTensorMap::from_map(TensorMap::clone(&self.map()))
+        PyTensorMap::with_arrays(TensorMap::clone(&self.map()), self.arrays)
     }
 
     fn __eq__(&self, other: &Bound<'_, PyAny>) -> bool {

@@ -519,9 +519,15 @@ def test_to(args, kwargs, same_outcome):
     same_outcome(call)
 
 
-def test_to_torch_is_refused_for_now():
-    with pytest.raises(ValueError, match="torch"):
-        ab(blockmap).to(arrays="torch")
+def test_to_torch_gives_int32_tensors_like_metatensor():
+    torch = pytest.importorskip("torch")
+    for lib in (blockmap, mts):
+        moved = ab(lib).to(arrays="torch")
+        assert isinstance(moved.values, torch.Tensor)
+        assert moved.values.dtype == torch.int32
+        assert moved.values.tolist() == ab(lib).values.tolist()
+        assert isinstance(moved[0].values, torch.Tensor)
+    assert ab(blockmap).to(arrays="torch") == ab(blockmap)
 
 
 # ---------------------------------------------------- changing the dimensions

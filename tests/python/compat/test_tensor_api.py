@@ -297,16 +297,18 @@ def test_to_shares_or_converts_like_metatensor(maps):
     assert loaded.dtype == np.float32
 
 
-def test_to_refuses_torch_and_unknown_keywords():
-    """``arrays="torch"`` is refused with a ValueError until blockmap holds
-    torch tensors (metatensor-core, without torch installed, raises
-    ModuleNotFoundError); unknown keywords are a TypeError (metatensor-core
+def test_to_torch_and_unknown_keywords():
+    """``arrays="torch"`` gives torch tensors as metatensor-core does (values
+    and label values); unknown keywords are a TypeError (metatensor-core
     ignores them)."""
+    torch = pytest.importorskip("torch")
     ours, theirs = build(_spec())
-    with pytest.raises(ModuleNotFoundError):
-        theirs.to(arrays="torch")
-    with pytest.raises(ValueError, match="torch"):
-        ours.to(arrays="torch")
+    for moved in (theirs.to(arrays="torch"), ours.to(arrays="torch")):
+        assert isinstance(moved.block(0).values, torch.Tensor)
+        assert isinstance(moved.keys.values, torch.Tensor)
+        assert isinstance(moved.block(0).samples.values, torch.Tensor)
+    with pytest.raises(ValueError, match="backend"):
+        ours.to(arrays="jax")
     theirs.to(dtype=np.float32, devise="cuda")
     with pytest.raises(TypeError, match="devise"):
         ours.to(dtype=np.float32, devise="cuda")

@@ -24,6 +24,7 @@ BUILTINS = {
     "BlockMapIndexError": IndexError,
     "BlockMapOverflowError": OverflowError,
     "BlockMapAssertionError": AssertionError,
+    "BlockMapRuntimeError": RuntimeError,
     "NotEqualError": Exception,
     "BlockMapNotImplementedError": NotImplementedError,
 }

@@ -1,0 +1,358 @@
+//! Torch tensors as values (`arrays="torch"`).
+//!
+//! A map, a block or Labels holds which array type it gives back: numpy
+//! arrays or torch tensors ([`Arrays`]), as metatensor-core keeps the type
+//! of the arrays it was given. The memory is the same either way: a block
+//! made from a CPU tensor holds a buffer export of the tensor's memory
+//! (through the numpy array `tensor.detach().numpy()`, which shares it)
+//! together with the tensor itself ([`TorchOwner`]), so that `values` gives
+//! back that very tensor, autograd graph included. Arrays blockmap made
+//! (loaded, joined, received) are handed out as `torch.from_numpy` of a
+//! view of their memory: no copy either.
+//!
+//! torch is never imported by blockmap: a tensor can only exist once the
+//! user has imported torch, and a torch option imports it on first use.
+
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyTuple};
+
+use numpy::PyUntypedArray;
+
+use super::array::{from_python, from_python_array, to_numpy};
+use super::classes::{Arrays, PyLabels, PyTensorBlock, PyTensorMap};
+use super::errors::{invalid, wrong_type, Class};
+use crate::array::Array;
+use crate::block::TensorBlock;
+use crate::tensor::TensorMap;
+
+/// The array type an `arrays=` argument names (already checked by
+/// `ops::to_dtype` or here), `current` when it is `None`.
+pub fn arrays_arg(py: Python<'_>, arrays: Option<&str>, current: Arrays) -> PyResult<Arrays> {
+    match arrays {
+        None => Ok(current),
+        Some("numpy") => Ok(Arrays::Numpy),
+        Some("torch") => {
+            torch(py)?;
+            Ok(Arrays::Torch)
+        }
+        Some(other) => Err(invalid(py, format!("unknown array backend: '{other}'"))),
+    }
+}
+
+static TORCH: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
+
+/// The torch module (imported on first use; its `ImportError` when torch is
+/// not installed: it is the optional extra `blockmap[torch]`).
+pub fn torch(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
+    TORCH
+        .get_or_try_init(py, || py.import("torch").map(Bound::unbind))
+        .map(|module| module.bind(py))
+}
+
+/// Whether `obj` is a torch tensor (without importing torch: a tensor only
+/// exists once torch is imported).
+pub fn is_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let py = obj.py();
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Some(torch) = modules.cast::<PyDict>()?.get_item("torch")? else {
+        return Ok(false);
+    };
+    let Ok(tensor) = torch.getattr("Tensor") else {
+        return Ok(false);
+    };
+    obj.is_instance(&tensor)
+}
+
+/// Values from Python and the array type they came as: a tensor is held as
+/// [`from_tensor`] says, anything else as [`from_python`] does.
+pub fn values_from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array, Arrays)> {
+    if !obj.is_instance_of::<PyUntypedArray>() && is_tensor(obj)? {
+        return Ok((from_tensor(obj, what)?, Arrays::Torch));
+    }
+    Ok((from_python(obj, what)?, Arrays::Numpy))
+}
+
+/// What keeps the memory of a block made from a tensor alive: the buffer
+/// export of the numpy view of the tensor's memory, and the tensor, given
+/// back by `values` while the array is exactly its memory.
+#[derive(Debug)]
+pub struct TorchOwner {
+    /// the export of `tensor.detach().numpy()` (held for its memory)
+    #[allow(dead_code)]
+    export: pyo3::buffer::PyUntypedBuffer,
+    tensor: Py<PyAny>,
+    ptr: usize,
+    shape: Vec<usize>,
+}
+
+/// Bring a CPU tensor into blockmap: its memory is held (no copy) when it
+/// is contiguous and aligned; otherwise `tensor.contiguous()` or
+/// `tensor.clone()` makes such a tensor first (one copy, which autograd
+/// follows). A tensor on another device, of a dtype blockmap does not
+/// hold, or sparse, is refused.
+pub fn from_tensor(tensor: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
+    let py = tensor.py();
+    let device: String = tensor.getattr("device")?.getattr("type")?.extract()?;
+    if device != "cpu" {
+        return Err(invalid(
+            py,
+            format!(
+                "{what}: the tensor is on the '{}' device, blockmap holds CPU memory: \
+                 move it with `.cpu()` first",
+                tensor.getattr("device")?.str()?
+            ),
+        ));
+    }
+    let layout = tensor.getattr("layout")?.str()?.to_string();
+    if layout != "torch.strided" {
+        return Err(invalid(
+            py,
+            format!("{what}: {layout} tensors are not supported, only dense (strided) ones"),
+        ));
+    }
+    if tensor.getattr("dim")?.call0()?.extract::<usize>()? == 0 {
+        return Err(invalid(
+            py,
+            format!("{what}: got a 0-dimensional tensor (a scalar)"),
+        ));
+    }
+    let mut tensor = tensor.clone();
+    if tensor.call_method0("is_conj")?.is_truthy()? || tensor.call_method0("is_neg")?.is_truthy()? {
+        tensor = tensor
+            .call_method0("resolve_conj")?
+            .call_method0("resolve_neg")?;
+    }
+    if !tensor.call_method0("is_contiguous")?.is_truthy()? {
+        tensor = tensor.call_method0("contiguous")?;
+    }
+    let element: usize = tensor.call_method0("element_size")?.extract()?;
+    let ptr: usize = tensor.call_method0("data_ptr")?.extract()?;
+    if element != 0 && !ptr.is_multiple_of(element) {
+        tensor = tensor.call_method0("clone")?;
+    }
+    let detached = tensor.call_method0("detach")?;
+    let view = detached.call_method0("numpy").map_err(|error| {
+        wrong_type(
+            py,
+            format!(
+                "{what}: unsupported dtype {}: {}",
+                tensor
+                    .getattr("dtype")
+                    .and_then(|d| d.str())
+                    .map_or_else(|_| "?".into(), |s| s.to_string()),
+                error.value(py)
+            ),
+        )
+    })?;
+    let tensor = tensor.unbind();
+    from_python_array(&view, what, |export, shape| {
+        Box::new(TorchOwner {
+            ptr: export.buf_ptr() as usize,
+            shape: shape.to_vec(),
+            export,
+            tensor,
+        })
+    })
+}
+
+/// The tensor a block gives back for `array`: the tensor it was made from
+/// when the array is exactly that tensor's memory, otherwise
+/// `torch.from_numpy` of a view of the memory (writable when the memory
+/// is; torch warns once when it is not, as for any read-only array).
+pub fn to_tensor<'py>(py: Python<'py>, array: &Array) -> PyResult<Bound<'py, PyAny>> {
+    if let Some(owner) = original(array) {
+        return Ok(owner.tensor.bind(py).clone());
+    }
+    let view = to_numpy(py, array)?;
+    torch(py)?.call_method1("from_numpy", (view,))
+}
+
+/// The owner of `array` when the array is exactly the tensor it holds.
+fn original(array: &Array) -> Option<&TorchOwner> {
+    array
+        .buffer()
+        .foreign_owner::<TorchOwner>()
+        .filter(|owner| {
+            owner.ptr == array.buffer().as_ptr() as usize && owner.shape == array.shape()
+        })
+}
+
+/// `values` of the array type `arrays`.
+pub fn to_python_array<'py>(
+    py: Python<'py>,
+    array: &Array,
+    arrays: Arrays,
+) -> PyResult<Bound<'py, PyAny>> {
+    match arrays {
+        Arrays::Numpy => to_numpy(py, array),
+        Arrays::Torch => to_tensor(py, array),
+    }
+}
+
+/// Label values as a torch int32 tensor: a copy (the memory of Labels is
+/// never reachable by writes).
+pub fn label_tensor<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let copy = values.call_method0("copy")?;
+    torch(py)?.call_method1("from_numpy", (copy,))
+}
+
+/// Every array of `block` (values, then each gradient, recursively, in
+/// parameter order), the order [`requires_grad`] and [`with_leaves`] use.
+fn arrays_of<'a>(block: &'a TensorBlock, out: &mut Vec<&'a Array>) {
+    out.push(block.values());
+    for gradient in block.gradients().values() {
+        arrays_of(gradient, out);
+    }
+}
+
+/// The positions (see [`arrays_of`]) of the arrays of `blocks` whose tensor
+/// requires grad; a non-leaf tensor that requires grad is refused, as torch
+/// refuses to send one to another process (`rule` says where).
+pub fn requires_grad(py: Python<'_>, blocks: &[TensorBlock], rule: &str) -> PyResult<Vec<usize>> {
+    let mut arrays = Vec::new();
+    for block in blocks {
+        arrays_of(block, &mut arrays);
+    }
+    let mut flagged = Vec::new();
+    for (i, array) in arrays.iter().enumerate() {
+        let Some(owner) = original(array) else {
+            continue;
+        };
+        let tensor = owner.tensor.bind(py);
+        if !tensor.getattr("requires_grad")?.is_truthy()? {
+            continue;
+        }
+        if !tensor.getattr("is_leaf")?.is_truthy()? {
+            return Err(Class::BlockMapRuntimeError.err(py, rule.to_string()));
+        }
+        flagged.push(i);
+    }
+    Ok(flagged)
+}
+
+/// torch's rule for pickling (`torch.multiprocessing`'s reducer).
+pub const PICKLE_RULE: &str = "Cowardly refusing to serialize non-leaf tensor which \
+    requires_grad, since autograd does not support crossing process boundaries. If you just \
+    want to transfer the data, call detach() on the tensor before serializing (e.g., putting \
+    it on the queue).";
+
+/// torch's rule for `copy.deepcopy`.
+pub const DEEPCOPY_RULE: &str = "Only Tensors created explicitly by the user (graph leaves) \
+    support the deepcopy protocol at the moment.";
+
+/// `block` with the arrays at `flagged` (positions from `*next` on, see
+/// [`arrays_of`]) replaced by new leaf tensors that require grad, over the
+/// same memory.
+fn block_with_leaves(
+    py: Python<'_>,
+    block: &TensorBlock,
+    flagged: &[usize],
+    next: &mut usize,
+) -> PyResult<TensorBlock> {
+    let position = *next;
+    *next += 1;
+    let values = if flagged.contains(&position) {
+        let tensor = to_tensor(py, block.values())?;
+        let leaf = tensor.call_method0("detach")?;
+        leaf.call_method1("requires_grad_", (true,))?;
+        from_tensor(&leaf, "values")?
+    } else {
+        block.values().clone()
+    };
+    let mut rebuilt = TensorBlock::new(
+        values,
+        block.samples().clone(),
+        block.components().to_vec(),
+        block.properties().clone(),
+    )?;
+    for (parameter, gradient) in block.gradients() {
+        rebuilt.add_gradient(parameter, block_with_leaves(py, gradient, flagged, next)?)?;
+    }
+    Ok(rebuilt)
+}
+
+/// `blocks` with the arrays at `flagged` made leaf tensors requiring grad.
+pub fn with_leaves(
+    py: Python<'_>,
+    blocks: &[TensorBlock],
+    flagged: &[usize],
+) -> PyResult<Vec<TensorBlock>> {
+    let mut next = 0;
+    blocks
+        .iter()
+        .map(|block| block_with_leaves(py, block, flagged, &mut next))
+        .collect()
+}
+
+/// `map` with the arrays at `flagged` made leaf tensors requiring grad.
+pub fn map_with_leaves(py: Python<'_>, map: &TensorMap, flagged: &[usize]) -> PyResult<TensorMap> {
+    if flagged.is_empty() {
+        return Ok(map.clone());
+    }
+    let blocks = with_leaves(py, map.blocks(), flagged)?;
+    let mut rebuilt = TensorMap::new(map.keys().clone(), blocks)?;
+    for (key, value) in map.info() {
+        rebuilt.set_info(key.clone(), value.clone())?;
+    }
+    Ok(rebuilt)
+}
+
+/// `(reconstructor, args)` turning the unpickled numpy-backed twin of a
+/// torch-backed object back into a torch-backed one.
+pub fn reduce_as_torch<'py>(
+    py: Python<'py>,
+    twin: Bound<'py, PyAny>,
+    flagged: Vec<usize>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let rebuild = py.import("blockmap._blockmap")?.getattr("_as_torch")?;
+    PyTuple::new(
+        py,
+        [
+            rebuild,
+            PyTuple::new(py, [twin, flagged.into_pyobject(py)?.into_any()])?.into_any(),
+        ],
+    )
+}
+
+/// The reconstructor of pickled torch-backed objects: the unpickled numpy
+/// twin `obj`, given back as torch tensors, with the arrays at `flagged`
+/// made leaf tensors that require grad.
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // a Python argument
+fn _as_torch(obj: &Bound<'_, PyAny>, flagged: Vec<usize>) -> PyResult<Py<PyAny>> {
+    let py = obj.py();
+    torch(py)?;
+    if let Ok(map) = obj.cast::<PyTensorMap>() {
+        let map = map_with_leaves(py, &map.get().map(), &flagged)?;
+        return Ok(Py::new(py, PyTensorMap::with_arrays(map, Arrays::Torch))?.into_any());
+    }
+    if let Ok(block) = obj.cast::<PyTensorBlock>() {
+        let block = block.get().block();
+        let block = with_leaves(py, std::slice::from_ref(&*block), &flagged)?.remove(0);
+        return Ok(Py::new(
+            py,
+            PyTensorBlock::new_view(block, super::classes::Origin::Standalone)
+                .with_arrays(Arrays::Torch),
+        )?
+        .into_any());
+    }
+    if let Ok(labels) = obj.cast::<PyLabels>() {
+        let labels = labels.get().labels.clone();
+        return Ok(Py::new(py, PyLabels::with_arrays(labels, Arrays::Torch))?.into_any());
+    }
+    Err(wrong_type(
+        py,
+        format!(
+            "_as_torch takes a TensorMap, TensorBlock or Labels, not {}",
+            super::errors::type_name(obj)
+        ),
+    ))
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(_as_torch, module)?)
+}
