@@ -217,6 +217,24 @@ def test_autograd_is_kept():
     np.testing.assert_array_equal(values.grad.numpy(), np.full((2, 3), 3.0))
 
 
+def test_blockmap_keeps_the_tensor_objects():
+    values = torch.rand((2, 3), dtype=torch.float64)
+    theirs = mtt.TensorBlock(values, mtt.Labels.range("s", 2), [], mtt.Labels.range("p", 3))
+    ours = from_metatensor_torch(theirs)
+    assert ours.values is values
+    assert to_metatensor_torch(ours).values is values
+
+
+def test_a_non_contiguous_tensor_is_copied_once():
+    values = torch.arange(12.0, dtype=torch.float64).reshape(4, 3)[::2]
+    assert not values.is_contiguous()
+    theirs = mtt.TensorBlock(values, mtt.Labels.range("s", 2), [], mtt.Labels.range("p", 3))
+    ours = from_metatensor_torch(theirs)
+    assert ours.values.is_contiguous()
+    assert ours.values.data_ptr() != values.data_ptr()
+    assert torch.equal(ours.values, values)
+
+
 def test_labels_are_copied_once(rng):
     tensor = make_map(rng)
     theirs = to_metatensor_torch(tensor.keys)
