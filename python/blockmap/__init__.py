@@ -91,7 +91,13 @@ _OPERATIONS = frozenset(
 
 def __getattr__(name: str) -> object:
     """``blockmap.<op>``: metatensor-operations' ``op`` on blockmap's classes,
-    imported on first use (see :mod:`blockmap.operations`)."""
+    imported on first use (see :mod:`blockmap.operations`);
+    ``blockmap.from_metatensor_torch`` (:mod:`blockmap.metatensor_torch`,
+    which imports torch only when called)."""
+    if name == "from_metatensor_torch":
+        value = importlib.import_module("blockmap.metatensor_torch").from_metatensor_torch
+        globals()[name] = value
+        return value
     if name in _OPERATIONS or name == "operations":
         if not HAS_METATENSOR_OPERATIONS:
             raise AttributeError(
@@ -110,7 +116,7 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    names = set(globals())
+    names = set(globals()) | {"from_metatensor_torch"}
     if HAS_METATENSOR_OPERATIONS:
         names |= _OPERATIONS | {"operations"}
     return sorted(names)

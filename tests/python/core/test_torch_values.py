@@ -220,7 +220,6 @@ def test_protocol_5_gives_one_buffer_per_array_and_views_them():
         assert torch.equal(received, original)
 
 
-@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 def test_requires_grad_survives_pickling_and_non_leaf_tensors_are_refused():
     leaf = torch.rand(3, 2, dtype=torch.float64).requires_grad_(True)
     tm = _map(leaf)
@@ -241,7 +240,6 @@ def test_requires_grad_survives_pickling_and_non_leaf_tensors_are_refused():
     assert pickle.loads(pickle.dumps(_map((leaf * 2).detach())))._arrays == "torch"
 
 
-@pytest.mark.filterwarnings("ignore:The given NumPy array is not writable")
 @pytest.mark.parametrize("protocol", [0, 2, 4])
 def test_lower_protocols_keep_the_backend(protocol):
     tm = _map(torch.rand(4, 2, dtype=torch.float32))
