@@ -361,3 +361,15 @@ def test_join_and_split_keep_torch_and_refuse_autograd():
     grad = [_map(torch.rand(2, 2, dtype=torch.float64).requires_grad_(True)) for _ in range(2)]
     with pytest.raises(blockmap.BlockMapRuntimeError, match="autograd"):
         blockmap.join(grad, axis="samples", add_dimension="batch")
+
+
+def test_operations_run_on_torch_maps_with_autograd():
+    pytest.importorskip("metatensor_operations")
+    t = torch.rand(4, 3, dtype=torch.float64, requires_grad=True)
+    block = blockmap.TensorBlock(t, _labels("system", 4), [], _labels("p", 3))
+    tm = blockmap.TensorMap(blockmap.Labels.single(), [block])
+    total = blockmap.operations.sum_over_samples(tm * 2, "system")
+    assert total._arrays == "torch"
+    joined = blockmap.operations.join([tm, tm], axis="samples", add_dimension="batch")
+    (total.block(0).values.sum() + joined.block(0).values.sum()).backward()
+    assert torch.equal(t.grad, torch.full_like(t, 4.0))
