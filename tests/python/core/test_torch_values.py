@@ -373,3 +373,12 @@ def test_operations_run_on_torch_maps_with_autograd():
     joined = blockmap.operations.join([tm, tm], axis="samples", add_dimension="batch")
     (total.block(0).values.sum() + joined.block(0).values.sum()).backward()
     assert torch.equal(t.grad, torch.full_like(t, 4.0))
+
+
+def test_to_dtype_of_tensors_is_followed_by_autograd():
+    t = torch.rand(3, 2, dtype=torch.float64, requires_grad=True)
+    tm = _map(t).to(dtype=torch.float32)
+    values = tm.block(0).values
+    assert values.dtype == torch.float32 and values.requires_grad
+    values.sum().backward()
+    assert torch.equal(t.grad, torch.ones_like(t))
