@@ -91,9 +91,9 @@ _OPERATIONS = frozenset(
 
 def __getattr__(name: str) -> object:
     """``blockmap.<op>``: metatensor-operations' ``op`` on blockmap's classes,
-    imported on first use (see :mod:`blockmap.operations`); and
-    ``blockmap.from_metatensor_torch``, from :mod:`blockmap.metatensor_torch`
-    (which imports torch only when called)."""
+    imported on first use (see :mod:`blockmap.operations`);
+    ``blockmap.from_metatensor_torch`` (:mod:`blockmap.metatensor_torch`,
+    which imports torch only when called)."""
     if name == "from_metatensor_torch":
         value = importlib.import_module("blockmap.metatensor_torch").from_metatensor_torch
         globals()[name] = value

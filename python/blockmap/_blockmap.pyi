@@ -276,6 +276,8 @@ class Labels:
         """Pickle support: out-of-band buffers with protocol 5 (docs/pickle.md)."""
     @property
     def _arrays(self) -> _Arrays: ...
+    def to_metatensor_torch(self) -> Any:
+        """The same object as metatensor-torch's."""
     def to_metatensor(self) -> Any:
         """metatensor-core's Labels with the same entries."""
     def save(self, file: _File) -> None:

@@ -472,6 +472,17 @@ impl PyLabels {
         super::convert::bridge(slf.as_any(), "to_metatensor")
     }
 
+    /// The same Labels as metatensor-torch's ``Labels`` (see
+    /// :func:`blockmap.metatensor_torch.to_metatensor_torch`), holding a
+    /// copy of the values. Needs metatensor-torch installed.
+    fn to_metatensor_torch<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        super::convert::bridge_in(
+            slf.as_any(),
+            "blockmap.metatensor_torch",
+            "to_metatensor_torch",
+        )
+    }
+
     /// Save to a path or binary file object (see ``blockmap.save``).
     fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
         super::io::save(py, file, DataRef::Labels(&self.labels))

@@ -189,8 +189,13 @@ fn numpy_of_torch_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Option<Bound
 }
 
 /// `block` (and its gradients) with values of `dtype`: the same arrays
-/// when they already are, otherwise converted by numpy's `astype`.
-pub fn block_to(block: &TensorBlock, dtype: Option<&Bound<'_, PyAny>>) -> PyResult<TensorBlock> {
+/// when they already are, otherwise converted by numpy's `astype`, or for
+/// torch tensors (`torch`) by `tensor.to(dtype)`, which autograd follows.
+pub fn block_to(
+    block: &TensorBlock,
+    dtype: Option<&Bound<'_, PyAny>>,
+    torch: bool,
+) -> PyResult<TensorBlock> {
     let same = match dtype {
         Some(dtype) => {
             let descr: String = dtype.getattr("str")?.extract()?;
@@ -201,6 +206,16 @@ pub fn block_to(block: &TensorBlock, dtype: Option<&Bound<'_, PyAny>>) -> PyResu
         None => true,
     };
     let values = match dtype {
+        Some(dtype) if !same && torch => {
+            let py = dtype.py();
+            let module = super::torch::torch(py)?;
+            let empty = py.import("numpy")?.getattr("empty")?.call1((0, dtype))?;
+            let target = module
+                .call_method1("from_numpy", (empty,))?
+                .getattr("dtype")?;
+            let tensor = super::torch::to_tensor(py, block.values())?;
+            super::torch::from_tensor(&tensor.call_method1("to", (target,))?, "values")?
+        }
         Some(dtype) if !same => {
             let view = to_numpy(dtype.py(), block.values())?;
             from_python(&view.call_method1("astype", (dtype,))?, "values")?
@@ -214,7 +229,7 @@ pub fn block_to(block: &TensorBlock, dtype: Option<&Bound<'_, PyAny>>) -> PyResu
         block.properties().clone(),
     )?;
     for (parameter, gradient) in block.gradients() {
-        converted.add_gradient(parameter, block_to(gradient, dtype)?)?;
+        converted.add_gradient(parameter, block_to(gradient, dtype, torch)?)?;
     }
     Ok(converted)
 }

@@ -433,7 +433,7 @@ impl PyTensorMap {
         let blocks = map
             .blocks()
             .iter()
-            .map(|block| block_to(block, dtype.as_ref()))
+            .map(|block| block_to(block, dtype.as_ref(), arrays == Arrays::Torch))
             .collect::<PyResult<Vec<_>>>()?;
         let converted = TensorMap::new(map.keys().clone(), blocks)?;
         Ok(PyTensorMap::with_arrays(
