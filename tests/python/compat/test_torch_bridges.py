@@ -306,13 +306,6 @@ def test_the_methods_and_the_lazy_name(rng):
     _assert_same_data(tensor.block(0), tensor.block(0).to_metatensor_torch())
     assert blockmap.from_metatensor_torch is from_metatensor_torch
     assert "from_metatensor_torch" in dir(blockmap)
-
-
-@pytest.mark.xfail(
-    raises=AttributeError, strict=True, reason="Labels.to_metatensor_torch is not in the core yet"
-)
-def test_the_labels_method(rng):
-    tensor = make_map(rng)
     _assert_labels_equal(tensor.keys, tensor.keys.to_metatensor_torch())
 
 
