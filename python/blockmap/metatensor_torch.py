@@ -57,7 +57,27 @@ def _metatensor_torch() -> Any:
             "installed: `pip install metatensor-torch`",
             name="metatensor.torch",
         ) from error
+    _keep_metatensor_operations()
     return mtt
+
+
+def _keep_metatensor_operations() -> None:
+    """Undo what importing metatensor-torch does to metatensor-core.
+
+    metatensor-torch 0.10 loads a second copy of metatensor-operations as
+    ``metatensor.torch.operations``, and that copy's ``__init__`` registers
+    itself as ``metatensor.operations`` too: from then on metatensor-core's
+    operators (``TensorMap.__add__`` imports ``metatensor.operations.add``)
+    run the TorchScript version and refuse metatensor-core's maps. Importing
+    metatensor-torch on the user's behalf must not break their
+    metatensor-core code, so the alias goes back to metatensor-operations'
+    own module, which metatensor-torch imported first.
+    """
+    core = sys.modules.get("metatensor_operations")
+    alias = sys.modules.get("metatensor.operations")
+    if core is not None and alias is not None and alias is not core:
+        if alias.__name__ == "metatensor_torch.operations":
+            sys.modules["metatensor.operations"] = core
 
 
 class _Cache:

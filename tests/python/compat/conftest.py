@@ -7,12 +7,30 @@ builtin exception (a ``blockmap.MetatensorError`` where metatensor raises its
 ``MetatensorError``). It returns blockmap's result (None after an error).
 """
 
+import sys
+
 import numpy as np
 import pytest
 
 import blockmap
 
 mts = pytest.importorskip("metatensor")
+
+
+@pytest.fixture(autouse=True)
+def _metatensor_operations_of_metatensor_core(monkeypatch):
+    """metatensor-core's operators run metatensor-operations' own module.
+
+    Importing metatensor-torch (test_torch_bridges does, at collection)
+    registers its TorchScript copy of metatensor-operations as
+    ``metatensor.operations`` too, after which metatensor-core's
+    ``TensorMap.__add__`` refuses metatensor-core's maps: an upstream alias
+    bug that would turn the oracle into metatensor-torch. blockmap undoes it
+    when it imports metatensor-torch itself (test_torch_bridges checks that).
+    """
+    core = sys.modules.get("metatensor_operations")
+    if core is not None:
+        monkeypatch.setitem(sys.modules, "metatensor.operations", core)
 
 
 def _builtin_base(error):

@@ -366,3 +366,34 @@ def test_importing_the_module_does_not_import_torch():
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_converting_keeps_metatensor_cores_operators_working():
+    """metatensor-torch's import re-registers its TorchScript copy of
+    metatensor-operations as ``metatensor.operations``, which breaks
+    metatensor-core's ``+`` on its own maps; blockmap importing
+    metatensor-torch for the user undoes that."""
+    code = textwrap.dedent(
+        """
+        import warnings
+        warnings.simplefilter("ignore", FutureWarning)
+        import numpy as np
+        import metatensor, metatensor.operations
+        import blockmap
+        from blockmap.metatensor_torch import to_metatensor_torch
+
+        labels = metatensor.Labels.range("a", 2)
+        block = lambda: metatensor.TensorBlock(  # noqa: E731
+            np.ones((2, 1)), labels, [], metatensor.Labels.range("p", 1)
+        )
+        theirs = metatensor.TensorMap(labels, [block(), block()])
+        to_metatensor_torch(blockmap.Labels.range("a", 2))  # imports metatensor.torch
+        assert "metatensor_torch" in __import__("sys").modules
+        print(float((theirs + theirs).block(0).values.sum()))
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "4.0"
