@@ -8,11 +8,12 @@
 //! as a Python object.
 //!
 //! Modules use only those below them:
-//! `error → {interrupt, limits} → dtype → buffer → array → labels → block →
+//! `{error, arc} → {interrupt, limits} → dtype → buffer → array → labels → block →
 //! tensor → data → {io, pickle} → shm`, with `ops` (operations that build
 //! new maps) above `tensor`; the binding (`python`, feature `python`) calls
 //! into them.
 
+pub mod arc;
 pub mod array;
 pub mod block;
 pub mod buffer;

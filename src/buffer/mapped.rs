@@ -2,10 +2,10 @@
 
 use std::fs::File;
 use std::ptr::NonNull;
-use std::sync::Arc;
 
 use super::guard::Guard;
 use super::{Buffer, Storage};
+use crate::arc::Arc;
 use crate::error::{Error, Result};
 
 /// How a file is mapped.

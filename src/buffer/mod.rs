@@ -35,7 +35,8 @@ mod writer;
 use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::Arc;
+
+use crate::arc::Arc;
 
 pub use aligned::AlignedBytes;
 pub use mapped::MapMode;
@@ -334,6 +335,7 @@ impl fmt::Debug for Buffer {
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
 
     struct CountDrops {
         data: Vec<u8>,

@@ -14,7 +14,9 @@ mod set;
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
+
+use crate::arc::Arc;
 
 use hashbrown::HashTable;
 
@@ -102,17 +104,28 @@ impl Index {
     }
 }
 
-/// Lookups of entries in Labels through their index.
+/// Labels of at most this many entries are searched row by row, with no
+/// hash index: as fast at this size, no allocation, and nothing written
+/// into the labels, which matters after a fork (the keys of a dataset's
+/// many small maps stay on pages shared with the parent process; see
+/// [`crate::arc`]).
+const SCAN_ROWS: usize = 16;
+
+/// Lookups of entries in Labels: through their index, or row by row for
+/// small labels.
 struct Lookup<'a> {
     labels: &'a Labels,
-    index: &'a Index,
+    index: Option<&'a Index>,
 }
 
 impl Lookup<'_> {
     /// Position of `entry`, which has one value per dimension.
     fn find(&self, entry: &[i32]) -> Option<usize> {
-        let hash = self.index.hasher.hash_one(entry);
-        self.index
+        let Some(index) = self.index else {
+            return (0..self.labels.count()).find(|&j| self.labels.row(j) == entry);
+        };
+        let hash = index.hasher.hash_one(entry);
+        index
             .table
             .find(hash, |&j| self.labels.row(j) == entry)
             .copied()
@@ -312,6 +325,12 @@ impl Labels {
     /// Lookups through the index, built on first use (an error when its
     /// memory cannot be had).
     fn lookup(&self) -> Result<Lookup<'_>> {
+        if self.count() <= SCAN_ROWS {
+            return Ok(Lookup {
+                labels: self,
+                index: None,
+            });
+        }
         if self.0.index.get().is_none() {
             let (index, _) = Index::build(self.raw(), self.size(), self.count())?;
             // another thread may have set it first: either is the index
@@ -324,7 +343,7 @@ impl Labels {
             .ok_or_else(|| Error::internal("the labels index was not kept"))?;
         Ok(Lookup {
             labels: self,
-            index,
+            index: Some(index),
         })
     }
 
@@ -479,7 +498,14 @@ fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Ind
     if is_strictly_increasing(raw, size, count) {
         return Ok(None);
     }
-    let (index, duplicate) = Index::build(raw, size, count)?;
+    let (index, duplicate) = if count <= SCAN_ROWS {
+        let row = |i: usize| &raw[i * size..(i + 1) * size];
+        let pair = (0..count).find_map(|j| (0..j).find(|&i| row(i) == row(j)).map(|i| (i, j)));
+        (None, pair)
+    } else {
+        let (index, duplicate) = Index::build(raw, size, count)?;
+        (Some(index), duplicate)
+    };
     if let Some((first, second)) = duplicate {
         return Err(Error::invalid(format!(
             "labels {} have the entry {:?} twice (rows {first} and {second})",
@@ -487,7 +513,7 @@ fn unique_rows(names: &[String], raw: &[i32], count: usize) -> Result<Option<Ind
             &raw[first * size..(first + 1) * size]
         )));
     }
-    Ok(Some(index))
+    Ok(index)
 }
 
 fn check_names(names: &[String]) -> Result<()> {
@@ -578,19 +604,42 @@ mod tests {
 
     #[test]
     fn sorted_labels_skip_the_hash_index() {
-        let sorted = Labels::new(vec!["a", "b"], &[0, 1, 0, 2, 1, 0]).unwrap();
+        let rows: Vec<i32> = (0..40).flat_map(|i| [i / 4, i % 4]).collect();
+        let sorted = Labels::new(vec!["a", "b"], &rows).unwrap();
         assert!(
             sorted.0.index.get().is_none(),
             "no index until the first lookup"
         );
-        assert_eq!(sorted.position(&[1, 0]).unwrap(), Some(2));
+        assert_eq!(sorted.position(&[2, 1]).unwrap(), Some(9));
         assert!(sorted.0.index.get().is_some());
         // equal neighbours are not increasing: the hash check finds them
-        assert!(Labels::new(vec!["a", "b"], &[0, 1, 0, 1]).is_err());
+        let mut twice = rows.clone();
+        twice[2..4].copy_from_slice(&[0, 0]);
+        assert!(Labels::new(vec!["a", "b"], &twice).is_err());
         // unsorted labels are checked with the hash index, which is kept
-        let unsorted = Labels::new(vec!["a"], &[3, 1, 2]).unwrap();
+        let backwards: Vec<i32> = (0..40).rev().collect();
+        let unsorted = Labels::new(vec!["a"], &backwards).unwrap();
         assert!(unsorted.0.index.get().is_some());
-        assert!(Labels::new(vec!["a"], &[3, 1, 3]).is_err());
+        let mut repeated = backwards.clone();
+        repeated[39] = 7;
+        assert!(Labels::new(vec!["a"], &repeated).is_err());
+    }
+
+    #[test]
+    fn small_labels_are_searched_without_an_index() {
+        let unsorted = Labels::new(vec!["a", "b"], &[3, 1, 0, 2, 1, 0]).unwrap();
+        assert_eq!(unsorted.position(&[1, 0]).unwrap(), Some(2));
+        assert_eq!(unsorted.position(&[1, 1]).unwrap(), None);
+        assert!(
+            unsorted.0.index.get().is_none(),
+            "nothing written on lookup"
+        );
+        let error = Labels::new(vec!["a"], &[3, 1, 3]).unwrap_err().to_string();
+        assert!(error.contains("rows 0 and 2"), "{error}");
+        let selection = Labels::new(vec!["a"], &[2, 3]).unwrap();
+        let all = Labels::new(vec!["a"], &[3, 1, 2]).unwrap();
+        assert_eq!(all.select(&selection).unwrap(), vec![2, 0]);
+        assert!(all.0.index.get().is_none());
     }
 
     #[test]

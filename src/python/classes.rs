@@ -11,9 +11,11 @@
 //! (`set_info`, `add_gradient`, `share_memory`) build the new value, then
 //! swap it in.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use pyo3::prelude::*;
+
+use crate::arc::Arc;
 
 use crate::block::TensorBlock;
 use crate::labels::Labels;

@@ -2,14 +2,14 @@
 //! the Python classes, Labels from their Python forms (names, values,
 //! entries), and Python indices.
 
-use std::sync::Arc;
-
 use numpy::{
     PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods,
 };
 use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
+
+use crate::arc::Arc;
 
 use super::classes::Arrays;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};

@@ -126,7 +126,7 @@ fn refuse_autograd(py: Python<'_>, blocks: &[crate::block::TensorBlock]) -> PyRe
 fn same_dtype(
     py: Python<'_>,
     maps: &[Bound<'_, PyTensorMap>],
-) -> PyResult<Vec<std::sync::Arc<crate::tensor::TensorMap>>> {
+) -> PyResult<Vec<crate::arc::Arc<crate::tensor::TensorMap>>> {
     let first = maps[0].get().map();
     let dtype = first.blocks().first().map(crate::block::TensorBlock::dtype);
     let mut snapshots = vec![first];
