@@ -12,6 +12,9 @@ Commands:
              markdown and a chart when asked.
     scaling  how each operation's time grows with the number of blocks and
              with the bytes of the map (bench/scaling.py): log-log slopes.
+    torch    DataLoader throughput (0 and 2 workers, fork and spawn) with
+             blockmap, metatensor-torch and plain torch tensors, and join and
+             split against metatensor-operations (bench/dataloader.py).
     worker   one timed run in this process, and
     prepare  the files that load operations read: the fresh processes that
              bench starts (bench/runner.py).
@@ -27,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from . import (
+    dataloader,
     demo,
     families,  # noqa: F401  (registers every operation before the parser is made)
     runner,
@@ -166,8 +170,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     scaling.add_arguments(scaling_command)
     scaling_command.set_defaults(run=scaling.run)
+    torch_command = commands.add_parser(
+        "torch",
+        help="DataLoader throughput, join and split, against metatensor-torch and torch",
+        description="Batches per second of DataLoaders (0 and 2 workers, fork and spawn) "
+        "over QM9-like structures and W in pieces, for blockmap, metatensor-torch and plain "
+        "torch tensors, each run in a fresh process; then join and split against "
+        "metatensor-operations.",
+    )
+    dataloader.add_arguments(torch_command)
+    torch_command.set_defaults(run=dataloader.run)
     runner.add_commands(commands)
     scaling.add_commands(commands)
+    dataloader.add_commands(commands)
     return parser
 
 

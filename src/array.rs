@@ -102,7 +102,7 @@ impl Array {
         }
         let writable = buffer.is_writable();
         let mut out = if transpose {
-            let mut out = AlignedBytes::zeroed_to_fill(buffer.len())?;
+            let mut out = AlignedBytes::for_overwrite(buffer.len())?;
             fortran_to_c(buffer.as_slice(), out.as_mut_slice(), dtype.size(), &shape);
             out
         } else {

@@ -48,6 +48,8 @@ __all__ = [
     "_reconstruct",
     "_shared_parts",
     "_attach_shared",
+    "_set_auto_share_threshold",
+    "_auto_share_threshold",
 ]
 
 __version__: str
@@ -106,6 +108,8 @@ def _reconstruct(version: int, *args: Any) -> Any:
 def _shared_parts(
     data: _Data,
 ) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None], bytes] | None: ...
+def _set_auto_share_threshold(nbytes: int | None) -> None: ...
+def _auto_share_threshold() -> int | None: ...
 def _attach_shared(
     header: Buffer,
     fds: Sequence[int],
@@ -503,6 +507,8 @@ def join(
     axis: str,
     different_keys: str = "error",
     add_dimension: str | None = None,
+    *,
+    shared: bool | None = None,
 ) -> TensorMap:
     """Join maps along ``"samples"`` or ``"properties"`` (metatensor-operations' ``join``)."""
 

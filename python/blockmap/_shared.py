@@ -63,13 +63,18 @@ Shareable = TensorMap | TensorBlock | Labels
 DEFAULT_AUTO_SHARE_BYTES = 256 * 1024
 
 _auto_share_bytes: int | None = DEFAULT_AUTO_SHARE_BYTES
+# also kept in the native module, where ``blockmap.join`` reads it (as a
+# u64: larger thresholds are all "more than any map")
+_blockmap._set_auto_share_threshold(DEFAULT_AUTO_SHARE_BYTES)
 
 
 def set_auto_share_threshold(nbytes: int | None) -> None:
     """Send maps and blocks holding at least ``nbytes`` bytes of values
     through shared memory (a copy into a fresh segment) when multiprocessing
     pickles them; ``None`` turns this off (only maps shared with
-    ``share_memory()`` then travel as descriptors)."""
+    ``share_memory()`` then travel as descriptors). In a torch DataLoader
+    worker, :func:`blockmap.join` of at least this many bytes writes its
+    result straight into shared memory (no copy when it is sent)."""
     global _auto_share_bytes
     if nbytes is not None:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int):
@@ -79,6 +84,7 @@ def set_auto_share_threshold(nbytes: int | None) -> None:
         if nbytes < 0:
             raise ValidationError(f"the threshold must not be negative, got {nbytes}")
     _auto_share_bytes = nbytes
+    _blockmap._set_auto_share_threshold(None if nbytes is None else min(nbytes, 2**64 - 2))
 
 
 def get_auto_share_threshold() -> int | None:
@@ -88,7 +94,7 @@ def get_auto_share_threshold() -> int | None:
 
 def _auto_shared(obj: Shareable) -> Shareable | None:
     """A copy of ``obj`` in a fresh shared segment, when it should travel so."""
-    threshold = _auto_share_bytes
+    threshold = get_auto_share_threshold()
     if threshold is None or isinstance(obj, Labels) or obj.nbytes < threshold:
         return None
     if _context.get_spawning_popen() is not None:

@@ -3,6 +3,7 @@
 use std::alloc::Layout;
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::Mutex;
 
 use super::ALIGNMENT;
 use crate::error::{Error, Result};
@@ -33,6 +34,148 @@ const MAPPED_FROM: usize = 4 << 20;
 /// Whether an allocation of `len` bytes is a mapping of its own.
 fn is_mapped(len: usize) -> bool {
     cfg!(target_os = "linux") && len >= MAPPED_FROM
+}
+
+/// The length of the mapping that holds `len` bytes (whole pages).
+fn mapping_len(len: usize) -> usize {
+    len.next_multiple_of(4096)
+}
+
+/// At most this many bytes of freed memory are kept for reuse.
+///
+/// Memory that was written has its pages in place: filling it again costs
+/// a copy, where fresh memory costs a page fault per page first (a fresh
+/// mapping), or a pass writing zeros (the system allocator's
+/// `alloc_zeroed` at blockmap's 64-byte alignment always writes them).
+/// glibc keeps freed memory below 32 MiB the same way, which is why
+/// `torch.cat` and `np.concatenate` in a loop run on warm memory; blockmap
+/// keeps its own here, for [`AlignedBytes::for_overwrite`]: a batch joined
+/// in a loop (the collate function of a `DataLoader` without workers)
+/// reuses the memory of the batch before it.
+const POOL_BYTES: usize = 1 << 30;
+
+/// Allocations smaller than this are not kept (writing their zeros costs
+/// less than keeping track of them).
+const POOL_FROM: usize = 64 << 10;
+
+/// Freed allocations kept for [`AlignedBytes::for_overwrite`], by length
+/// (the mapping's length for a mapping, the allocation's otherwise), each
+/// with an id that gives the order they were freed in (the oldest go
+/// first when room is needed); made in the fork generation `generation`
+/// (a forked child does not reuse its parent's: writing to them would
+/// copy each page first).
+struct Pool {
+    generation: u32,
+    by_len: Option<hashbrown::HashMap<usize, Vec<(u64, usize)>>>,
+    order: std::collections::VecDeque<(u64, usize)>,
+    next_id: u64,
+    bytes: usize,
+}
+
+static POOL: Mutex<Pool> = Mutex::new(Pool {
+    generation: 0,
+    by_len: None,
+    order: std::collections::VecDeque::new(),
+    next_id: 0,
+    bytes: 0,
+});
+
+/// The length an allocation of `len` bytes is kept under.
+fn pool_len(len: usize) -> usize {
+    if is_mapped(len) {
+        mapping_len(len)
+    } else {
+        len
+    }
+}
+
+/// Memory of `len` bytes freed earlier, taken out of the pool.
+fn reuse(len: usize) -> Option<NonNull<u8>> {
+    if len < POOL_FROM {
+        return None;
+    }
+    // try_lock: a fork while another thread held the lock leaves it held
+    // in the child for good; the pool is then skipped, never waited for
+    let mut pool = POOL.try_lock().ok()?;
+    if pool.generation != crate::arc::generation() {
+        return None;
+    }
+    let key = pool_len(len);
+    let (_, address) = pool.by_len.as_mut()?.get_mut(&key)?.pop()?;
+    pool.bytes -= key;
+    NonNull::new(address as *mut u8)
+}
+
+/// Give back `len` bytes at `ptr`, allocated by [`AlignedBytes`] for this
+/// same `len`: unmapped or deallocated.
+///
+/// # Safety
+///
+/// `ptr` must be the start of such an allocation, owned by the caller and
+/// no longer used.
+unsafe fn release(ptr: NonNull<u8>, len: usize) {
+    if is_mapped(len) {
+        // SAFETY: (caller) `ptr..ptr + mapping_len(len)` is a mapping made
+        // by `allocate` for this `len`, unmapped only here.
+        unsafe { libc::munmap(ptr.as_ptr().cast(), mapping_len(len)) };
+    } else if let Ok(layout) = AlignedBytes::layout(len) {
+        // SAFETY: (caller) allocated by `allocate` with this same layout.
+        unsafe { std::alloc::dealloc(ptr.as_ptr(), layout) };
+    }
+}
+
+/// Keep the allocation of `len` bytes at `ptr` for reuse, making room by
+/// releasing the oldest ones kept; false when it is not kept (the caller
+/// releases it).
+fn keep(ptr: NonNull<u8>, len: usize) -> bool {
+    let key = pool_len(len);
+    if len < POOL_FROM || key > POOL_BYTES / 4 {
+        return false;
+    }
+    let Ok(mut pool) = POOL.try_lock() else {
+        return false;
+    };
+    let pool = &mut *pool;
+    let generation = crate::arc::generation();
+    if pool.generation != generation {
+        // forked: what is kept is the parent's (its pages are shared with
+        // it until written); forgotten here, left to the child's exit
+        pool.by_len = None;
+        pool.order.clear();
+        pool.bytes = 0;
+        pool.generation = generation;
+    }
+    let by_len = pool.by_len.get_or_insert_with(hashbrown::HashMap::new);
+    while pool.bytes + key > POOL_BYTES {
+        let Some((id, old_key)) = pool.order.pop_front() else {
+            break;
+        };
+        let Some(kept) = by_len.get_mut(&old_key) else {
+            continue;
+        };
+        // taken out by `reuse` already when it is not there
+        if let Some(at) = kept.iter().position(|&(kept_id, _)| kept_id == id) {
+            let (_, address) = kept.remove(at);
+            pool.bytes -= old_key;
+            // SAFETY: an allocation kept under this length (the mapping's
+            // length is a length the mapping was made for) that `keep`
+            // took over; the pool owned it alone since.
+            unsafe { release(NonNull::new_unchecked(address as *mut u8), old_key) };
+        }
+    }
+    if pool.order.try_reserve(1).is_err() {
+        return false;
+    }
+    let kept = by_len.entry(key).or_default();
+    if kept.try_reserve(1).is_err() {
+        return false;
+    }
+    let id = pool.next_id;
+    pool.next_id += 1;
+    kept.push((id, ptr.as_ptr() as usize));
+    pool.order.push_back((id, key));
+    pool.bytes += key;
+    true
 }
 
 /// A fresh private anonymous mapping of `len` bytes (page-aligned, so
@@ -87,16 +230,23 @@ impl AlignedBytes {
         Self::allocate(len, false)
     }
 
-    /// Allocate `len` zeroed bytes that the caller is about to write in
-    /// full (a copy, a permutation): large ones ask for huge pages.
-    pub fn zeroed_to_fill(len: usize) -> Result<Self> {
+    /// Allocate `len` bytes that the caller is about to write in full (a
+    /// copy, a join, a permutation): what they hold until then is
+    /// unspecified (zeros, or bytes this process wrote before and freed),
+    /// never uninitialised. Large ones reuse a mapping freed earlier when
+    /// one of the same length is kept (warm pages: no page faults), and
+    /// otherwise ask for huge pages.
+    pub fn for_overwrite(len: usize) -> Result<Self> {
+        if let Some(ptr) = reuse(len) {
+            return Ok(AlignedBytes { ptr, len });
+        }
         Self::allocate(len, true)
     }
 
     fn allocate(len: usize, huge_pages: bool) -> Result<Self> {
         let layout = Self::layout(len)?;
         let ptr = if is_mapped(len) {
-            map_anonymous(len, huge_pages)
+            map_anonymous(mapping_len(len), huge_pages)
         } else {
             // SAFETY: the layout has a non-zero size (`len.max(1)`).
             NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })
@@ -107,7 +257,7 @@ impl AlignedBytes {
 
     /// Allocate aligned memory holding a copy of `data`.
     pub fn copy_from(data: &[u8]) -> Result<Self> {
-        let mut bytes = Self::zeroed_to_fill(data.len())?;
+        let mut bytes = Self::for_overwrite(data.len())?;
         bytes.as_mut_slice().copy_from_slice(data);
         Ok(bytes)
     }
@@ -144,19 +294,14 @@ impl AlignedBytes {
 
 impl Drop for AlignedBytes {
     fn drop(&mut self) {
-        if is_mapped(self.len) {
-            // SAFETY: `ptr..ptr + len` is the mapping made in `zeroed` for
-            // this same `len`, unmapped only here, once; nothing borrows it
-            // any more (the borrows of `as_slice` end with `self`).
-            unsafe { libc::munmap(self.ptr.as_ptr().cast(), self.len) };
+        if keep(self.ptr, self.len) {
             return;
         }
-        // the layout was valid at allocation, for the same `len`
-        if let Ok(layout) = Self::layout(self.len) {
-            // SAFETY: `ptr` was allocated in `zeroed` with this same layout
-            // and is freed only here, once.
-            unsafe { std::alloc::dealloc(self.ptr.as_ptr(), layout) };
-        }
+        // SAFETY: `ptr` is the allocation `allocate` made for this same
+        // `len` (or one of that length reused from the pool), owned by
+        // `self` and released only here, once; nothing borrows it any more
+        // (the borrows of `as_slice` end with `self`).
+        unsafe { release(self.ptr, self.len) };
     }
 }
 
@@ -181,17 +326,44 @@ mod tests {
     fn large_allocations_are_zeroed_aligned_mappings() {
         let len = MAPPED_FROM + 12345;
         let mut bytes = AlignedBytes::zeroed(len).unwrap();
-        assert!(AlignedBytes::zeroed_to_fill(len)
-            .unwrap()
-            .as_slice()
-            .iter()
-            .all(|&b| b == 0));
+        assert_eq!(AlignedBytes::for_overwrite(len).unwrap().len(), len);
         assert_eq!(bytes.ptr().as_ptr() as usize % ALIGNMENT, 0);
         assert!(bytes.as_slice().iter().all(|&b| b == 0));
         bytes.as_mut_slice()[len - 1] = 7;
         let copy = AlignedBytes::copy_from(bytes.as_slice()).unwrap();
         assert_eq!(copy.as_slice()[len - 1], 7);
         assert_eq!(copy.len(), len);
+    }
+
+    #[test]
+    fn freed_mappings_are_reused_for_overwriting_only() {
+        for len in [POOL_FROM + 100, MAPPED_FROM + 4096 * 3 + 5] {
+            reuse_round_trip(len);
+        }
+        // what is kept stays within its bound
+        let many: Vec<_> = (0..8)
+            .map(|_| AlignedBytes::for_overwrite(POOL_BYTES / 8).unwrap())
+            .collect();
+        drop(many);
+        assert!(POOL.lock().unwrap().bytes <= POOL_BYTES);
+    }
+
+    fn reuse_round_trip(len: usize) {
+        let mut first = AlignedBytes::for_overwrite(len).unwrap();
+        first.as_mut_slice().fill(7);
+        let address = first.ptr();
+        drop(first);
+        // zeroed memory never comes from the pool
+        let zeroed = AlignedBytes::zeroed(len).unwrap();
+        assert!(zeroed.as_slice().iter().all(|&b| b == 0));
+        // other tests may take it first (they run on other threads)
+        let again = AlignedBytes::for_overwrite(len).unwrap();
+        if again.ptr() == address {
+            assert!(again.as_slice().iter().all(|&b| b == 7));
+        }
+        assert_eq!(again.len(), len);
+        drop(zeroed);
+        drop(again);
     }
 
     #[test]

@@ -40,7 +40,7 @@ use crate::arc::Arc;
 
 pub use aligned::AlignedBytes;
 pub use mapped::MapMode;
-pub use shared::SharedBytes;
+pub use shared::{SegmentArena, SharedBytes};
 pub use writer::FixedWriter;
 
 use crate::error::{Error, Result};

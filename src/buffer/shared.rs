@@ -168,3 +168,53 @@ mod tests {
         assert_eq!(again.as_slice()[3], 7);
     }
 }
+
+/// New arrays placed one after the other in one fresh segment, each at a
+/// multiple of [`ALIGNMENT`]: what a join writes into when its result is
+/// about to be sent to another process (a `DataLoader` batch), so that the
+/// data is written once, already where the receiver maps it.
+#[derive(Debug)]
+pub struct SegmentArena {
+    /// the whole segment, writable; regions before `used` are handed out
+    segment: super::Buffer,
+    used: usize,
+}
+
+impl SegmentArena {
+    /// An arena of `capacity` bytes (a new zeroed segment; pages never
+    /// written cost no memory).
+    pub fn new(capacity: usize) -> Result<Self> {
+        Ok(SegmentArena {
+            segment: super::Buffer::from(SharedBytes::create(capacity)?),
+            used: 0,
+        })
+    }
+
+    /// Place `len` bytes in the arena, let `write` fill them (they come
+    /// zeroed), and return the buffer viewing them with what `write`
+    /// returned; `None` when they do not fit (nothing is written then).
+    pub fn place<R>(
+        &mut self,
+        len: usize,
+        write: impl FnOnce(&mut [u8]) -> R,
+    ) -> Option<Result<(super::Buffer, R)>> {
+        let start = self.used.checked_next_multiple_of(ALIGNMENT)?;
+        let end = start.checked_add(len)?;
+        if end > self.segment.len() {
+            return None;
+        }
+        self.used = end;
+        // SAFETY: `start..end` lies in the segment, which is mapped
+        // read-write for as long as `self.segment` lives (it does during
+        // this call). The region is handed out once (`used` only grows), so
+        // no buffer, array or slice views it yet: the only views of the
+        // segment are the buffers returned for earlier, disjoint regions.
+        // The segment is new and no descriptor of it has left this
+        // process, so no other process writes to it either.
+        let region = unsafe {
+            std::slice::from_raw_parts_mut(self.segment.as_ptr().cast_mut().add(start), len)
+        };
+        let made = write(region);
+        Some(self.segment.slice(start, len).map(|view| (view, made)))
+    }
+}

@@ -2,14 +2,51 @@
 //! it in contiguous runs, and axes permuted. Everything works on raw bytes
 //! (elements of `itemsize` bytes), so one code path serves every dtype.
 
+use std::cell::RefCell;
+
 use crate::array::{byte_len, Array};
-use crate::buffer::{AlignedBytes, Buffer};
+use crate::buffer::{AlignedBytes, Buffer, SegmentArena};
 use crate::dtype::DType;
 use crate::error::Result;
 
+thread_local! {
+    /// The segment [`gather`] places its arrays in, during [`in_segment`].
+    static ARENA: RefCell<Option<SegmentArena>> = const { RefCell::new(None) };
+}
+
+/// Run `work` with the arrays that [`gather`] makes on this thread placed,
+/// as long as they fit, one after the other in one new shared-memory
+/// segment of `capacity` bytes (an upper bound of what `work` makes).
+pub(super) fn in_segment<R>(capacity: usize, work: impl FnOnce() -> Result<R>) -> Result<R> {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ARENA.with(|arena| arena.borrow_mut().take());
+        }
+    }
+    let arena = SegmentArena::new(capacity)?;
+    ARENA.with(|cell| *cell.borrow_mut() = Some(arena));
+    let _reset = Reset;
+    work()
+}
+
+/// Write `fill` (one element's bytes) over all of `out`.
+fn fill_with(out: &mut [u8], fill: &[u8]) {
+    if out.is_empty() {
+        return;
+    }
+    out[..fill.len()].copy_from_slice(fill);
+    let mut done = fill.len();
+    while done < out.len() {
+        let n = done.min(out.len() - done);
+        out.copy_within(..n, done);
+        done += n;
+    }
+}
+
 /// New memory for an array of `dtype` and `shape`, every element `fill`
 /// (the bytes of one element). `dense`: the caller is about to overwrite
-/// all of it (see [`AlignedBytes::zeroed_to_fill`]).
+/// all of it (see [`AlignedBytes::for_overwrite`]).
 pub(super) fn filled(
     dtype: DType,
     shape: &[usize],
@@ -20,23 +57,14 @@ pub(super) fn filled(
     let len = byte_len(dtype, shape)?;
     let dense = dense || fill.iter().any(|&b| b != 0);
     let mut bytes = if dense {
-        AlignedBytes::zeroed_to_fill(len)?
+        AlignedBytes::for_overwrite(len)?
     } else {
         AlignedBytes::zeroed(len)?
     };
-    // the memory comes zeroed: a zero fill costs nothing (and untouched
-    // pages of a large allocation are never even mapped)
+    // memory that is not overwritten comes zeroed: a zero fill costs
+    // nothing (and untouched pages of a large allocation are never mapped)
     if fill.iter().any(|&b| b != 0) {
-        let out = bytes.as_mut_slice();
-        if !out.is_empty() {
-            out[..fill.len()].copy_from_slice(fill);
-            let mut done = fill.len();
-            while done < out.len() {
-                let n = done.min(out.len() - done);
-                out.copy_within(..n, done);
-                done += n;
-            }
-        }
+        fill_with(bytes.as_mut_slice(), fill);
     }
     Ok(bytes)
 }
@@ -156,7 +184,20 @@ pub(super) fn gather(
     // the sources do not overlap in the destination: together, as large as
     // it, they cover it
     let covered: usize = scatters.iter().map(|s| s.source.bytes().len()).sum();
-    let dense = covered >= byte_len(dtype, &shape)?;
+    let len = byte_len(dtype, &shape)?;
+    let write = |out: &mut [u8]| {
+        // the arena's memory comes zeroed, as `filled`'s does
+        if fill.iter().any(|&b| b != 0) {
+            fill_with(out, fill);
+        }
+        scatter_rows(out, dtype.size(), inner, properties, scatters);
+    };
+    let placed = ARENA.with(|arena| arena.borrow_mut().as_mut()?.place(len, write));
+    if let Some(placed) = placed {
+        let (buffer, ()) = placed?;
+        return Array::new(dtype, shape, buffer);
+    }
+    let dense = covered >= len;
     let mut out = filled(dtype, &shape, fill, dense)?;
     scatter_rows(
         out.as_mut_slice(),
@@ -175,7 +216,7 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
     let n = shape.len();
     debug_assert!(n >= 1 && order.len() == n && order[n - 1] == n - 1);
     let itemsize = input.dtype().size();
-    let mut out = AlignedBytes::zeroed_to_fill(input.bytes().len())?;
+    let mut out = AlignedBytes::for_overwrite(input.bytes().len())?;
     if input.is_empty() {
         return Ok(out);
     }

@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-use super::copy::{gather, Run, Scatter};
+use super::copy::{gather, in_segment, Run, Scatter};
 
 /// The axis along which to join.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +83,35 @@ pub fn join(
         blocks.push(join_aligned(&to_join, axis, add_dimension, "join")?);
     }
     TensorMap::new(keys.clone(), blocks)
+}
+
+/// [`join`], with the arrays of the result written straight into one new
+/// shared-memory segment (when joining along samples: the result is then at
+/// most as large as the inputs, which bounds the segment; along properties
+/// the gradients' union of samples can be larger, and the result is made
+/// as by [`join`]). This is the collate function of a batch about to be
+/// sent to another process: the data is copied once, already where the
+/// receiver maps it.
+pub fn join_in_segment(
+    maps: &[&TensorMap],
+    axis: Axis,
+    different_keys: DifferentKeys,
+    add_dimension: Option<&str>,
+) -> Result<TensorMap> {
+    fn arrays(block: &TensorBlock) -> usize {
+        1 + block.gradients().values().map(arrays).sum::<usize>()
+    }
+    if axis == Axis::Properties || maps.len() < 2 {
+        return join(maps, axis, different_keys, add_dimension);
+    }
+    // every array of every input, and the padding that aligns each
+    let capacity = maps
+        .iter()
+        .flat_map(|map| map.blocks())
+        .map(|block| block.nbytes() + crate::ALIGNMENT * arrays(block))
+        .try_fold(0usize, usize::checked_add)
+        .ok_or_else(|| Error::invalid("too much data to join"))?;
+    in_segment(capacity, || join(maps, axis, different_keys, add_dimension))
 }
 
 /// Join `blocks` along `axis`, as metatensor-operations' `join_blocks`.

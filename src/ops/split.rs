@@ -61,7 +61,7 @@ fn take_rows(array: &Array, positions: &[usize]) -> Result<Array> {
     let mut shape = array.shape().to_vec();
     let row: usize = shape[1..].iter().product::<usize>() * array.dtype().size();
     shape[0] = positions.len();
-    let mut out = AlignedBytes::zeroed_to_fill(positions.len() * row)?;
+    let mut out = AlignedBytes::for_overwrite(positions.len() * row)?;
     let (input, output) = (array.bytes(), out.as_mut_slice());
     let mut i = 0;
     while i < positions.len() {

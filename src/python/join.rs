@@ -7,6 +7,7 @@ use pyo3::types::{PyList, PyTuple};
 
 use super::classes::{Arrays, Origin, PyTensorBlock, PyTensorMap};
 use super::errors::{class_repr, invalid, wrong_type, Class};
+use super::shm::{auto_share_threshold, in_dataloader_worker};
 use super::torch::requires_grad;
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
 
@@ -53,14 +54,23 @@ fn sequence<'py>(
 /// Each array is copied once, straight into its place in the result.
 /// Maps of another dtype than the first are converted to it first, as
 /// numpy's assignment would.
+///
+/// ``shared=True`` writes the joined arrays straight into one new
+/// shared-memory segment (along samples; along properties the result is
+/// shared afterwards), so that sending the result to another process sends
+/// only its metadata; ``shared=None`` (the default) does so in a torch
+/// `DataLoader` worker when the inputs hold at least the auto-share
+/// threshold, as torch's ``default_collate`` allocates its output in
+/// shared memory there.
 #[pyfunction]
-#[pyo3(signature = (tensors, axis, different_keys = "error", add_dimension = None))]
+#[pyo3(signature = (tensors, axis, different_keys = "error", add_dimension = None, *, shared = None))]
 pub fn join<'py>(
     py: Python<'py>,
     tensors: &Bound<'py, PyAny>,
     axis: &Bound<'py, PyAny>,
     different_keys: &str,
     add_dimension: Option<&str>,
+    shared: Option<bool>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let items = sequence(py, tensors, "tensors")?;
     let mut maps = Vec::with_capacity(items.len());
@@ -105,7 +115,28 @@ pub fn join<'py>(
         }
     }
     let refs: Vec<&crate::tensor::TensorMap> = snapshots.iter().map(AsRef::as_ref).collect();
-    let joined = py.detach(|| core_join::join(&refs, axis, different_keys, add_dimension))?;
+    let shared = match shared {
+        Some(shared) => shared,
+        None => match auto_share_threshold() {
+            Some(threshold) => {
+                let nbytes: usize = refs.iter().map(|map| map.nbytes()).sum();
+                nbytes as u64 >= threshold && in_dataloader_worker(py)?
+            }
+            None => false,
+        },
+    };
+    let joined = py.detach(|| {
+        if shared {
+            let joined = core_join::join_in_segment(&refs, axis, different_keys, add_dimension)?;
+            // along properties, or anything that did not fit: shared now
+            match crate::shm::share(crate::data::DataRef::Tensor(&joined))? {
+                Some(crate::data::Data::Tensor(moved)) => Ok(moved),
+                _ => Ok(joined),
+            }
+        } else {
+            core_join::join(&refs, axis, different_keys, add_dimension)
+        }
+    })?;
     Ok(Bound::new(py, PyTensorMap::with_arrays(joined, arrays))?.into_any())
 }
 

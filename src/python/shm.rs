@@ -5,6 +5,7 @@
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
@@ -245,7 +246,46 @@ fn copy_bytes(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Bu
     Ok(Buffer::copy_from(buffer.as_slice())?)
 }
 
+/// The auto-share threshold of `python/blockmap/_shared.py` (bytes of
+/// values; `u64::MAX`: off), kept here so that `join` can read it: the
+/// Python module sets it (its default at import) and checks the argument.
+static AUTO_SHARE_BYTES: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// Set the auto-share threshold (``None``: off); the caller has checked it.
+#[pyfunction]
+#[pyo3(signature = (nbytes))]
+fn _set_auto_share_threshold(nbytes: Option<u64>) {
+    AUTO_SHARE_BYTES.store(nbytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+}
+
+/// The auto-share threshold (bytes), or ``None`` when it is off.
+#[pyfunction]
+fn _auto_share_threshold() -> Option<u64> {
+    auto_share_threshold()
+}
+
+pub fn auto_share_threshold() -> Option<u64> {
+    match AUTO_SHARE_BYTES.load(Ordering::Relaxed) {
+        u64::MAX => None,
+        nbytes => Some(nbytes),
+    }
+}
+
+/// Whether this process is a torch `DataLoader` worker (torch's own test,
+/// `get_worker_info() is not None`, without importing torch).
+pub fn in_dataloader_worker(py: Python<'_>) -> PyResult<bool> {
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Ok(worker) = modules.get_item("torch.utils.data._utils.worker") else {
+        return Ok(false);
+    };
+    Ok(worker
+        .getattr("_worker_info")
+        .is_ok_and(|info| !info.is_none()))
+}
+
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(_set_auto_share_threshold, module)?)?;
+    module.add_function(wrap_pyfunction!(_auto_share_threshold, module)?)?;
     module.add_function(wrap_pyfunction!(_shared_parts, module)?)?;
     module.add_function(wrap_pyfunction!(_attach_shared, module)?)?;
     Ok(())

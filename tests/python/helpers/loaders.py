@@ -21,6 +21,15 @@ import blockmap
 collate = functools.partial(blockmap.join, axis="samples")
 
 
+def collate_noting_shared(maps: list[Any]) -> Any:
+    """:data:`collate`, noting in the batch's info whether the join wrote
+    it straight into shared memory (in a DataLoader worker it does, above
+    the auto-share threshold: sending it then copies nothing)."""
+    batch = collate(maps)
+    batch.set_info("shared_when_joined", str(batch.is_shared()))
+    return batch
+
+
 class MapDataset:
     """A list of maps as a map-style dataset."""
 

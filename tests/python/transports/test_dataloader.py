@@ -77,12 +77,12 @@ def _in_segment(array):
     return False
 
 
-def _loader(dataset, method, batch_size=2, **kwargs):
+def _loader(dataset, method, batch_size=2, collate_fn=loaders.collate, **kwargs):
     return DataLoader(
         dataset,
         batch_size=batch_size,
         num_workers=2,
-        collate_fn=loaders.collate,
+        collate_fn=collate_fn,
         multiprocessing_context=method,
         **kwargs,
     )
@@ -96,6 +96,7 @@ def test_large_batches_reach_the_main_process_in_shared_memory(method, arrays):
     loader = _loader(
         loaders.MapDataset(maps),
         method,
+        collate_fn=loaders.collate_noting_shared,
         worker_init_fn=functools.partial(loaders.count_sent_bytes, counter),
     )
     batches = list(loader)
@@ -103,6 +104,10 @@ def test_large_batches_reach_the_main_process_in_shared_memory(method, arrays):
     value_bytes = 0
     for index, batch in enumerate(batches):
         expected = blockmap.join(maps[2 * index : 2 * index + 2], axis="samples")
+        # the worker's join wrote the batch into shared memory: one copy
+        assert batch.info() == {"shared_when_joined": "True"}
+        batch.set_info("shared_when_joined", "")
+        expected.set_info("shared_when_joined", "")
         assert batch._arrays == arrays
         values = batch.block(0).gradient("positions").values
         assert isinstance(values, torch.Tensor if arrays == "torch" else np.ndarray)

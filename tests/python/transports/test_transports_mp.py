@@ -566,3 +566,55 @@ def test_process_arguments_are_pickled_as_they_are(rng, method):
 
 def _report_shared(tensor, answers):
     answers.put(tensor.is_shared())
+
+
+# ------------------------------------------------- join into shared memory
+
+
+def _pieces(count=4):
+    from bench.batches import w_pieces
+    from bench.workload import build_blockmap, make_arrays
+
+    arrays = make_arrays(n_keys=3, n_samples=count * 48, n_grad_samples=count * 6)
+    return w_pieces(build_blockmap(arrays), count)
+
+
+def test_join_can_write_straight_into_one_shared_segment():
+    pieces = _pieces()
+    expected = blockmap.join(pieces, axis="samples")
+    assert not expected.is_shared()
+    joined = blockmap.join(pieces, axis="samples", shared=True)
+    assert joined.is_shared()
+    assert_identical(joined, expected)
+    # one segment holds every array: sending it sends one descriptor
+    header, fds, places, labels = blockmap._blockmap._shared_parts(joined)
+    assert len(fds) == 1
+    assert all(_in_segment(array) for array in _value_arrays(joined))
+    # along properties (the gradients' samples are a union, which the
+    # inputs' sizes do not bound) the result is shared afterwards
+    twice = [pieces[0], pieces[0].copy()]
+    for shared in (True, False):
+        result = blockmap.join(twice, axis="properties", add_dimension="half", shared=shared)
+        assert result.is_shared() is shared
+        assert result == blockmap.join(twice, axis="properties", add_dimension="half")
+    assert not blockmap.join(pieces, axis="samples", shared=False).is_shared()
+    # outside a DataLoader worker the default is not to share
+    assert not blockmap.join(pieces, axis="samples").is_shared()
+
+
+def test_joins_in_a_loop_reuse_the_memory_of_the_last_one():
+    # large arrays the join overwrites come from memory freed before (warm
+    # pages, as glibc gives torch.cat and np.concatenate)
+    pieces = _pieces()
+    def addresses(tensor):
+        return {array.__array_interface__["data"][0] for array in _value_arrays(tensor)}
+
+    gc.collect()  # what earlier tests left is freed now, not in between
+    first = blockmap.join(pieces, axis="samples")
+    assert all(array.nbytes >= 64 * 1024 for array in _value_arrays(first))
+    freed = addresses(first)
+    del first
+    gc.collect()
+    again = blockmap.join(pieces, axis="samples")
+    assert addresses(again) == freed
+    assert again == blockmap.join(pieces, axis="samples")
