@@ -430,9 +430,7 @@ def markdown(
 
 #: (data, loader, at least this many times the rate of, library)
 _TARGETS = [
-    (data, loader, 5.0, "metatensor-torch")
-    for data in ("qm9-8", "qm9-64")
-    for loader in LOADERS
+    (data, loader, 5.0, "metatensor-torch") for data in ("qm9-8", "qm9-64") for loader in LOADERS
 ] + [("w", loader, 1.0, "torch") for loader in LOADERS]
 
 
@@ -468,9 +466,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m bench torch``."""
     parser.add_argument("--repeat", type=int, default=3, help="fresh processes per cell")
     parser.add_argument("--small", action="store_true", help="tiny datasets, for a quick check")
-    parser.add_argument(
-        "--data", default=",".join(DATA), help=f"datasets among {','.join(DATA)}"
-    )
+    parser.add_argument("--data", default=",".join(DATA), help=f"datasets among {','.join(DATA)}")
     parser.add_argument(
         "--loaders", default=",".join(LOADERS), help=f"loaders among {','.join(LOADERS)}"
     )

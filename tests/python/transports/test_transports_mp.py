@@ -606,6 +606,7 @@ def test_joins_in_a_loop_reuse_the_memory_of_the_last_one():
     # large arrays the join overwrites come from memory freed before (warm
     # pages, as glibc gives torch.cat and np.concatenate)
     pieces = _pieces()
+
     def addresses(tensor):
         return {array.__array_interface__["data"][0] for array in _value_arrays(tensor)}
 
