@@ -52,9 +52,12 @@ demo: build
 	$(PY) -m bench demo
 
 # The whole benchmark harness on W (about 20 minutes: every run is a fresh
-# process, metatensor-core is slow); writes the report and its chart.
+# process, metatensor-core is slow); writes the report and its chart; then
+# the torch family (DataLoader throughput, join and split; about 20 minutes),
+# whose section the report keeps.
 bench: build
 	$(PY) -m bench bench --markdown docs/benchmarks.md --chart docs/benchmarks.png
+	$(PY) -m bench torch --markdown docs/benchmarks.md
 
 # How each operation's time grows with the number of blocks (1 to 10,000 at
 # 80 MB) and with the bytes (W-shaped maps of 8 MB to 800 MB, and 8 GB for the

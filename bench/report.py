@@ -23,7 +23,14 @@ from .measure import format_bytes, print_table, short_name
 from .registry import LIBRARIES, OPERATIONS, OTHER_NAME, OTHERS, check_targets, metatensor_version
 from .runner import BenchResult
 
-__all__ = ["print_report", "runs_phrase", "workload_summary", "write_chart", "write_markdown"]
+__all__ = [
+    "print_report",
+    "runs_phrase",
+    "workload_summary",
+    "write_chart",
+    "write_markdown",
+    "write_section",
+]
 
 
 def runs_phrase(count: int) -> str:
@@ -115,8 +122,42 @@ def _runs_lines(result: BenchResult) -> Iterator[str]:
         yield f"{operation} / {library}: {times} s; peak {growths} MB{note}"
 
 
+#: the markers between which ``python -m bench torch`` writes its section of
+#: docs/benchmarks.md (which :func:`write_markdown` keeps)
+BEGIN = "<!-- torch family: written by `python -m bench torch` -->"
+END = "<!-- end of the torch family -->"
+TORCH_HEADING = "## torch: DataLoader, join and split"
+
+
+def _section(content: str) -> str | None:
+    if BEGIN in content and END in content:
+        return content[content.index(BEGIN) : content.index(END) + len(END)]
+    return None
+
+
+def write_section(path: Path, text: str) -> None:
+    """Put ``text`` between :data:`BEGIN` and :data:`END` in ``path``
+    (appended, with its heading, when the markers are not there yet)."""
+    content = path.read_text() if path.exists() else ""
+    section = f"{BEGIN}\n{text}{END}"
+    old = _section(content)
+    if old is not None:
+        content = content.replace(old, section)
+    else:
+        content = content.rstrip("\n") + f"\n\n{TORCH_HEADING}\n\n{section}\n"
+    path.write_text(content)
+
+
 def write_markdown(result: BenchResult, path: Path, command: str) -> None:
-    """Write the report as a markdown page (``docs/benchmarks.md``) to ``path``."""
+    """Write the report as a markdown page (``docs/benchmarks.md``) to
+    ``path``, keeping the torch family's section it holds."""
+    kept = _section(path.read_text()) if path.exists() else None
+    _write_markdown(result, path, command)
+    if kept is not None:
+        write_section(path, kept[len(BEGIN) + 1 : -len(END)])
+
+
+def _write_markdown(result: BenchResult, path: Path, command: str) -> None:
     with open(path, "w") as out:
         print("# Benchmarks\n", file=out)
         print(

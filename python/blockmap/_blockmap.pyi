@@ -70,6 +70,7 @@ def load(
     *,
     mmap: bool | Literal["r", "c"] = False,
     arrays: _Arrays | None = None,
+    keys: Labels | None = None,
 ) -> TensorMap:
     """Load a TensorMap from a path or a binary file object."""
 
@@ -86,7 +87,11 @@ def load_labels(file: _File) -> Labels:
     """Load Labels saved on their own (a bare ``.npy`` file)."""
 
 def load_buffer(
-    buffer: Buffer, use_numpy: object = False, *, arrays: _Arrays | None = None
+    buffer: Buffer,
+    use_numpy: object = False,
+    *,
+    arrays: _Arrays | None = None,
+    keys: Labels | None = None,
 ) -> TensorMap:
     """Load a TensorMap from a bytes-like object, viewing it where possible."""
 
@@ -492,13 +497,18 @@ class TensorMap:
         *,
         mmap: bool | Literal["r", "c"] = False,
         arrays: _Arrays | None = None,
+        keys: Labels | None = None,
     ) -> TensorMap:
         """Load from a path or binary file object (see :func:`blockmap.load`)."""
     def save_buffer(self, use_numpy: object = False) -> memoryview:
         """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
     @staticmethod
     def load_buffer(
-        buffer: Buffer, use_numpy: object = False, *, arrays: _Arrays | None = None
+        buffer: Buffer,
+        use_numpy: object = False,
+        *,
+        arrays: _Arrays | None = None,
+        keys: Labels | None = None,
     ) -> TensorMap:
         """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
 

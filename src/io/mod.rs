@@ -30,6 +30,7 @@ use std::path::Path;
 use crate::buffer::{AlignedBytes, Buffer, FixedWriter, MapMode};
 use crate::data::{Data, DataRef, Kind};
 use crate::error::{Error, Result};
+use crate::labels::Labels;
 
 /// Write `data` to `writer`, refusing data that metatensor-core could not
 /// read back (see [`readable`]).
@@ -101,9 +102,10 @@ pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
     temporary.replace(&target)
 }
 
-fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {
+fn from_source(source: &mut impl read::Source, kind: Kind, keys: Option<&Labels>) -> Result<Data> {
+    check_selection(kind, keys)?;
     match kind {
-        Kind::Tensor => read::tensor(source).map(Data::Tensor),
+        Kind::Tensor => read::tensor(source, keys).map(Data::Tensor),
         Kind::Block => read::block(source, "", None, 0).map(Data::Block),
         Kind::Labels => Err(Error::internal(
             "labels are a bare NPY file, not an archive: they are read by `load_buffer_checked`",
@@ -114,11 +116,19 @@ fn from_source(source: &mut impl read::Source, kind: Kind) -> Result<Data> {
 /// Load from a reader: every array is copied once into memory blockmap
 /// owns and every CRC is checked.
 pub fn load<R: Read + Seek>(reader: R, kind: Kind) -> Result<Data> {
+    load_selected(reader, kind, None)
+}
+
+/// [`load`], of the blocks whose keys match `keys` only (see
+/// [`Labels::select`]): the central directory and the keys are read, then
+/// the selected blocks' entries, and nothing else.
+pub fn load_selected<R: Read + Seek>(reader: R, kind: Kind, keys: Option<&Labels>) -> Result<Data> {
+    check_selection(kind, keys)?;
     if kind == Kind::Labels {
         // a header, then the bytes it announces (and nothing after them)
         return read::labels_from_reader(reader, None).map(Data::Labels);
     }
-    from_source(&mut read::ReaderSource::new(reader)?, kind)
+    from_source(&mut read::ReaderSource::new(reader)?, kind, keys)
 }
 
 /// Load from an archive in memory, viewing what can be viewed (see the
@@ -131,10 +141,22 @@ pub fn load_buffer(buffer: Buffer, kind: Kind) -> Result<Data> {
 /// no checksum of its own: the structure and the data model's rules are
 /// checked all the same).
 pub fn load_buffer_checked(buffer: Buffer, kind: Kind, check_crc: bool) -> Result<Data> {
+    load_buffer_selected(buffer, kind, check_crc, None)
+}
+
+/// [`load_buffer_checked`], of the blocks whose keys match `keys` only
+/// (see [`load_selected`]): only their entries are viewed or checked.
+pub fn load_buffer_selected(
+    buffer: Buffer,
+    kind: Kind,
+    check_crc: bool,
+    keys: Option<&Labels>,
+) -> Result<Data> {
+    check_selection(kind, keys)?;
     if kind == Kind::Labels {
         return read::labels_from_npy(&buffer).map(Data::Labels);
     }
-    from_source(&mut read::BufferSource::new(buffer, check_crc)?, kind)
+    from_source(&mut read::BufferSource::new(buffer, check_crc)?, kind, keys)
 }
 
 /// Open `path` for reading, refusing anything but a regular file before
@@ -203,6 +225,19 @@ fn file_type_name(metadata: &std::fs::Metadata) -> &'static str {
 /// privately: writes to views change this process's pages, never the file)
 /// and arrays view the mapping; CRCs are then not checked.
 pub fn load_path(path: &Path, kind: Kind, mmap: Option<MapMode>) -> Result<Data> {
+    load_path_selected(path, kind, mmap, None)
+}
+
+/// [`load_path`], of the blocks whose keys match `keys` only (see
+/// [`load_selected`]): the bytes read are those of the central directory,
+/// the keys and the selected blocks (mapped or not).
+pub fn load_path_selected(
+    path: &Path,
+    kind: Kind,
+    mmap: Option<MapMode>,
+    keys: Option<&Labels>,
+) -> Result<Data> {
+    check_selection(kind, keys)?;
     let file = open_regular(path)?;
     let in_file = |e: Error| e.context(format!("'{}'", path.display()));
     if kind == Kind::Labels {
@@ -215,7 +250,7 @@ pub fn load_path(path: &Path, kind: Kind, mmap: Option<MapMode>) -> Result<Data>
             .map_err(in_file);
     }
     let Some(mode) = mmap else {
-        return load(BufReader::with_capacity(1 << 16, file), kind).map_err(in_file);
+        return load_selected(BufReader::with_capacity(1 << 16, file), kind, keys).map_err(in_file);
     };
     // blockmap itself only replaces files by renaming (see `save_path`),
     // never truncating them under a mapping; another program that does is
@@ -235,7 +270,7 @@ pub fn load_path(path: &Path, kind: Kind, mmap: Option<MapMode>) -> Result<Data>
         true,
     )
     .map_err(in_file)?;
-    from_source(&mut source, kind).map_err(in_file)
+    from_source(&mut source, kind, keys).map_err(in_file)
 }
 
 /// Check a file completely: archive structure, every CRC, and the data
@@ -260,6 +295,16 @@ pub fn verify_path(path: &Path) -> Result<Kind> {
     };
     load_path(path, kind, None)?;
     Ok(kind)
+}
+
+/// Only a `TensorMap` has keys to select blocks by.
+fn check_selection(kind: Kind, keys: Option<&Labels>) -> Result<()> {
+    if keys.is_some() && kind != Kind::Tensor {
+        return Err(Error::invalid(
+            "only a TensorMap can be loaded by keys: this is a TensorBlock or Labels",
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -515,14 +515,33 @@ pub(crate) fn labels_from_npy(buffer: &Buffer) -> Result<Labels> {
 /// The largest info.json accepted (see `limits.rs`).
 const MAX_INFO_LEN: usize = crate::limits::MAX_INFO_JSON;
 
-/// Read the `TensorMap` of an archive.
-pub(crate) fn tensor(source: &mut impl Source) -> Result<TensorMap> {
-    let keys = source
+/// Read the `TensorMap` of an archive; with `selection`, only the blocks
+/// whose keys match it (as `Labels::select` matches: the entries that have
+/// the selection's values in its dimensions), and no other entry.
+pub(crate) fn tensor(source: &mut impl Source, selection: Option<&Labels>) -> Result<TensorMap> {
+    let all_keys = source
         .npy("keys.npy")
         .and_then(Npy::into_labels)
         .map_err(|e| e.context("keys"))?;
-    let mut blocks = Vec::with_capacity(keys.count());
-    for i in 0..keys.count() {
+    let (keys, positions) = match selection {
+        None => {
+            let positions: Vec<usize> = (0..all_keys.count()).collect();
+            (all_keys, positions)
+        }
+        Some(selection) => {
+            let positions = all_keys
+                .select(selection)
+                .map_err(|e| e.context("selecting keys"))?;
+            let mut rows = Vec::new();
+            rows.try_reserve_exact(positions.len() * all_keys.size())?;
+            for &i in &positions {
+                rows.extend_from_slice(all_keys.row(i));
+            }
+            (Labels::new(all_keys.names().to_vec(), &rows)?, positions)
+        }
+    };
+    let mut blocks = Vec::with_capacity(positions.len());
+    for i in positions {
         let prefix = format!("blocks/{i}/");
         blocks.push(block(source, &prefix, None, 0).map_err(|e| e.context(format!("block {i}")))?);
     }

@@ -307,7 +307,7 @@ impl PyTensorBlock {
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load(py, file, Kind::Block, mmap, arrays)
+        super::io::load(py, file, Kind::Block, mmap, arrays, None)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -332,7 +332,7 @@ impl PyTensorBlock {
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load_buffer(py, buffer, Kind::Block, arrays)
+        super::io::load_buffer(py, buffer, Kind::Block, arrays, None)
     }
 
     /// A copy of the block, which may get gradients: with ``deep`` (the

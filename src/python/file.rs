@@ -125,15 +125,16 @@ pub fn with_mts_extension(py: Python<'_>, path: PathBuf) -> PyResult<PathBuf> {
     Ok(path)
 }
 
-/// A seekable Python binary file object as a Rust writer. Data goes to
-/// `file.write` in chunks of at most [`CHUNK`] bytes, each copied into a
-/// `bytes` object (so the file object never sees blockmap's memory, and the
-/// memory used does not grow with the data).
+/// A seekable Python binary file object as a Rust writer, or reader. Data
+/// goes to `file.write` in chunks of at most [`CHUNK`] bytes, each copied
+/// into a `bytes` object (so the file object never sees blockmap's memory,
+/// and the memory used does not grow with the data); it comes from
+/// `file.read`, copied out of the `bytes` it returns.
 ///
-/// Positions are relative to where the file was when saving started, so an
-/// archive written after other data is a valid archive from its own start
-/// (as with `numpy.savez`).
-pub struct PyFileWriter<'py> {
+/// Positions are relative to where the file was when saving (or loading)
+/// started, so an archive written after other data is a valid archive from
+/// its own start (as with `numpy.savez`).
+pub struct PyFileIo<'py> {
     file: Bound<'py, PyAny>,
     base: u64,
 }
@@ -145,11 +146,11 @@ fn to_io_error(error: PyErr) -> std::io::Error {
     std::io::Error::other(error)
 }
 
-impl<'py> PyFileWriter<'py> {
+impl<'py> PyFileIo<'py> {
     /// A writer into `file`, from its current position.
     pub fn new(file: Bound<'py, PyAny>) -> PyResult<Self> {
         let base: u64 = file.call_method0("tell")?.extract()?;
-        Ok(PyFileWriter { file, base })
+        Ok(PyFileIo { file, base })
     }
 
     /// The Python exception behind an I/O error of this writer, raised as
@@ -174,7 +175,7 @@ impl<'py> PyFileWriter<'py> {
     }
 }
 
-impl std::io::Write for PyFileWriter<'_> {
+impl std::io::Write for PyFileIo<'_> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         let chunk = &data[..data.len().min(CHUNK)];
         let bytes = PyBytes::new(self.file.py(), chunk);
@@ -199,7 +200,24 @@ impl std::io::Write for PyFileWriter<'_> {
     }
 }
 
-impl std::io::Seek for PyFileWriter<'_> {
+impl std::io::Read for PyFileIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let want = buf.len().min(CHUNK);
+        let data = self
+            .file
+            .call_method1("read", (want,))
+            .map_err(to_io_error)?;
+        let data = data
+            .cast::<PyBytes>()
+            .map_err(|_| std::io::Error::other("file.read() did not return bytes"))?
+            .as_bytes();
+        let n = data.len().min(want);
+        buf[..n].copy_from_slice(&data[..n]);
+        Ok(n)
+    }
+}
+
+impl std::io::Seek for PyFileIo<'_> {
     fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
         let (offset, whence) = match from {
             std::io::SeekFrom::Start(offset) => (i128::from(offset) + i128::from(self.base), 0),

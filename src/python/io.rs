@@ -6,14 +6,15 @@ use pyo3::prelude::*;
 use pyo3::types::PyMemoryView;
 
 use super::array::{buffer_from_python, BufferOwner};
-use super::classes::Arrays;
+use super::classes::{Arrays, PyLabels};
 use super::convert::{held_from_python, to_python_as};
 use super::errors::wrong_type;
-use super::file::{with_mts_extension, FileArg, MmapArg, PyFileWriter, UseNumpy};
+use super::file::{with_mts_extension, FileArg, MmapArg, PyFileIo, UseNumpy};
 use super::gil::detached;
 use super::torch::arrays_arg;
 use crate::data::{DataRef, Kind};
 use crate::io;
+use crate::labels::Labels;
 
 /// Save `data` to `file`: a path (`.mts` appended when missing), written
 /// atomically with the GIL released; a seekable file object, streamed in
@@ -26,13 +27,13 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>) -> PyResult<()
         }
         FileArg::File(file) => {
             if file.call_method0("seekable").and_then(|s| s.is_truthy())? {
-                let writer = PyFileWriter::new(file)?;
+                let writer = PyFileIo::new(file)?;
                 io::save(writer, data)
                     .and_then(|mut writer| {
                         std::io::Write::flush(&mut writer)
                             .map_err(|e| crate::Error::io("flushing the file", e))
                     })
-                    .map_err(PyFileWriter::error)
+                    .map_err(PyFileIo::error)
             } else {
                 let archive = save_buffer(py, data)?;
                 file.call_method1("write", (archive,)).map(drop)
@@ -56,17 +57,25 @@ pub fn load(
     kind: Kind,
     mmap: MmapArg,
     arrays: Arrays,
+    keys: Option<&Labels>,
 ) -> PyResult<Py<PyAny>> {
     match file {
         FileArg::Path(path) => {
-            let data = detached(py, || io::load_path(&path, kind, mmap.0))?;
+            let data = detached(py, || io::load_path_selected(&path, kind, mmap.0, keys))?;
             to_python_as(py, data, arrays)
         }
         FileArg::File(file) => {
             if mmap.0.is_some() {
                 return Err(wrong_type(py, "mmap needs a path, not a file object"));
             }
-            load_buffer(py, &file.call_method0("read")?, kind, arrays)
+            if keys.is_some() && file.call_method0("seekable")?.is_truthy()? {
+                // only the directory, the keys and the selected blocks are
+                // read, through file.read and file.seek
+                let data =
+                    io::load_selected(PyFileIo::new(file)?, kind, keys).map_err(PyFileIo::error)?;
+                return to_python_as(py, data, arrays);
+            }
+            load_buffer(py, &file.call_method0("read")?, kind, arrays, keys)
         }
     }
 }
@@ -77,10 +86,16 @@ pub fn load_buffer(
     buffer: &Bound<'_, PyAny>,
     kind: Kind,
     arrays: Arrays,
+    keys: Option<&Labels>,
 ) -> PyResult<Py<PyAny>> {
     let buffer = buffer_from_python(buffer)?;
-    let data = detached(py, || io::load_buffer(buffer, kind))?;
+    let data = detached(py, || io::load_buffer_selected(buffer, kind, true, keys))?;
     to_python_as(py, data, arrays)
+}
+
+/// The Labels a `keys=` argument selects blocks by.
+pub fn keys_arg<'a>(keys: Option<&'a Bound<'_, PyLabels>>) -> Option<&'a Labels> {
+    keys.map(|keys| &keys.get().labels)
 }
 
 /// Save a :class:`TensorMap`, :class:`TensorBlock` or :class:`Labels` to ``file``.
@@ -138,17 +153,24 @@ fn py_save_buffer<'py>(
 /// (``torch.from_numpy`` of each array; read-only memory, as with
 /// ``mmap=True``, gives tensors torch warns about once: do not write into
 /// them).
-#[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
+///
+/// ``keys`` (:class:`Labels`) loads only the blocks whose keys match it, as
+/// ``Labels.select`` matches (the entries with the selection's values in
+/// its dimensions; keys in the file's order, or in the selection's when it
+/// has all of the keys' dimensions): the archive's directory, the keys and
+/// the selected blocks are read, and nothing else, mapped or not.
+#[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None, keys = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None, keys=None)")]
 fn py_load(
     py: Python<'_>,
     file: FileArg<'_>,
     use_numpy: UseNumpy,
     mmap: MmapArg,
     arrays: Option<&str>,
+    keys: Option<&Bound<'_, PyLabels>>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load(py, file, Kind::Tensor, mmap, arrays)
+    load(py, file, Kind::Tensor, mmap, arrays, keys_arg(keys))
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
@@ -162,13 +184,13 @@ fn py_load_block(
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load(py, file, Kind::Block, mmap, arrays)
+    load(py, file, Kind::Block, mmap, arrays, None)
 }
 
 /// Load Labels saved on their own (a bare ``.npy`` file).
 #[pyfunction(name = "load_labels")]
 fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-    load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy)
+    load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy, None)
 }
 
 /// Load a :class:`TensorMap` from a bytes-like object (``bytes``, ``bytearray``,
@@ -176,18 +198,19 @@ fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
 ///
 /// Uncompressed, aligned, native-endian arrays are views of ``buffer``
 /// (read-only when it is), which they keep alive; others are copied.
-/// ``arrays="torch"`` gives torch tensors over the same memory (see
-/// :func:`load`).
-#[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
+/// ``arrays="torch"`` gives torch tensors over the same memory and
+/// ``keys`` selects blocks (see :func:`load`).
+#[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None, keys = None), text_signature = "(buffer, use_numpy=False, *, arrays=None, keys=None)")]
 fn py_load_buffer(
     py: Python<'_>,
     buffer: &Bound<'_, PyAny>,
     use_numpy: UseNumpy,
     arrays: Option<&str>,
+    keys: Option<&Bound<'_, PyLabels>>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load_buffer(py, buffer, Kind::Tensor, arrays)
+    load_buffer(py, buffer, Kind::Tensor, arrays, keys_arg(keys))
 }
 
 /// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.
@@ -200,13 +223,13 @@ fn py_load_block_buffer(
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load_buffer(py, buffer, Kind::Block, arrays)
+    load_buffer(py, buffer, Kind::Block, arrays, None)
 }
 
 /// Load Labels from a bytes-like object holding a ``.npy`` file.
 #[pyfunction(name = "load_labels_buffer")]
 fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-    load_buffer(py, buffer, Kind::Labels, Arrays::Numpy)
+    load_buffer(py, buffer, Kind::Labels, Arrays::Numpy, None)
 }
 
 /// Check a ``.mts`` file completely: structure, every CRC, and the data

@@ -491,7 +491,7 @@ impl PyLabels {
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
     #[staticmethod]
     fn load(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-        super::io::load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy)
+        super::io::load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy, None)
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -502,7 +502,7 @@ impl PyLabels {
     /// Load from a bytes-like object (see ``blockmap.load_labels_buffer``).
     #[staticmethod]
     fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        super::io::load_buffer(py, buffer, Kind::Labels, Arrays::Numpy)
+        super::io::load_buffer(py, buffer, Kind::Labels, Arrays::Numpy, None)
     }
 
     /// Labels are immutable: copies share their values.

@@ -510,17 +510,25 @@ impl PyTensorMap {
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
     #[staticmethod]
-    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
+    #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None, keys = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None, keys=None)")]
     fn load(
         py: Python<'_>,
         file: FileArg<'_>,
         use_numpy: UseNumpy,
         mmap: MmapArg,
         arrays: Option<&str>,
+        keys: Option<&Bound<'_, PyLabels>>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load(py, file, Kind::Tensor, mmap, arrays)
+        super::io::load(
+            py,
+            file,
+            Kind::Tensor,
+            mmap,
+            arrays,
+            super::io::keys_arg(keys),
+        )
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -536,16 +544,17 @@ impl PyTensorMap {
 
     /// Load from a bytes-like object (see ``blockmap.load_buffer``).
     #[staticmethod]
-    #[pyo3(signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
+    #[pyo3(signature = (buffer, use_numpy = UseNumpy, *, arrays = None, keys = None), text_signature = "(buffer, use_numpy=False, *, arrays=None, keys=None)")]
     fn load_buffer(
         py: Python<'_>,
         buffer: &Bound<'_, PyAny>,
         use_numpy: UseNumpy,
         arrays: Option<&str>,
+        keys: Option<&Bound<'_, PyLabels>>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load_buffer(py, buffer, Kind::Tensor, arrays)
+        super::io::load_buffer(py, buffer, Kind::Tensor, arrays, super::io::keys_arg(keys))
     }
 
     /// A copy of the map: with ``deep`` (the default) all array memory is
