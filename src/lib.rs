@@ -18,6 +18,7 @@ pub mod array;
 pub mod block;
 pub mod buffer;
 pub mod data;
+pub mod dataset;
 pub mod dtype;
 pub mod error;
 #[cfg(any(test, feature = "fixtures"))]

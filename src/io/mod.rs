@@ -19,7 +19,7 @@ mod cached;
 pub mod npy;
 mod read;
 pub mod readable;
-mod replace;
+pub(crate) mod replace;
 mod write;
 
 use std::fs::File;

@@ -32,7 +32,7 @@ const NAME_ATTEMPTS: usize = 32;
 
 /// The file a save to `path` replaces: `path`, or what its chain of
 /// symlinks points to (which need not exist yet).
-pub(super) fn resolve(path: &Path) -> Result<PathBuf> {
+pub(crate) fn resolve(path: &Path) -> Result<PathBuf> {
     let mut path = path.to_path_buf();
     for _ in 0..MAX_SYMLINKS {
         match std::fs::symlink_metadata(&path) {
@@ -55,7 +55,7 @@ pub(super) fn resolve(path: &Path) -> Result<PathBuf> {
 }
 
 /// A temporary file beside the file it will replace.
-pub(super) struct Temporary {
+pub(crate) struct Temporary {
     file: Option<File>,
     directory: PathBuf,
     /// the name it has, when it is not an unnamed `O_TMPFILE`
@@ -65,7 +65,7 @@ pub(super) struct Temporary {
 impl Temporary {
     /// A new temporary file in the directory of `target`, with the mode of
     /// `target` when it exists (applied once written).
-    pub(super) fn beside(target: &Path) -> Result<Temporary> {
+    pub(crate) fn beside(target: &Path) -> Result<Temporary> {
         let directory = match target.parent() {
             Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
             _ => PathBuf::from("."),
@@ -97,7 +97,7 @@ impl Temporary {
     }
 
     /// The file, for writing.
-    pub(super) fn file(&mut self) -> Result<&mut File> {
+    pub(crate) fn file(&mut self) -> Result<&mut File> {
         self.file
             .as_mut()
             .ok_or_else(|| Error::internal("the temporary file was already given back"))
@@ -105,7 +105,13 @@ impl Temporary {
 
     /// Sync the data, give it the mode (and owner) of `target` when it
     /// exists, put it in place of `target` and sync the directory.
-    pub(super) fn replace(mut self, target: &Path) -> Result<()> {
+    pub(crate) fn replace(self, target: &Path) -> Result<()> {
+        self.replace_keeping(target).map(drop)
+    }
+
+    /// [`Temporary::replace`], giving back the file (open for writing,
+    /// now at `target`).
+    pub(crate) fn replace_keeping(mut self, target: &Path) -> Result<File> {
         let shown = target.display();
         let error = |e| Error::io(format!("cannot write '{shown}'"), e);
         let file = self
@@ -123,12 +129,15 @@ impl Temporary {
             }
             None => link_unnamed(file, &self.directory, target).map_err(error)?,
         }
-        self.file = None;
+        let file = self
+            .file
+            .take()
+            .ok_or_else(|| Error::internal("the temporary file was already given back"))?;
         // the rename is durable once the directory is
         if let Ok(directory) = File::open(&self.directory) {
             directory.sync_all().map_err(error)?;
         }
-        Ok(())
+        Ok(file)
     }
 }
 
