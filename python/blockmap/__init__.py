@@ -22,6 +22,7 @@ from ._blockmap import (
     split_block,
 )
 from ._shared import get_auto_share_threshold, set_auto_share_threshold, share_memory
+from .dataset import Dataset, DatasetWriter, save_dataset
 from .exceptions import (
     BlockMapAssertionError,
     BlockMapError,
@@ -137,6 +138,8 @@ __all__ = [
     "BlockMapRuntimeError",
     "BlockMapOverflowError",
     "BlockMapTypeError",
+    "Dataset",
+    "DatasetWriter",
     "FormatError",
     "HAS_METATENSOR_OPERATIONS",
     "InternalError",
@@ -162,6 +165,7 @@ __all__ = [
     "load_labels_buffer",
     "save",
     "save_buffer",
+    "save_dataset",
     "set_auto_share_threshold",
     "share_memory",
     "verify",

@@ -9,7 +9,7 @@ from typing import IO, Any, ClassVar, Literal, Self, SupportsIndex, TypeAlias, f
 
 import numpy as np
 import numpy.typing as npt
-from typing_extensions import Buffer
+from typing_extensions import Buffer, disjoint_base
 
 __all__ = [
     "__version__",
@@ -50,6 +50,8 @@ __all__ = [
     "_attach_shared",
     "_set_auto_share_threshold",
     "_auto_share_threshold",
+    "_Dataset",
+    "DatasetWriter",
 ]
 
 __version__: str
@@ -121,6 +123,47 @@ def _attach_shared(
     places: Sequence[tuple[int, int, int, bool] | None],
     labels: Buffer,
 ) -> Any: ...
+
+@disjoint_base
+class _Dataset:
+    """A dataset file, mapped (see :class:`blockmap.Dataset`)."""
+
+    def __new__(
+        cls,
+        path: str | os.PathLike[str],
+        mmap: bool | Literal["r", "c"] = True,
+        count: int | None = None,
+    ) -> Self: ...
+    def __len__(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def mmap(self) -> Literal["r", "c"]: ...
+    @property
+    def committed(self) -> bool: ...
+    def _index_crc(self, count: int) -> int: ...
+    def _slot(self, index: int) -> tuple[int, int]: ...
+    def _get(
+        self, index: int, keys: Labels | None = None, arrays: _Arrays | None = None
+    ) -> TensorMap: ...
+
+@final
+class DatasetWriter:
+    """Adds maps to a dataset file, one at a time, in constant memory."""
+
+    def __new__(cls, path: str | os.PathLike[str], append: bool = False) -> Self: ...
+    def write(self, tensor: TensorMap) -> None: ...
+    def commit(self) -> None: ...
+    def close(self) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def id(self) -> str: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *args: object) -> bool: ...
 
 class BlockMapError(Exception):
     """Base class of every error blockmap raises (also ``blockmap.MetatensorError``)."""
@@ -486,6 +529,8 @@ class TensorMap:
         """The same object as metatensor-torch's (values shared)."""
     @property
     def _arrays(self) -> _Arrays: ...
+    @property
+    def _pickles_as_reference(self) -> bool: ...
     def to_metatensor(self) -> Any:
         """metatensor-core's object with the same data (arrays shared)."""
     def save(self, file: _File, use_numpy: object = False) -> None:

@@ -249,15 +249,24 @@ pub struct PyTensorMap {
     pub map: SwapCell<TensorMap>,
     /// what the blocks' values are: numpy arrays or torch tensors
     pub arrays: Arrays,
+    /// the dataset it was read from, when it pickles as a reference to it
+    pub origin: Option<MapOrigin>,
+}
+
+/// Where a map read from a dataset comes from: while its value is still
+/// the one read (`snapshot`), it pickles as `dataset[index]`.
+#[derive(Debug)]
+pub struct MapOrigin {
+    /// the Python dataset object (it pickles as a reference to its file)
+    pub dataset: Py<PyAny>,
+    pub index: usize,
+    pub snapshot: Arc<TensorMap>,
 }
 
 impl PyTensorMap {
     /// A Python map holding `map`.
     pub fn from_map(map: TensorMap) -> Self {
-        PyTensorMap {
-            map: SwapCell::new(map),
-            arrays: Arrays::Numpy,
-        }
+        Self::with_arrays(map, Arrays::Numpy)
     }
 
     /// A Python map holding `map`, giving arrays as `arrays`.
@@ -265,7 +274,29 @@ impl PyTensorMap {
         PyTensorMap {
             map: SwapCell::new(map),
             arrays,
+            origin: None,
         }
+    }
+
+    /// Map `index` of `dataset`, as read from it.
+    pub fn from_dataset(map: TensorMap, dataset: Py<PyAny>, index: usize) -> Self {
+        let cell = SwapCell::new(map);
+        let snapshot = cell.get();
+        PyTensorMap {
+            map: cell,
+            arrays: Arrays::Numpy,
+            origin: Some(MapOrigin {
+                dataset,
+                index,
+                snapshot,
+            }),
+        }
+    }
+
+    /// The `(dataset, index)` this map pickles as, while it is unchanged.
+    pub fn reference(&self) -> Option<&MapOrigin> {
+        let origin = self.origin.as_ref()?;
+        Arc::ptr_eq(&origin.snapshot, &self.map()).then_some(origin)
     }
 
     /// The map's current value.

@@ -16,6 +16,7 @@ mod array;
 mod block;
 mod classes;
 mod convert;
+mod dataset;
 mod entry;
 mod errors;
 mod file;
@@ -45,6 +46,7 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     io::register(module)?;
     pickle::register(module)?;
     shm::register(module)?;
+    dataset::register(module)?;
     join::register(module)?;
     split::register(module)?;
     torch::register(module)?;

@@ -474,6 +474,12 @@ impl PyTensorMap {
     /// map of torch tensors; a non-leaf tensor requiring grad is refused,
     /// as torch refuses it.
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(origin) = self.reference() {
+            // read from a dataset and unchanged: `dataset[index]`, the
+            // dataset pickling as a reference to its file
+            let getitem = origin.dataset.bind(py).getattr("__getitem__")?;
+            return PyTuple::new(py, [getitem, PyTuple::new(py, [origin.index])?.into_any()]);
+        }
         let map = self.map();
         if self.arrays == Arrays::Torch {
             let flagged = requires_grad(py, map.blocks(), PICKLE_RULE)?;
@@ -481,6 +487,13 @@ impl PyTensorMap {
             return reduce_as_torch(py, Bound::new(py, twin)?.into_any(), flagged);
         }
         super::pickle::reduce(py, DataRef::Tensor(&map), protocol)
+    }
+
+    /// Whether this map pickles as a reference to the dataset it was read
+    /// from (it was read from one, read-only, and is unchanged since).
+    #[getter]
+    fn _pickles_as_reference(&self) -> bool {
+        self.reference().is_some()
     }
 
     /// The same map as metatensor-torch's ``TensorMap`` (see

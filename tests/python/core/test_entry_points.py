@@ -200,8 +200,18 @@ def _plausible(tmp_path):
     path = tmp_path / "valid.mts"
     blockmap.save(path, tensor)
     labels = _labels()
+    dataset = tmp_path / "valid.data"
+    blockmap.save_dataset(dataset, [tensor])
     return {
         "file": str(path),
+        "path": str(dataset),
+        "paths": [str(path)],
+        "maps": [tensor],
+        "count": 1,
+        "append": True,
+        "progress": False,
+        "target": None,
+        "shared": None,
         "buffer": blockmap.save_buffer(tensor),
         "data": tensor,
         "obj": tensor,

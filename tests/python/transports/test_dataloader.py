@@ -242,3 +242,30 @@ def test_fork_workers_reading_many_small_maps_do_not_grow():
     growth = _worker_growth(maps, batch_size=256)
     for pid, grown in growth.items():
         assert grown["uss"] < 0.08 * held, (pid, grown, held)
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_dataset_file_reaches_workers_as_a_reference(method, monkeypatch, tmp_path):
+    maps = structure_maps(64)
+    path = tmp_path / "train"
+    blockmap.save_dataset(path, maps)
+    sizes = _count_process_start_bytes(monkeypatch)
+    loader = DataLoader(
+        blockmap.Dataset(path),  # a map-style dataset as it is
+        batch_size=8,
+        num_workers=2,
+        collate_fn=loaders.collate,
+        multiprocessing_context=method,
+    )
+    batches = list(loader)
+    assert len(batches) == 8
+    for index, batch in enumerate(batches):
+        assert_identical(batch, blockmap.join(maps[8 * index : 8 * index + 8], axis="samples"))
+    # each worker's start carries the reference (path, identity, count,
+    # checksum), not the 64 maps it holds
+    data = sum(len(blockmap.save_buffer(tensor)) for tensor in maps)
+    assert max(sizes) < 16_000 < data, (max(sizes), data)
+    # the same maps in a list travel whole
+    sizes.clear()
+    assert len(list(_loader(loaders.MapDataset(maps), method, batch_size=8))) == 8
+    assert max(sizes) > data

@@ -1,0 +1,254 @@
+"""Datasets: many TensorMaps in one file, mapped, appended to, and sent to
+other processes as a reference.
+
+- :class:`DatasetWriter` (``with DatasetWriter(path) as writer:
+  writer.write(tensor)``) and :func:`save_dataset` write one;
+- :class:`Dataset` maps one: ``len(ds)``, ``ds[i]`` (a :class:`TensorMap`
+  viewing the mapping, for the cost of that map's metadata), slices,
+  iteration, ``ds.load(i, keys=...)`` for selected blocks. It is a
+  map-style ``torch.utils.data.Dataset`` as it is (``len`` and
+  ``__getitem__``);
+- :meth:`Dataset.from_files` and :meth:`Dataset.from_diskdataset` convert a
+  folder of ``.mts`` files and metatrain's ``DiskDataset`` zip.
+
+A :class:`Dataset` pickles as a reference (its path, identity, number of
+maps and a checksum of their places in the file), and so does every map
+read from it while it is unchanged (read-only, as read, a whole map): a
+DataLoader worker under spawn or forkserver receives them in O(1) and maps
+the file itself. A file that changed behind a reference (replaced, or
+rewritten by another program) is detected when the reference is opened,
+with :class:`~blockmap.BlockMapIOError`; maps appended since are not seen
+(the reference opens the first maps only). Maps of a dataset opened with
+``mmap="c"`` are writable copy-on-write views and pickle as data.
+
+The file layout is documented in docs/format.md ("Datasets").
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, load, load_buffer
+from .exceptions import (
+    BlockMapIndexError,
+    BlockMapIOError,
+    BlockMapTypeError,
+    FormatError,
+    MissingFileError,
+    ValidationError,
+)
+
+__all__ = ["Dataset", "DatasetWriter", "save_dataset"]
+
+
+_Reference = tuple[str, str, str, int, int]
+
+#: datasets opened from references in this process, by reference: the maps
+#: of one dataset unpickled one at a time open its file once
+_opened: weakref.WeakValueDictionary[_Reference, Dataset] = weakref.WeakValueDictionary()
+_opened_lock = threading.Lock()
+
+
+def _open_reference(path: str, mmap: str, id: str, count: int, crc: int) -> Dataset:
+    """The dataset a pickled reference names, checked against the file."""
+    key = (path, mmap, id, count, crc)
+    with _opened_lock:
+        found = _opened.get(key)
+        if found is not None:
+            return found
+    try:
+        dataset = Dataset(path, mmap=mmap)
+    except (OSError, ValueError) as error:
+        raise BlockMapIOError(
+            f"cannot open the dataset '{path}' a pickle refers to: {error}"
+        ) from error
+    if dataset.id != id:
+        raise BlockMapIOError(
+            f"the dataset '{path}' is not the one that was pickled: the file was replaced "
+            f"(its identity is {dataset.id}, the pickle's {id})"
+        )
+    if len(dataset) < count or dataset._index_crc(count) != crc:
+        raise BlockMapIOError(
+            f"the dataset '{path}' changed since it was pickled: its first {count} maps are "
+            "not where they were"
+        )
+    dataset = Dataset(path, mmap=mmap, count=count)
+    with _opened_lock:
+        _opened[key] = dataset
+    return dataset
+
+
+class Dataset(_Dataset):
+    """A dataset file, mapped (see :mod:`blockmap.dataset`).
+
+    ``Dataset(path, mmap="r")``: ``mmap="r"`` (or ``True``) maps it
+    read-only: maps are read-only views and pickle as references;
+    ``mmap="c"`` maps it privately copy-on-write: maps are writable views
+    whose writes never reach the file, and pickle as data.
+    """
+
+    def _position(self, index: Any) -> int:
+        if isinstance(index, bool) or not hasattr(index, "__index__"):
+            raise BlockMapTypeError(
+                f"dataset indices must be integers or slices, not {type(index).__name__}"
+            )
+        position: int = index.__index__()
+        if position < 0:
+            position += len(self)
+        if not 0 <= position < len(self):
+            raise BlockMapIndexError(f"map {index} is out of range for a dataset of {len(self)}")
+        return position
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [self._get(i) for i in range(*index.indices(len(self)))]
+        return self._get(self._position(index))
+
+    def __iter__(self) -> Iterator[TensorMap]:
+        for i in range(len(self)):
+            yield self._get(i)
+
+    def load(
+        self, index: int, *, keys: Labels | None = None, arrays: str | None = None
+    ) -> TensorMap:
+        """Map ``index``, with only the blocks whose keys match ``keys``
+        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``."""
+        return self._get(self._position(index), keys=keys, arrays=arrays)
+
+    def __reduce__(self) -> tuple[Any, _Reference]:
+        count = len(self)
+        return _open_reference, (
+            os.fspath(self.path),
+            self.mmap,
+            self.id,
+            count,
+            self._index_crc(count),
+        )
+
+    def __repr__(self) -> str:
+        state = "" if self.committed else ", recovered after an interrupted write"
+        return f"Dataset('{os.fspath(self.path)}', {len(self)} maps, mmap='{self.mmap}'{state})"
+
+    @classmethod
+    def from_files(
+        cls,
+        paths: Iterable[str | os.PathLike[str]],
+        path: str | os.PathLike[str],
+        *,
+        progress: bool = False,
+    ) -> Dataset:
+        """Write the ``.mts`` files ``paths`` (in that order) into a new
+        dataset at ``path``, and open it. Each file is read once, mapped."""
+        paths = list(_iterate(paths, "paths"))
+        with DatasetWriter(path) as writer:
+            for file in _progress(paths, progress, "files"):
+                writer.write(load(file, mmap=True))
+        return cls(path)
+
+    @classmethod
+    def from_diskdataset(
+        cls,
+        zip_path: str | os.PathLike[str],
+        path: str | os.PathLike[str],
+        *,
+        target: str | None = None,
+        progress: bool = False,
+    ) -> Dataset:
+        """Convert metatrain's ``DiskDataset`` zip (members
+        ``<index>/<name>.mts``, each an ``.mts`` archive wrapped in an NPY
+        array of bytes, as ``numpy.save`` of ``TensorMap.save_buffer()``
+        writes it) into a new dataset at ``path``, one map per sample, and
+        open it.
+
+        ``target`` picks the member name of each sample (``"energy"`` for
+        ``<index>/energy.mts``); without it, a zip whose samples hold
+        exactly one map each is taken as is, and one with several is
+        refused (name the one wanted). Samples are taken in the order of
+        their index."""
+        import numpy as np
+
+        with _open_zip(zip_path) as archive:
+            samples: dict[int, dict[str, str]] = {}
+            for name in archive.namelist():
+                parts = name.split("/")
+                if len(parts) != 2 or not parts[1].endswith(".mts") or not parts[0].isdigit():
+                    continue
+                samples.setdefault(int(parts[0]), {})[parts[1][:-4]] = name
+            if not samples:
+                raise ValidationError(
+                    f"'{os.fspath(zip_path)}' holds no '<index>/<name>.mts' member: "
+                    "not a DiskDataset"
+                )
+            names = {name for members in samples.values() for name in members}
+            if target is None:
+                if len(names) != 1:
+                    raise ValidationError(
+                        f"the DiskDataset's samples hold several maps ({sorted(names)}): "
+                        "choose one with target="
+                    )
+                (target,) = names
+            with DatasetWriter(path) as writer:
+                for index in _progress(sorted(samples), progress, "samples"):
+                    member = samples[index].get(target)
+                    if member is None:
+                        raise ValidationError(f"sample {index} has no '{target}.mts'")
+                    try:
+                        with archive.open(member) as stream:
+                            wrapped = np.load(stream)
+                    except (ValueError, OSError, EOFError) as error:
+                        raise FormatError(
+                            f"'{member}' is not an NPY array of bytes: {error}"
+                        ) from error
+                    if not isinstance(wrapped, np.ndarray) or wrapped.dtype.itemsize != 1:
+                        raise FormatError(f"'{member}' is not an NPY array of bytes")
+                    writer.write(load_buffer(np.ascontiguousarray(wrapped).view(np.uint8)))
+        return cls(path)
+
+
+def _open_zip(path: Any) -> Any:
+    """``zipfile.ZipFile(path)``, its errors as blockmap's."""
+    import zipfile
+
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise BlockMapTypeError(f"the zip's path must be a path, not {type(path).__name__}")
+    try:
+        return zipfile.ZipFile(path)
+    except FileNotFoundError as error:
+        raise MissingFileError(f"cannot open '{os.fsdecode(path)}': {error.strerror}") from error
+    except OSError as error:
+        raise BlockMapIOError(f"cannot read '{os.fsdecode(path)}': {error}") from error
+    except zipfile.BadZipFile as error:
+        raise FormatError(f"'{os.fsdecode(path)}' is not a zip file: {error}") from error
+
+
+def _progress(items: list[Any], wanted: bool, unit: str) -> Iterable[Any]:
+    if not wanted:
+        return items
+    try:
+        from tqdm.auto import tqdm
+    except ImportError as error:
+        raise ImportError(
+            "progress=True shows a tqdm progress bar, and tqdm is not installed: "
+            "`pip install tqdm` (or `pip install blockmap[progress]`)",
+            name="tqdm",
+        ) from error
+    return tqdm(items, unit=unit)
+
+
+def _iterate(items: Any, what: str) -> Iterator[Any]:
+    try:
+        return iter(items)
+    except TypeError:
+        raise BlockMapTypeError(f"{what} must be an iterable, not {type(items).__name__}") from None
+
+
+def save_dataset(path: str | os.PathLike[str], maps: Iterable[TensorMap]) -> None:
+    """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`)."""
+    items = _iterate(maps, "maps")
+    with DatasetWriter(path) as writer:
+        for tensor in items:
+            writer.write(tensor)

@@ -1,0 +1,286 @@
+"""Datasets: many maps in one mapped file (``blockmap.Dataset``,
+``DatasetWriter``, ``save_dataset``), appended without rewriting, pickled
+as references, converted from folders of ``.mts`` files and from
+metatrain's DiskDataset layout."""
+
+import os
+import pickle
+import zipfile
+
+import numpy as np
+import pytest
+
+import blockmap
+from bench.batches import structure_maps
+from blockmap import Dataset, DatasetWriter, Labels
+from helpers.io_cases import assert_identical, assert_matches_metatensor, make_map
+
+
+@pytest.fixture
+def maps():
+    return structure_maps(40)
+
+
+@pytest.fixture
+def saved(tmp_path, maps):
+    path = tmp_path / "train.data"
+    blockmap.save_dataset(path, maps)
+    return path
+
+
+def _mapped_ranges(path):
+    real = os.path.realpath(path)
+    with open("/proc/self/maps") as lines:
+        for line in lines:
+            if line.rstrip().endswith(real):
+                start, end = (int(x, 16) for x in line.split()[0].split("-"))
+                yield start, end
+
+
+def test_maps_read_back_as_views_of_the_mapping(saved, maps):
+    dataset = Dataset(saved)
+    assert len(dataset) == len(maps)
+    assert os.fspath(dataset.path) == os.fspath(saved)  # used as given
+    assert not os.path.exists(os.fspath(saved) + ".mts")
+    for i, tensor in enumerate(maps):
+        assert_identical(dataset[i], tensor)
+    assert_identical(dataset[-1], maps[-1])
+    assert [len(t.block(0).gradient("positions").samples) for t in dataset[3:9:2]] == [
+        len(maps[i].block(0).gradient("positions").samples) for i in (3, 5, 7)
+    ]
+    assert sum(1 for _ in dataset) == len(maps)
+    values = dataset[4].block(0).gradient("positions").values
+    assert not values.flags.writeable
+    address = values.__array_interface__["data"][0]
+    assert address % 64 == 0
+    assert any(start <= address < end for start, end in _mapped_ranges(saved))
+    for index, error in [(40, IndexError), (-41, IndexError), ("0", TypeError), (1.0, TypeError)]:
+        with pytest.raises(error):
+            dataset[index]
+    assert "40 maps" in repr(dataset)
+
+
+def test_selected_blocks_of_one_map(tmp_path, rng):
+    tensor = make_map(rng)
+    path = tmp_path / "one"
+    blockmap.save_dataset(path, [tensor, tensor])
+    selection = Labels(tensor.keys.names, tensor.keys.values[[2, 0]])
+    loaded = Dataset(path).load(1, keys=selection)
+    assert loaded.keys == selection
+    for i, key in enumerate(selection):
+        assert_identical(loaded.block(i), tensor.block(key))
+
+
+def test_the_file_is_a_zip_of_mts_archives_metatensor_reads(saved, maps):
+    mts = pytest.importorskip("metatensor")
+    with zipfile.ZipFile(saved) as archive:
+        names = archive.namelist()
+        assert archive.testzip() is None  # every CRC right
+        assert names[0] == "blockmap-dataset.json"
+        assert names[1:-1] == [f"maps/{i}.mts" for i in range(len(maps))]
+        assert names[-1] == "blockmap-index.npy"
+        for info in archive.infolist():
+            assert info.compress_type == zipfile.ZIP_STORED
+        for i in (0, 17, 39):
+            data = archive.read(f"maps/{i}.mts")
+            assert_matches_metatensor(maps[i], mts.io.load_buffer(np.frombuffer(data, np.uint8)))
+        index = np.load(archive.open("blockmap-index.npy"))
+        assert index.shape == (len(maps), 2) and index.dtype == np.uint64
+        assert all(offset % 64 == 0 for offset in index[:, 0])
+
+
+def test_appending_rewrites_nothing_and_old_readers_keep_their_view(saved, maps):
+    before = saved.read_bytes()
+    reader = Dataset(saved)
+    with DatasetWriter(saved, append=True) as writer:
+        assert len(writer) == len(maps)
+        for tensor in maps[:5]:
+            writer.write(tensor)
+        assert len(writer) == len(maps) + 5
+    after = saved.read_bytes()
+    assert after[: len(before)] == before
+    grown = Dataset(saved)
+    assert len(grown) == len(maps) + 5 and grown.id == reader.id
+    assert_identical(grown[len(maps) + 2], maps[2])
+    assert len(reader) == len(maps)
+    assert_identical(reader[len(maps) - 1], maps[-1])
+
+
+def test_a_new_writer_replaces_the_file_atomically(saved, maps):
+    old = Dataset(saved)
+    with DatasetWriter(saved) as writer:
+        writer.write(maps[3])
+    new = Dataset(saved)
+    assert len(new) == 1 and new.id != old.id
+    assert_identical(new[0], maps[3])
+    # the old mapping still reads the old file
+    assert_identical(old[3], maps[3])
+    with pytest.raises(blockmap.BlockMapError, match="closed"):
+        writer.write(maps[0])
+
+
+def test_an_unclosed_writer_leaves_every_map_it_wrote(tmp_path, maps):
+    path = tmp_path / "open"
+    writer = DatasetWriter(path)
+    for tensor in maps[:7]:
+        writer.write(tensor)
+    dataset = Dataset(path)
+    assert len(dataset) == 7 and not dataset.committed
+    assert "recovered" in repr(dataset)
+    for i in range(7):
+        assert_identical(dataset[i], maps[i])
+    writer.close()
+    assert Dataset(path).committed
+
+
+def test_a_dataset_and_its_maps_pickle_as_references(saved, maps):
+    dataset = Dataset(saved)
+    data = pickle.dumps(dataset)
+    assert len(data) < 400
+    again = pickle.loads(data)
+    assert len(again) == len(dataset) and again.id == dataset.id
+    tensor = dataset[11]
+    assert tensor._pickles_as_reference
+    data = pickle.dumps(tensor, protocol=5)
+    assert len(data) < 400
+    assert_identical(pickle.loads(data), maps[11])
+    # a batch of maps of one dataset: the dataset once, then an index each
+    many = pickle.dumps(dataset[0:20])
+    assert len(many) < 400 + 20 * 20
+    # changed in memory: pickled as data
+    tensor.set_info("changed", "yes")
+    assert not tensor._pickles_as_reference
+    data = pickle.dumps(tensor, protocol=4)
+    assert len(data) > 1000
+    assert pickle.loads(data).info() == {"changed": "yes"}
+    # selected blocks, and torch arrays, are other maps than dataset[i]
+    assert not dataset.load(1, keys=Labels(["_"], np.array([[0]]))).__getattribute__(
+        "_pickles_as_reference"
+    )
+
+
+def test_copy_on_write_maps_are_writable_and_pickle_as_data(saved, maps):
+    dataset = Dataset(saved, mmap="c")
+    tensor = dataset[2]
+    values = tensor.block(0).gradient("positions").values
+    assert values.flags.writeable
+    values[...] = 7.0
+    assert not tensor._pickles_as_reference
+    loaded = pickle.loads(pickle.dumps(tensor, protocol=4))
+    assert (loaded.block(0).gradient("positions").values == 7.0).all()
+    # the file never changed
+    assert_identical(Dataset(saved)[2], maps[2])
+    with pytest.raises(blockmap.ValidationError):
+        Dataset(saved, mmap=False)
+    with pytest.raises(blockmap.ValidationError):
+        Dataset(saved, mmap="w")
+
+
+def test_a_file_changed_behind_a_reference_is_detected(saved, maps, tmp_path):
+    dataset = Dataset(saved)
+    reference = pickle.dumps(dataset)
+    of_map = pickle.dumps(dataset[5])
+    # appended: the reference still sees what it saw
+    with DatasetWriter(saved, append=True) as writer:
+        writer.write(maps[0])
+    assert len(pickle.loads(reference)) == len(maps)
+    # replaced by another dataset
+    blockmap.save_dataset(saved, maps[::-1])
+    for data in (reference, of_map):
+        with pytest.raises(blockmap.BlockMapIOError, match="replaced"):
+            pickle.loads(data)
+    # gone
+    os.remove(saved)
+    with pytest.raises(blockmap.BlockMapIOError, match="cannot open"):
+        pickle.loads(reference)
+
+
+def test_what_is_not_a_dataset_is_refused(tmp_path, saved):
+    with pytest.raises(blockmap.MissingFileError):
+        Dataset(tmp_path / "missing")
+    with pytest.raises(blockmap.BlockMapIOError):
+        Dataset(tmp_path)
+    plain = tmp_path / "plain.mts"
+    blockmap.save(plain, make_map(np.random.default_rng(1)))
+    with pytest.raises(blockmap.FormatError, match="not a blockmap dataset"):
+        Dataset(plain)
+    with pytest.raises(blockmap.BlockMapTypeError):
+        DatasetWriter(tmp_path / "x").write("not a map")
+    # every prefix of a dataset file opens (with the maps it holds whole)
+    data = saved.read_bytes()
+    cut = tmp_path / "cut"
+    for length in range(200, len(data), max(1, len(data) // 300)):
+        cut.write_bytes(data[:length])
+        dataset = Dataset(cut)
+        for i in range(len(dataset)):
+            dataset[i]
+
+
+def test_from_files_equals_what_metatensor_reads(tmp_path, rng):
+    mts = pytest.importorskip("metatensor")
+    folder = tmp_path / "files"
+    folder.mkdir()
+    paths = []
+    for i in range(6):
+        theirs = make_map(rng, gradients=False).to_metatensor()
+        path = folder / f"{i}.mts"
+        mts.save(path, theirs)
+        paths.append(path)
+    dataset = Dataset.from_files(paths, tmp_path / "from-files", progress=True)
+    assert len(dataset) == 6
+    for i, path in enumerate(paths):
+        assert_matches_metatensor(dataset[i], mts.load(path))
+
+
+def _diskdataset(path, maps_of_samples):
+    """A zip laid out as metatrain's DiskDatasetWriter writes it: for each
+    sample ``<i>/system.mta`` and ``<i>/<target>.mts`` (``np.save`` of the
+    metatensor map's ``save_buffer()``), then ``metadata/atom_counts.npy``."""
+    with zipfile.ZipFile(path, "w") as archive:
+        for i, targets in enumerate(maps_of_samples):
+            with archive.open(f"{i}/system.mta", "w") as f:
+                f.write(b"a metatomic System, not read here")
+            for name, tensor in targets.items():
+                with archive.open(f"{i}/{name}.mts", "w") as f:
+                    # metatensor-torch's buffer is a uint8 tensor: .numpy() is uint8
+                    np.save(f, np.frombuffer(tensor.save_buffer(), dtype=np.uint8))
+        with archive.open("metadata/atom_counts.npy", "w") as f:
+            np.save(f, np.arange(len(maps_of_samples)))
+
+
+def test_from_diskdataset_equals_what_metatensor_reads(tmp_path, maps):
+    mts = pytest.importorskip("metatensor")
+    theirs = [tensor.to_metatensor() for tensor in maps[:12]]
+    zip_path = tmp_path / "disk.zip"
+    _diskdataset(zip_path, [{"energy": t, "forces": t} for t in theirs])
+    with pytest.raises(blockmap.ValidationError, match="target="):
+        Dataset.from_diskdataset(zip_path, tmp_path / "converted")
+    dataset = Dataset.from_diskdataset(zip_path, tmp_path / "converted", target="energy")
+    assert len(dataset) == 12
+    with zipfile.ZipFile(zip_path) as archive:
+        for i in range(12):
+            wrapped = np.load(archive.open(f"{i}/energy.mts"))
+            assert_matches_metatensor(dataset[i], mts.io.load_buffer(wrapped))
+    one = tmp_path / "one.zip"
+    _diskdataset(one, [{"energy": t} for t in theirs[:3]])
+    assert len(Dataset.from_diskdataset(one, tmp_path / "converted-one")) == 3
+    with pytest.raises(blockmap.ValidationError, match="not a DiskDataset"):
+        Dataset.from_diskdataset(tmp_path / "converted-one", tmp_path / "nope")
+
+
+def test_maps_of_a_dataset_cross_multiprocessing_as_references(tmp_path):
+    from multiprocessing.reduction import ForkingPickler
+
+    from bench.workload import build_blockmap, make_arrays
+
+    big = build_blockmap(make_arrays(n_keys=2, n_samples=1200, n_grad_samples=150))
+    assert big.nbytes > blockmap.get_auto_share_threshold()
+    path = tmp_path / "big"
+    blockmap.save_dataset(path, [big])
+    tensor = Dataset(path)[0]
+    # not copied into shared memory: the reference is smaller and free
+    message = ForkingPickler.dumps(tensor)
+    assert len(message) < 400
+    received = pickle.loads(message)
+    assert not received.is_shared()
+    assert_identical(received, big)

@@ -1,0 +1,144 @@
+"""A dataset writer killed (SIGKILL) at any moment of a create or an
+append leaves a file that opens with every map whose ``write()`` had
+returned before the kill, nothing half-written; appending to it then goes
+on. The writer runs in a child process that reports each returned write;
+the parent kills it at many points, by time and by the file's size."""
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import blockmap
+from bench.batches import structure_maps
+from bench.workload import build_blockmap, make_arrays
+from helpers import TESTS_DIR
+from helpers.io_cases import assert_identical
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL of a child")
+
+ROOT = TESTS_DIR.parent.parent
+COUNT = 3000
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[1]]
+    import blockmap
+    from bench.batches import structure_maps
+    from bench.workload import build_blockmap, make_arrays
+    path, append, count = sys.argv[2], sys.argv[3] == "append", int(sys.argv[4])
+    maps = structure_maps(count)
+    big = build_blockmap(make_arrays(n_keys=2, n_samples=1200, n_grad_samples=150))
+    writer = blockmap.DatasetWriter(path, append=append)
+    print("opened", flush=True)
+    for i, tensor in enumerate(maps):
+        # every 500th map (8 MB) is streamed from its arrays, not built in memory
+        writer.write(big if i % 500 == 499 else tensor)
+        print(i, flush=True)
+    writer.close()
+    print("closed", flush=True)
+    """
+)
+
+
+def _expected(count=COUNT):
+    maps = structure_maps(count)
+    big = build_blockmap(make_arrays(n_keys=2, n_samples=1200, n_grad_samples=150))
+    return [big if i % 500 == 499 else tensor for i, tensor in enumerate(maps)]
+
+
+def _kill(path, append, after_seconds=None, after_bytes=None):
+    """Run the writer, kill it, and return how many writes had returned."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WRITER,
+            str(ROOT),
+            str(path),
+            "append" if append else "new",
+            str(COUNT),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    base = path.stat().st_size if append and path.exists() else 0
+    start = None
+    try:
+        while child.poll() is None:
+            # time counts from the first byte the writer adds
+            if start is None and path.exists() and path.stat().st_size > base:
+                start = time.monotonic()
+            if after_seconds is not None and start is not None:
+                if time.monotonic() - start >= after_seconds:
+                    break
+            if (
+                after_bytes is not None
+                and path.exists()
+                and path.stat().st_size >= base + after_bytes
+            ):
+                break
+            time.sleep(0.0005)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        output = child.communicate(timeout=60)[0].split()
+    returned = [int(word) + 1 for word in output if word.isdigit()]
+    return returned[-1] if returned else 0, "closed" in output, "opened" in output
+
+
+def _check(path, at_least, expected, offset=0):
+    dataset = blockmap.Dataset(path)
+    # every returned write is there; at most the one in flight besides
+    assert at_least + offset <= len(dataset) <= at_least + offset + 1, (len(dataset), at_least)
+    for i in range(len(dataset)):
+        assert_identical(dataset[i], expected[(i - offset) % COUNT] if i >= offset else expected[i])
+    return len(dataset)
+
+
+@pytest.mark.parametrize(
+    "point",
+    [("time", t) for t in (0.0, 0.001, 0.003, 0.006, 0.01, 0.02, 0.035, 0.05, 0.07, 0.09)]
+    + [("bytes", b) for b in (1, 2_000, 200_000, 2_000_000, 9_000_000, 14_000_000, 30_000_000)],
+)
+def test_a_killed_create_keeps_every_returned_write(tmp_path, point):
+    path = tmp_path / "killed"
+    expected = _expected()
+    kind, value = point
+    returned, closed, opened = _kill(
+        path,
+        False,
+        after_seconds=value if kind == "time" else None,
+        after_bytes=value if kind == "bytes" else None,
+    )
+    if not opened and not path.exists():
+        return  # killed before the file was created: nothing to keep
+    if closed:
+        returned = COUNT
+    count = _check(path, returned, expected)
+    # appending to what is left goes on after the maps that are there
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        writer.write(expected[0])
+    grown = blockmap.Dataset(path)
+    assert len(grown) == count + 1 and grown.committed
+    assert_identical(grown[count], expected[0])
+
+
+@pytest.mark.parametrize("after_bytes", [1, 30_000, 1_500_000, 6_000_000, 20_000_000])
+def test_a_killed_append_keeps_the_old_maps_and_every_returned_write(tmp_path, after_bytes):
+    path = tmp_path / "appended"
+    expected = _expected()
+    blockmap.save_dataset(path, expected[:100])
+    before = path.read_bytes()
+    returned, closed, _ = _kill(path, True, after_bytes=after_bytes)
+    if closed:
+        returned = COUNT
+    dataset = blockmap.Dataset(path)
+    assert 100 + returned <= len(dataset) <= 100 + returned + 1
+    for i in range(len(dataset)):
+        assert_identical(dataset[i], expected[i] if i < 100 else expected[i - 100])
+    # nothing of the file before the append was rewritten
+    assert path.read_bytes()[: len(before)] == before
