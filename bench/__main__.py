@@ -15,6 +15,9 @@ Commands:
     torch    DataLoader throughput (0 and 2 workers, fork and spawn) with
              blockmap, metatensor-torch and plain torch tensors, and join and
              split against metatensor-operations (bench/dataloader.py).
+    datasets many maps in one file (create, open, random access, epoch,
+             append) against DiskDataset and a folder of files
+             (bench/datasets.py).
     worker   one timed run in this process, and
     prepare  the files that load operations read: the fresh processes that
              bench starts (bench/runner.py).
@@ -31,6 +34,7 @@ import numpy as np
 
 from . import (
     dataloader,
+    datasets,
     demo,
     families,  # noqa: F401  (registers every operation before the parser is made)
     runner,
@@ -180,9 +184,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     dataloader.add_arguments(torch_command)
     torch_command.set_defaults(run=dataloader.run)
+    datasets_command = commands.add_parser(
+        "datasets",
+        help="datasets of many maps in one file against DiskDataset and a folder of files",
+        description="Create, open, random access, a random-order epoch and append, on "
+        "130,000 QM9-like maps and on W split by blocks, with blockmap's dataset files, "
+        "metatrain's DiskDataset layout and a folder of .mts files (metatensor-core), each "
+        "operation in a fresh process.",
+    )
+    datasets.add_arguments(datasets_command)
+    datasets_command.set_defaults(run=datasets.run)
     runner.add_commands(commands)
     scaling.add_commands(commands)
     dataloader.add_commands(commands)
+    datasets.add_commands(commands)
     return parser
 
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MEAN_ATOMS",
+    "QM9_TYPES",
+    "qm9_maps",
     "structure_arrays",
     "structure_maps",
     "to_library",
@@ -106,3 +108,51 @@ def to_library(maps: list[blockmap.TensorMap], library: str) -> list[Any]:
     if library == "torch":
         return [_flat_tensors(tensor) for tensor in maps]
     raise ValueError(f"unknown library {library!r}")
+
+
+#: QM9's elements: H, C, N, O, F
+QM9_TYPES = (1, 6, 7, 8, 9)
+
+
+def qm9_maps(count: int, start: int = 0, seed: int = 0) -> list[blockmap.TensorMap]:
+    """``count`` QM9-like structures with a few blocks each (numpy-backed),
+    ``system`` numbered from ``start``: per-atom energies keyed by the
+    atoms' ``center_type`` (the types a molecule has: 3 or 4 blocks), with
+    the forces as their ``"positions"`` gradient (each atom's row, with the
+    ``xyz`` component)."""
+    import blockmap
+
+    rng = np.random.default_rng(seed + start)
+    xyz = blockmap.Labels(["xyz"], np.arange(3, dtype=np.int32).reshape(3, 1))
+    energy = blockmap.Labels(["energy"], np.zeros((1, 1), dtype=np.int32))
+    maps = []
+    for system in range(start, start + count):
+        n_atoms = int(rng.integers(MEAN_ATOMS - 9, MEAN_ATOMS + 10))
+        # hydrogens about half of the atoms, then carbons, and one N or O or F
+        types = rng.choice(QM9_TYPES, size=n_atoms, p=(0.5, 0.3, 0.07, 0.1, 0.03))
+        present = sorted(set(types.tolist()))
+        blocks = []
+        for center in present:
+            atoms = np.flatnonzero(types == center).astype(np.int32)
+            samples = np.stack([np.full_like(atoms, system), atoms], axis=1)
+            block = blockmap.TensorBlock(
+                rng.normal(size=(len(atoms), 1)),
+                blockmap.Labels(["system", "atom"], samples),
+                [],
+                energy,
+            )
+            rows = np.arange(len(atoms), dtype=np.int32)
+            gradient_samples = np.stack([rows, np.full_like(atoms, system), atoms], axis=1)
+            block.add_gradient(
+                "positions",
+                blockmap.TensorBlock(
+                    rng.normal(size=(len(atoms), 3, 1)),
+                    blockmap.Labels(["sample", "system", "atom"], gradient_samples),
+                    [xyz],
+                    energy,
+                ),
+            )
+            blocks.append(block)
+        keys = blockmap.Labels(["center_type"], np.array(present, dtype=np.int32).reshape(-1, 1))
+        maps.append(blockmap.TensorMap(keys, blocks))
+    return maps

@@ -389,6 +389,12 @@ def markdown(
 ) -> str:
     """The report: throughput tables, targets, and the join and split rows."""
     lines = [
+        "Without workers, a W-sized batch is joined in the main process: blockmap's join "
+        "and `torch.cat` each copy the batch once into warm memory (blockmap keeps the memory "
+        "of freed batches for reuse, as glibc does for torch), at the memory bandwidth of the "
+        "machine. With workers, blockmap's batch is written once, straight into shared memory, "
+        "where torch's collate writes it into private memory and its reducer copies it again.",
+        "",
         "DataLoader throughput: batches per second, median over "
         f"{repeat} fresh processes (min-max); ratio = blockmap's rate / theirs "
         "(above 1: blockmap is faster).",

@@ -29,6 +29,7 @@ __all__ = [
     "workload_summary",
     "write_chart",
     "write_markdown",
+    "markers",
     "write_section",
 ]
 
@@ -122,39 +123,54 @@ def _runs_lines(result: BenchResult) -> Iterator[str]:
         yield f"{operation} / {library}: {times} s; peak {growths} MB{note}"
 
 
-#: the markers between which ``python -m bench torch`` writes its section of
-#: docs/benchmarks.md (which :func:`write_markdown` keeps)
-BEGIN = "<!-- torch family: written by `python -m bench torch` -->"
-END = "<!-- end of the torch family -->"
-TORCH_HEADING = "## torch: DataLoader, join and split"
+#: the families whose section of docs/benchmarks.md a command of their own
+#: writes (``python -m bench <family>``), with their headings;
+#: :func:`write_markdown` keeps these sections
+SECTIONS = {
+    "torch": "## torch: DataLoader, join and split",
+    "datasets": "## datasets: many maps in one file",
+}
 
 
-def _section(content: str) -> str | None:
-    if BEGIN in content and END in content:
-        return content[content.index(BEGIN) : content.index(END) + len(END)]
+def markers(family: str) -> tuple[str, str]:
+    """The lines between which ``family``'s section lies."""
+    return (
+        f"<!-- {family} family: written by `python -m bench {family}` -->",
+        f"<!-- end of the {family} family -->",
+    )
+
+
+def _section(content: str, family: str) -> str | None:
+    begin, end = markers(family)
+    if begin in content and end in content:
+        return content[content.index(begin) : content.index(end) + len(end)]
     return None
 
 
-def write_section(path: Path, text: str) -> None:
-    """Put ``text`` between :data:`BEGIN` and :data:`END` in ``path``
+def write_section(path: Path, text: str, family: str = "torch") -> None:
+    """Put ``text`` between ``family``'s :func:`markers` in ``path``
     (appended, with its heading, when the markers are not there yet)."""
+    begin, end = markers(family)
     content = path.read_text() if path.exists() else ""
-    section = f"{BEGIN}\n{text}{END}"
-    old = _section(content)
+    section = f"{begin}\n{text}{end}"
+    old = _section(content, family)
     if old is not None:
         content = content.replace(old, section)
     else:
-        content = content.rstrip("\n") + f"\n\n{TORCH_HEADING}\n\n{section}\n"
+        content = content.rstrip("\n") + f"\n\n{SECTIONS[family]}\n\n{section}\n"
     path.write_text(content)
 
 
 def write_markdown(result: BenchResult, path: Path, command: str) -> None:
     """Write the report as a markdown page (``docs/benchmarks.md``) to
-    ``path``, keeping the torch family's section it holds."""
-    kept = _section(path.read_text()) if path.exists() else None
+    ``path``, keeping the sections of :data:`SECTIONS` it holds."""
+    content = path.read_text() if path.exists() else ""
+    kept = {family: _section(content, family) for family in SECTIONS}
     _write_markdown(result, path, command)
-    if kept is not None:
-        write_section(path, kept[len(BEGIN) + 1 : -len(END)])
+    for family, section in kept.items():
+        if section is not None:
+            begin, end = markers(family)
+            write_section(path, section[len(begin) + 1 : -len(end)], family)
 
 
 def _write_markdown(result: BenchResult, path: Path, command: str) -> None:

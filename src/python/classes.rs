@@ -250,7 +250,10 @@ pub struct PyTensorMap {
     /// what the blocks' values are: numpy arrays or torch tensors
     pub arrays: Arrays,
     /// the dataset it was read from, when it pickles as a reference to it
-    pub origin: Option<MapOrigin>,
+    /// (boxed: the Python object of every map stays as small as it was,
+    /// which keeps the maps of a dataset in memory dense; a fork worker
+    /// that touches them copies fewer pages)
+    pub origin: Option<Box<MapOrigin>>,
 }
 
 /// Where a map read from a dataset comes from: while its value is still
@@ -285,11 +288,11 @@ impl PyTensorMap {
         PyTensorMap {
             map: cell,
             arrays: Arrays::Numpy,
-            origin: Some(MapOrigin {
+            origin: Some(Box::new(MapOrigin {
                 dataset,
                 index,
                 snapshot,
-            }),
+            })),
         }
     }
 

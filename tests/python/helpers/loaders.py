@@ -124,3 +124,25 @@ def count_sent_bytes(counter: Any, worker_id: int) -> None:
         return message
 
     ForkingPickler.dumps = classmethod(counting_dumps)  # type: ignore[method-assign]
+
+
+def worker_growth(maps: list[Any], batch_size: int) -> dict[int, dict[str, int]]:
+    """Read ``maps`` through a DataLoader of two fork workers; the largest
+    growth of each worker's USS and PSS while it read them, by its pid."""
+    from torch.utils.data import DataLoader
+
+    loader = DataLoader(
+        MemoryDataset(maps),
+        batch_size=batch_size,
+        num_workers=2,
+        collate_fn=keep_memory_reports,
+        worker_init_fn=remember_memory,
+        multiprocessing_context="fork",
+    )
+    growth: dict[int, dict[str, int]] = {}
+    for reports in loader:
+        for report in reports:
+            pid = report["pid"]
+            previous = growth.get(pid, {"uss": 0, "pss": 0})
+            growth[pid] = {key: max(previous[key], report[key]) for key in ("uss", "pss")}
+    return growth

@@ -32,7 +32,8 @@ def test_small_torch_bench_measures_every_library_and_writes_its_section(tmp_pat
     printed = _run(markdown)
     text = markdown.read_text()
     assert "written before" in text
-    assert text.count(report.BEGIN) == 1 and text.count(report.END) == 1
+    begin, end = report.markers("torch")
+    assert text.count(begin) == 1 and text.count(end) == 1
     rows = [
         line for line in text.splitlines() if line.startswith("| QM9") or line.startswith("| W")
     ]
@@ -46,4 +47,4 @@ def test_small_torch_bench_measures_every_library_and_writes_its_section(tmp_pat
     assert "DataLoader throughput" in printed
     # a second run replaces the section instead of adding one
     _run(markdown)
-    assert markdown.read_text().count(report.BEGIN) == 1
+    assert markdown.read_text().count(begin) == 1
