@@ -55,8 +55,8 @@ __all__ = ["add_arguments", "add_commands", "run"]
 
 LAYOUTS = ("blockmap", "diskdataset", "folder")
 OPERATIONS = ("create", "open", "random", "epoch", "append")
-#: random indices read by "random"
-RANDOM_READS = 10_000
+#: random indices read by "random" (of W's 8 MB maps: fewer)
+RANDOM_READS = {"qm9": 10_000, "w": 300}
 #: maps read by the peers' epoch (scaled to all of them)
 PEER_EPOCH = 10_000
 APPENDED = 1_000
@@ -173,6 +173,11 @@ def _touch(tensor: Any) -> float:
 
 def measure(operation: str, layout: str, data: str, count: int, workdir: Path) -> dict[str, Any]:
     """One operation, timed in this process."""
+    # the libraries are imported before any clock starts
+    import blockmap  # noqa: F401
+
+    if layout != "blockmap":
+        import metatensor  # noqa: F401
     path = _file_of(layout, workdir, data)
     result: dict[str, Any] = {}
     if operation in ("create", "append"):
@@ -206,7 +211,7 @@ def measure(operation: str, layout: str, data: str, count: int, workdir: Path) -
     opened = _Opened(layout, path)
     rng = np.random.default_rng(1)
     if operation == "random":
-        indices = rng.integers(0, opened.count, size=RANDOM_READS)
+        indices = rng.integers(0, opened.count, size=RANDOM_READS[data])
         times = []
         for i in indices:
             start = time.perf_counter()
@@ -269,13 +274,22 @@ def _spawn(arguments: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
     return None, "no result printed"
 
 
-def run_all(data: str, count: int, repeat: int, layouts: Sequence[str]) -> dict[str, Any]:
+def run_all(
+    data: str,
+    count: int,
+    repeat: int,
+    layouts: Sequence[str],
+    operations: Sequence[str] = OPERATIONS,
+) -> dict[str, Any]:
     """Every operation of every layout; ``repeat`` processes for open and
-    random access (the others write or read everything once)."""
+    random access (the others write or read everything once). The files
+    are always created first (the later operations read them)."""
     results: dict[str, Any] = {}
     workdir = Path(tempfile.mkdtemp(prefix="blockmap-datasets-"))
     try:
         for operation in OPERATIONS:
+            if operation not in operations and operation != "create":
+                continue
             runs = repeat if operation in ("open", "random") else 1
             for layout in layouts:
                 cell = results.setdefault(f"{operation}/{layout}", {"runs": []})
@@ -319,8 +333,9 @@ def markdown(results: dict[str, dict[str, Any]], counts: dict[str, int], repeat:
     lines = [
         "Each cell is one fresh process (open and random access: the median of "
         f"{repeat}); times of the operation alone; memory is the growth of the peak "
-        "resident set. The peers' epochs read 10,000 maps in random order and are scaled "
-        "to all of them. Files are read from the page cache.",
+        "resident set. Random access reads 10,000 random maps (300 of W's). The peers' "
+        "epochs read 10,000 maps in random order and are scaled to all of them. Files are "
+        "read from the page cache.",
         "",
     ]
     for data, results_of in results.items():
@@ -410,7 +425,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m bench datasets``."""
     parser.add_argument("--count", type=int, default=130_000, help="QM9-like maps")
     parser.add_argument("--repeat", type=int, default=3, help="processes for open and access")
-    parser.add_argument("--no-w", action="store_true", help="leave out W split by blocks")
+    parser.add_argument(
+        "--data", default="qm9,w", help="the datasets measured: qm9 (QM9-like), w (W by blocks)"
+    )
+    parser.add_argument(
+        "--operations", default=",".join(OPERATIONS), help=f"among {','.join(OPERATIONS)}"
+    )
+    parser.add_argument("--json", type=Path, help="also write every measurement here, as JSON")
+    parser.add_argument(
+        "--reuse",
+        type=Path,
+        help="report the datasets not measured now from this JSON file of an earlier run",
+    )
     parser.add_argument("--layouts", default=",".join(LAYOUTS), help=f"among {','.join(LAYOUTS)}")
     parser.add_argument("--markdown", type=Path, help="write the report into this file")
 
@@ -418,10 +444,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """``python -m bench datasets``."""
     layouts = [layout for layout in args.layouts.split(",") if layout]
-    counts = {"qm9": args.count}
-    if not args.no_w:
-        counts["w"] = 100
-    results = {data: run_all(data, count, args.repeat, layouts) for data, count in counts.items()}
+    wanted = [data for data in args.data.split(",") if data]
+    counts = {data: {"qm9": args.count, "w": 100}[data] for data in wanted}
+    operations = [op for op in args.operations.split(",") if op]
+    results = {
+        data: run_all(data, count, args.repeat, layouts, operations)
+        for data, count in counts.items()
+    }
+    if args.reuse:
+        # what was not measured now comes from the earlier run
+        earlier = json.loads(args.reuse.read_text())
+        for data, cells in earlier["results"].items():
+            now = results.setdefault(data, {})
+            counts.setdefault(data, earlier["counts"][data])
+            for key, cell in cells.items():
+                operation = key.split("/")[0]
+                if key not in now or (operation not in operations and data in wanted):
+                    now[key] = cell
+        results = {data: results[data] for data in ("qm9", "w") if data in results}
+    if args.json:
+        args.json.write_text(json.dumps({"results": results, "counts": counts}, indent=1))
     text = markdown(results, counts, args.repeat)
     print(text)
     if args.markdown:

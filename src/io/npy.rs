@@ -104,6 +104,14 @@ pub fn header_extent(prefix: &[u8]) -> Result<(usize, usize)> {
 pub fn parse_header(text: &[u8], preamble: usize) -> Result<Header> {
     let text =
         std::str::from_utf8(text).map_err(|_| Error::format("npy header is not valid text"))?;
+    if let Some(header) = parse_canonical(text, preamble) {
+        return Ok(header);
+    }
+    parse_header_general(text, preamble)
+}
+
+/// [`parse_header`] through the general parser of the header grammar.
+fn parse_header_general(text: &str, preamble: usize) -> Result<Header> {
     let mut parser = Parser { text, pos: 0 };
     let value = parser.value(0)?;
     parser.skip_space();
@@ -145,6 +153,80 @@ pub fn read_header(bytes: &[u8]) -> Result<Header> {
         .get(preamble..preamble + len)
         .ok_or_else(|| Error::format("npy header is truncated"))?;
     parse_header(text, preamble)
+}
+
+/// The header exactly as blockmap and numpy write it, `{'descr': D,
+/// 'fortran_order': B, 'shape': (...), }` padded with spaces and a
+/// newline, read without building values (a map's load parses one header
+/// per array and per labels); `None` for any other spelling, which the
+/// general parser then reads. What it accepts, the general parser accepts
+/// with the same result (tested).
+fn parse_canonical(text: &str, preamble: usize) -> Option<Header> {
+    fn quoted(rest: &str) -> Option<(&str, &str)> {
+        let rest = rest.strip_prefix('\'')?;
+        let end = rest.find('\'')?;
+        let value = &rest[..end];
+        // escapes are the general parser's business
+        (!value.contains('\\')).then(|| (value, &rest[end + 1..]))
+    }
+    let rest = text.strip_prefix("{'descr': ")?;
+    let (descr, rest) = if rest.starts_with('\'') {
+        let (descr, rest) = quoted(rest)?;
+        let (dtype, order) = DType::parse_descr(descr).ok()?;
+        (Descr::Simple(dtype, order), rest)
+    } else {
+        let mut rest = rest.strip_prefix('[')?;
+        let mut fields = Vec::new();
+        loop {
+            if let Some(after) = rest.strip_prefix(']') {
+                rest = after;
+                break;
+            }
+            if !fields.is_empty() {
+                rest = rest.strip_prefix(", ")?;
+            }
+            let (name, after) = quoted(rest.strip_prefix('(')?)?;
+            let (descr, after) = quoted(after.strip_prefix(", ")?)?;
+            let (dtype, order) = DType::parse_descr(descr).ok()?;
+            fields.push((name.to_string(), dtype, order));
+            rest = after.strip_prefix(')')?;
+        }
+        (Descr::Fields(fields), rest)
+    };
+    let rest = rest.strip_prefix(", 'fortran_order': ")?;
+    let (fortran_order, rest) = match rest.strip_prefix("False") {
+        Some(rest) => (false, rest),
+        None => (true, rest.strip_prefix("True")?),
+    };
+    let rest = rest.strip_prefix(", 'shape': (")?;
+    let end = rest.find(')')?;
+    let (dims, rest) = (&rest[..end], &rest[end + 1..]);
+    let mut shape = Vec::new();
+    if !dims.is_empty() {
+        // one dimension is `(n,)` (`(n)` is no tuple); more are `(a, b)`
+        // with a trailing comma or none
+        let trailing_comma = dims.ends_with(',');
+        let dims = dims.strip_suffix(',').unwrap_or(dims);
+        for dim in dims.split(", ") {
+            if dim.is_empty() || dim.len() > 18 || !dim.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            shape.push(dim.parse::<usize>().ok()?);
+        }
+        if shape.len() == 1 && !trailing_comma {
+            return None;
+        }
+    }
+    let rest = rest.strip_prefix(", }")?;
+    if !rest.bytes().all(|b| b == b' ' || b == b'\n') {
+        return None;
+    }
+    Some(Header {
+        descr,
+        fortran_order,
+        shape,
+        len: preamble + text.len(),
+    })
 }
 
 fn parse_descr(value: &Value) -> Result<Descr> {
@@ -405,6 +487,60 @@ pub fn write_header(descr: &str, shape: &[usize]) -> Result<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_canonical_reader_agrees_with_the_parser() {
+        let mut texts = vec![];
+        for descr in [
+            "'<f8'",
+            "'<i4'",
+            "'|u1'",
+            "'>f4'",
+            "[('system', '<i4'), ('atom', '<i4')]",
+            "[('a', '<i4')]",
+            "[]",
+        ] {
+            for fortran in ["False", "True"] {
+                for shape in [
+                    "()",
+                    "(3,)",
+                    "(3, 4)",
+                    "(0, 5, 6)",
+                    "(3, 4,)",
+                    "(3)",
+                    "(+3,)",
+                    "(3 ,)",
+                    "(,)",
+                    "(99999999999999999999,)",
+                ] {
+                    texts.push(format!(
+                        "{{'descr': {descr}, 'fortran_order': {fortran}, 'shape': {shape}, }}   \n"
+                    ));
+                }
+            }
+        }
+        texts.push("{'descr': '<f8', 'fortran_order': False, 'shape': (3,), } x\n".into());
+        texts.push("{'descr': 'a\\'b', 'fortran_order': False, 'shape': (3,), }\n".into());
+        texts.push("{'descr': [('a', '<i4'),], 'fortran_order': False, 'shape': (3,), }\n".into());
+        let mut fast_count = 0;
+        for text in &texts {
+            if let Some(fast) = super::parse_canonical(text, 10) {
+                fast_count += 1;
+                assert_eq!(
+                    Some(fast),
+                    super::parse_header_general(text, 10).ok(),
+                    "{text}"
+                );
+            }
+        }
+        assert!(fast_count >= 40, "{fast_count}");
+        // what blockmap writes is read by the fast path
+        let header = super::write_header("'<f8'", &[2, 3]).unwrap();
+        assert!(super::parse_canonical(std::str::from_utf8(&header[10..]).unwrap(), 10).is_some());
+        let labels =
+            super::write_header(&super::labels_descr(&["a".into(), "b".into()]), &[4]).unwrap();
+        assert!(super::parse_canonical(std::str::from_utf8(&labels[10..]).unwrap(), 10).is_some());
+    }
+
     use super::*;
 
     #[test]
