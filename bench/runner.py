@@ -21,6 +21,7 @@ report (:mod:`bench.report`) shows.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -37,6 +38,7 @@ from typing import Any, TextIO
 from .measure import Cell, Measurement, Row, format_growth, format_seconds, measure
 from .registry import (
     LIBRARIES,
+    MODULES,
     OPERATIONS,
     OTHER_NAME,
     OTHERS,
@@ -69,6 +71,8 @@ def _sizes(small: bool) -> dict[str, int]:
 def _worker(operation: str, library: str, workdir: Path, small: bool) -> dict[str, Any]:
     """One timed run, in this process; returns the JSON record the parent reads."""
     implementation = OPERATIONS[operation].implementations[library]
+    for module in MODULES[library]:
+        importlib.import_module(module)
     arrays = make_arrays(seed=SEED, **_sizes(small))
     context = Context(arrays, workdir)
     state = implementation.setup(context)

@@ -22,13 +22,13 @@ pub struct AlignedBytes {
 /// memory comes zeroed and untouched from the kernel (the system
 /// allocator's `alloc_zeroed` at blockmap's 64-byte alignment would write
 /// zeros over every page first, one page fault per 4 KiB before any data).
-/// Memory that the caller then fills entirely asks for transparent huge
-/// pages, as numpy's allocator does from 4 MiB: filling it takes one page
-/// fault per 2 MiB. Memory that may stay mostly zero (the fill of
-/// `keys_to_properties`) does not: untouched 4 KiB pages are never mapped,
-/// where a huge page would be zeroed whole on the first write into it
-/// (measured on W's `keys_to_properties`: 1.3 s without the advice, 7 s
-/// with it, for 2.7 GB mostly zeros).
+/// They do not ask for transparent huge pages (`MADV_HUGEPAGE`): where the
+/// kernel's `defrag` setting is `madvise` (a common default), every fault in
+/// an advised mapping may compact memory first, and in a process that
+/// already holds W's arrays, loading W took 0.68-1.0 s with the advice
+/// against 0.44-0.50 s without (fresh processes, same file); memory that
+/// stays mostly zero (the fill of `keys_to_properties`) also took 7 s
+/// instead of 1.3 s with it, each huge page zeroed whole on its first write.
 const MAPPED_FROM: usize = 4 << 20;
 
 /// Whether an allocation of `len` bytes is a mapping of its own.
@@ -179,10 +179,14 @@ fn keep(ptr: NonNull<u8>, len: usize) -> bool {
 }
 
 /// A fresh private anonymous mapping of `len` bytes (page-aligned, so
-/// aligned to [`ALIGNMENT`]), advised to use huge pages if `huge_pages`;
-/// None when the kernel refuses it.
+/// aligned to [`ALIGNMENT`]); None when the kernel refuses it. With
+/// `populate`, for memory about to be written in full, the kernel maps
+/// every page at once (`MAP_POPULATE`, best effort) instead of one fault
+/// per page on the first write: loading W from a file took 0.43-0.45 s
+/// instead of 0.50-0.51 s.
 #[cfg(target_os = "linux")]
-fn map_anonymous(len: usize, huge_pages: bool) -> Option<NonNull<u8>> {
+fn map_anonymous(len: usize, populate: bool) -> Option<NonNull<u8>> {
+    let populate = if populate { libc::MAP_POPULATE } else { 0 };
     // SAFETY: a new anonymous private mapping aliases no existing memory;
     // the arguments are valid for any `len` (the kernel refuses what it
     // cannot map, returning MAP_FAILED, which is checked).
@@ -191,7 +195,7 @@ fn map_anonymous(len: usize, huge_pages: bool) -> Option<NonNull<u8>> {
             std::ptr::null_mut(),
             len,
             libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | populate,
             -1,
             0,
         )
@@ -199,17 +203,11 @@ fn map_anonymous(len: usize, huge_pages: bool) -> Option<NonNull<u8>> {
     if ptr == libc::MAP_FAILED {
         return None;
     }
-    if huge_pages {
-        // SAFETY: `ptr..ptr + len` is the mapping just made, owned here;
-        // MADV_HUGEPAGE changes neither its contents nor its validity, only
-        // how the kernel backs it. An error (huge pages off) is ignored.
-        unsafe { libc::madvise(ptr, len, libc::MADV_HUGEPAGE) };
-    }
     NonNull::new(ptr.cast::<u8>())
 }
 
 #[cfg(not(target_os = "linux"))]
-fn map_anonymous(_len: usize, _huge_pages: bool) -> Option<NonNull<u8>> {
+fn map_anonymous(_len: usize, _populate: bool) -> Option<NonNull<u8>> {
     None
 }
 
@@ -234,8 +232,8 @@ impl AlignedBytes {
     /// copy, a join, a permutation): what they hold until then is
     /// unspecified (zeros, or bytes this process wrote before and freed),
     /// never uninitialised. Large ones reuse a mapping freed earlier when
-    /// one of the same length is kept (warm pages: no page faults), and
-    /// otherwise ask for huge pages.
+    /// one of the same length is kept (warm pages: no page faults); fresh
+    /// ones have all their pages mapped at once.
     pub fn for_overwrite(len: usize) -> Result<Self> {
         if let Some(ptr) = reuse(len) {
             return Ok(AlignedBytes { ptr, len });
@@ -243,10 +241,12 @@ impl AlignedBytes {
         Self::allocate(len, true)
     }
 
-    fn allocate(len: usize, huge_pages: bool) -> Result<Self> {
+    /// `len` bytes; with `filled` the caller writes them all at once (see
+    /// [`map_anonymous`]).
+    fn allocate(len: usize, filled: bool) -> Result<Self> {
         let layout = Self::layout(len)?;
         let ptr = if is_mapped(len) {
-            map_anonymous(mapping_len(len), huge_pages)
+            map_anonymous(mapping_len(len), filled)
         } else {
             // SAFETY: the layout has a non-zero size (`len.max(1)`).
             NonNull::new(unsafe { std::alloc::alloc_zeroed(layout) })

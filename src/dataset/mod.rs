@@ -826,11 +826,28 @@ mod tests {
     use super::*;
     use crate::fixtures;
 
-    fn scratch(name: &str) -> PathBuf {
+    /// A directory of its own for a test, removed with everything in it
+    /// when dropped (also when the test fails).
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        /// The dataset file's path, in the directory.
+        fn path(&self) -> PathBuf {
+            self.0.join("data")
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn scratch(name: &str) -> Scratch {
         let dir =
             std::env::temp_dir().join(format!("blockmap-dataset-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        dir.join("data")
+        Scratch(dir)
     }
 
     fn maps() -> Vec<TensorMap> {
@@ -843,7 +860,8 @@ mod tests {
 
     #[test]
     fn maps_written_read_back_after_commit_and_append() {
-        let path = scratch("round-trip");
+        let path_dir = scratch("round-trip");
+        let path = path_dir.path();
         let maps = maps();
         let mut writer = Writer::create(&path).unwrap();
         writer.write(&maps[0]).unwrap();
@@ -871,7 +889,8 @@ mod tests {
 
     #[test]
     fn a_file_cut_anywhere_opens_with_every_complete_map() {
-        let path = scratch("cut");
+        let path_dir = scratch("cut");
+        let path = path_dir.path();
         let maps = maps();
         let mut writer = Writer::create(&path).unwrap();
         let mut ends = vec![];
@@ -881,7 +900,8 @@ mod tests {
         }
         writer.close().unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        let cut_path = scratch("cut-copy");
+        let cut_path_dir = scratch("cut-copy");
+        let cut_path = cut_path_dir.path();
         let json_end = Dataset::open(&path, MapMode::ReadOnly).unwrap().slots()[0].offset - 100;
         for cut in usize::try_from(json_end).unwrap()..=bytes.len() {
             std::fs::write(&cut_path, &bytes[..cut]).unwrap();
@@ -909,12 +929,14 @@ mod tests {
 
     #[test]
     fn hostile_files_are_refused_with_errors() {
-        let path = scratch("hostile");
+        let path_dir = scratch("hostile");
+        let path = path_dir.path();
         let mut writer = Writer::create(&path).unwrap();
         writer.write(&fixtures::small_map()).unwrap();
         writer.close().unwrap();
         let good = std::fs::read(&path).unwrap();
-        let bad_path = scratch("hostile-copy");
+        let bad_path_dir = scratch("hostile-copy");
+        let bad_path = bad_path_dir.path();
         // every single byte flipped: an error or a dataset, never a panic
         for at in (0..good.len()).step_by(3) {
             let mut bytes = good.clone();

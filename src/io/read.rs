@@ -171,7 +171,9 @@ fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
 fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
     let header = read_npy_header(&mut reader, size)?;
-    let mut data = AlignedBytes::zeroed(header.data_len()?)?;
+    // filled in full by the read (or the load fails): memory that may be
+    // warm (a freed allocation of the same size)
+    let mut data = AlignedBytes::for_overwrite(header.data_len()?)?;
     read_exact(&mut reader, data.as_mut_slice())?;
 
     // reading to the end makes the zip reader check the CRC, and finds data
@@ -202,9 +204,15 @@ fn io_read_error(e: std::io::Error) -> Error {
     }
 }
 
-/// Fill `buf` from `reader`, in pieces of [`interrupt::PIECE`] bytes with an
-/// [`interrupt::check`] between them; a read interrupted by a signal
-/// (`EINTR`) is retried only once the check let it go on.
+/// Bytes asked of the reader at once: the zip reader checks the CRC of
+/// each piece right after reading it, while it is still in the CPU's cache
+/// (a 64 MiB piece would be read from memory a second time).
+const READ_PIECE: usize = 1 << 20;
+
+/// Fill `buf` from `reader`, in pieces of [`READ_PIECE`] bytes with an
+/// [`interrupt::check`] every [`interrupt::PIECE`] bytes; a read
+/// interrupted by a signal (`EINTR`) is retried only once the check let it
+/// go on.
 fn read_exact(reader: &mut impl Read, buf: &mut [u8]) -> Result<()> {
     let mut done = 0;
     let mut since_check = 0;
@@ -213,7 +221,7 @@ fn read_exact(reader: &mut impl Read, buf: &mut [u8]) -> Result<()> {
             interrupt::check()?;
             since_check = 0;
         }
-        let end = buf.len().min(done + interrupt::PIECE);
+        let end = buf.len().min(done + READ_PIECE);
         match reader.read(&mut buf[done..end]) {
             Ok(0) => return Err(Error::format("the archive is truncated")),
             Ok(n) => {
