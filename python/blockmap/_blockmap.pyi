@@ -46,6 +46,7 @@ __all__ = [
     "verify",
     "_as_torch",
     "_reconstruct",
+    "_set_pickle_piece_size",
     "_shared_parts",
     "_attach_shared",
     "_set_auto_share_threshold",
@@ -112,6 +113,7 @@ def _as_torch(obj: Any, flagged: list[int]) -> Any: ...
 def _reconstruct(version: int, *args: Any) -> Any:
     """Rebuild a pickled Labels, TensorBlock or TensorMap (see docs/pickle.md)."""
 
+def _set_pickle_piece_size(nbytes: int) -> int: ...
 def _shared_parts(
     data: _Data,
 ) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None], bytes] | None: ...

@@ -211,6 +211,36 @@ fn map_anonymous(_len: usize, _populate: bool) -> Option<NonNull<u8>> {
     None
 }
 
+/// Map every page wholly inside `memory` now (`MADV_POPULATE_WRITE`, Linux
+/// 5.14 and later; best effort, a no-op elsewhere), for memory about to be
+/// written in full that may be fresh from the kernel: one call instead of a
+/// page fault per 4 KiB on the first writes (as `MAP_POPULATE` does for
+/// [`AlignedBytes::for_overwrite`]).
+pub fn prefault(memory: &mut [std::mem::MaybeUninit<u8>]) {
+    #[cfg(target_os = "linux")]
+    {
+        const PAGE: usize = 4096;
+        let start = memory.as_mut_ptr() as usize;
+        let first = start.next_multiple_of(PAGE);
+        let end = (start + memory.len()) / PAGE * PAGE;
+        if end > first {
+            // SAFETY: `first..end` lies inside `memory`, which the caller
+            // holds exclusively; MADV_POPULATE_WRITE faults its pages in as
+            // a write would, without changing what they hold. An error (an
+            // older kernel) is ignored: the writes then fault as usual.
+            unsafe {
+                libc::madvise(
+                    first as *mut libc::c_void,
+                    end - first,
+                    libc::MADV_POPULATE_WRITE,
+                )
+            };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = memory;
+}
+
 impl AlignedBytes {
     fn layout(len: usize) -> Result<Layout> {
         // never allocate zero bytes: the allocator does not allow it, and a

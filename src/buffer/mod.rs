@@ -38,10 +38,10 @@ use std::ptr::NonNull;
 
 use crate::arc::Arc;
 
-pub use aligned::AlignedBytes;
+pub use aligned::{prefault, AlignedBytes};
 pub use mapped::MapMode;
 pub use shared::{SegmentArena, SharedBytes};
-pub use writer::FixedWriter;
+pub use writer::{Allocate, FixedWriter, NextData, PieceMemory, PiecedWriter};
 
 use crate::error::{Error, Result};
 

@@ -89,9 +89,335 @@ impl Seek for FixedWriter<'_> {
     }
 }
 
+/// The length of the array data the archive writer is about to write, set
+/// by it right before the data (see [`PiecedWriter`]).
+pub type NextData = std::rc::Rc<std::cell::Cell<Option<usize>>>;
+
+/// Memory for one piece, of at least the length asked: handed out by the
+/// caller of [`PiecedWriter`], which keeps it alive (and unaliased) until
+/// the writer is gone.
+pub type PieceMemory<'a> = &'a mut [MaybeUninit<u8>];
+
+/// Where a [`PiecedWriter`] gets its pieces.
+pub trait Allocate<'a> {
+    /// Memory for a piece of at least `capacity` bytes, kept alive and
+    /// unaliased for 'a.
+    fn allocate(&mut self, capacity: usize) -> std::io::Result<PieceMemory<'a>>;
+}
+
+struct Piece<'a> {
+    /// where the piece starts in the whole
+    start: usize,
+    memory: PieceMemory<'a>,
+}
+
+/// Writes one stream of bytes (an archive) into pieces of memory allocated
+/// as it grows, each of about `target` bytes, never reading them. When the
+/// archive writer announces array data ([`NextData`]) that does not fit in
+/// what is left of the current piece, the data starts a new piece of its
+/// own size or more: every array lies in one piece. Every piece starts at a
+/// multiple of [`ALIGNMENT`](super::ALIGNMENT) in the stream, so arrays are
+/// as aligned in their piece as in the stream. Other bytes (headers,
+/// labels, the central directory) may lie across two pieces. Piece `i` holds the bytes from its
+/// start to the next piece's start ([`PiecedWriter::lengths`]); seeking is
+/// allowed back into any piece, never past what was written.
+pub struct PiecedWriter<'a, A: Allocate<'a>> {
+    allocate: A,
+    pieces: Vec<Piece<'a>>,
+    target: usize,
+    /// the most the whole stream will need (an upper bound), so that the
+    /// last piece is not allocated larger than what remains
+    bound: usize,
+    position: usize,
+    len: usize,
+    next_data: NextData,
+    /// where the last array's data ends
+    array_end: usize,
+}
+
+/// Room kept after each array in its piece (at most the target size), for
+/// the headers and labels that follow it.
+const ARRAY_SLACK: usize = 64 << 10;
+
+impl<'a, A: Allocate<'a>> std::fmt::Debug for PiecedWriter<'a, A> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PiecedWriter")
+            .field("lengths", &self.lengths())
+            .field("position", &self.position)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
+    /// A writer taking pieces of about `target` bytes from `allocate`, for
+    /// a stream of at most `bound` bytes (more is written all the same, in
+    /// more pieces), told of array data through `next_data`.
+    pub fn new(allocate: A, target: usize, bound: usize, next_data: NextData) -> Self {
+        PiecedWriter {
+            allocate,
+            pieces: Vec::new(),
+            target: target.max(1),
+            bound,
+            position: 0,
+            len: 0,
+            next_data,
+            array_end: 0,
+        }
+    }
+
+    /// The signal the archive writer sets before each array's data.
+    pub fn next_data(&self) -> NextData {
+        NextData::clone(&self.next_data)
+    }
+
+    /// The length of each piece: the bytes written from its start to the
+    /// next piece's start (the rest of its memory was never written).
+    pub fn lengths(&self) -> Vec<usize> {
+        let mut lengths: Vec<usize> = self
+            .pieces
+            .windows(2)
+            .map(|pair| pair[1].start - pair[0].start)
+            .collect();
+        if let Some(last) = self.pieces.last() {
+            lengths.push(self.len - last.start);
+        }
+        lengths
+    }
+
+    /// Room left in the last piece, at the end of the stream.
+    fn room(&self) -> usize {
+        self.pieces
+            .last()
+            .map_or(0, |last| last.start + last.memory.len() - self.len)
+    }
+
+    /// Start a new piece at the end of the stream, of at least `need`
+    /// bytes.
+    fn new_piece(&mut self, need: usize) -> std::io::Result<()> {
+        let memory = self.piece_memory(need)?;
+        self.pieces.try_reserve(1)?;
+        self.pieces.push(Piece {
+            start: self.len,
+            memory,
+        });
+        Ok(())
+    }
+
+    fn piece_memory(&mut self, need: usize) -> std::io::Result<PieceMemory<'a>> {
+        let rest = self.bound.saturating_sub(self.len);
+        let capacity = need.max(self.target.min(rest)).max(1);
+        let memory = self.allocate.allocate(capacity)?;
+        if memory.len() < capacity {
+            return Err(std::io::Error::other("a piece smaller than asked"));
+        }
+        Ok(memory)
+    }
+
+    /// Start a new piece for `need` more bytes when the last one is full,
+    /// at a multiple of [`ALIGNMENT`](super::ALIGNMENT) in the stream: the
+    /// bytes written since then move to the new piece. A reader gets each
+    /// piece at an aligned address of its own, so every array in a piece
+    /// stays as aligned as it is in the stream (and can be viewed).
+    fn new_aligned_piece(&mut self, need: usize) -> std::io::Result<()> {
+        let cut = self.len - self.len % super::ALIGNMENT;
+        let Some(last) = self
+            .pieces
+            .last()
+            .filter(|last| last.start < cut && cut >= self.array_end)
+        else {
+            // the last piece holds less than one aligned stretch, or the
+            // cut would take the end of an array: the new piece starts
+            // here, unaligned (its arrays are then copied by readers that
+            // need alignment; the room kept after each array makes this
+            // rare)
+            return self.new_piece(need);
+        };
+        let (from, tail) = (cut - last.start, self.len - cut);
+        let memory = self.piece_memory(need.saturating_add(tail))?;
+        let last = self.pieces.last().expect("checked above");
+        // SAFETY: `from + tail` is at most the last piece's length (`len`
+        // lies in it), those bytes were written (initialised), and the new
+        // piece, of at least `tail` bytes, is another allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                last.memory.as_ptr().add(from),
+                memory.as_mut_ptr(),
+                tail,
+            );
+        }
+        self.pieces.try_reserve(1)?;
+        self.pieces.push(Piece { start: cut, memory });
+        Ok(())
+    }
+}
+
+impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        if self.position == self.len {
+            if let Some(array) = self.next_data.take() {
+                // room for the array and for the headers and labels after
+                // it (see `new_aligned_piece`)
+                // (no more than the bound says can follow)
+                let after = self.bound.saturating_sub(self.len.saturating_add(array));
+                let need = array.saturating_add(self.target.min(ARRAY_SLACK).min(after));
+                if self.room() < need {
+                    self.new_piece(need)?;
+                }
+                self.array_end = self.len.saturating_add(array);
+            }
+            if self.room() == 0 {
+                self.new_aligned_piece(data.len())?;
+            }
+        }
+        // the piece holding `position` (< len, or the end with room left)
+        let index = self
+            .pieces
+            .partition_point(|piece| piece.start <= self.position)
+            - 1;
+        let end = self
+            .pieces
+            .get(index + 1)
+            .map_or(self.pieces[index].memory.len(), |next| {
+                next.start - self.pieces[index].start
+            });
+        let piece = &mut self.pieces[index];
+        let offset = self.position - piece.start;
+        let n = data.len().min(end - offset);
+        let target = &mut piece.memory[offset..offset + n];
+        // SAFETY: `target` and `data[..n]` have the same length, `u8` and
+        // `MaybeUninit<u8>` the same layout, and a `&[u8]` cannot overlap
+        // the `&mut` memory this writer holds.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), target.as_mut_ptr().cast(), n);
+        }
+        self.position += n;
+        self.len = self.len.max(self.position);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a, A: Allocate<'a>> Seek for PiecedWriter<'a, A> {
+    fn seek(&mut self, from: SeekFrom) -> std::io::Result<u64> {
+        let target = match from {
+            SeekFrom::Start(offset) => usize::try_from(offset).ok(),
+            SeekFrom::Current(offset) => isize::try_from(offset)
+                .ok()
+                .and_then(|o| self.position.checked_add_signed(o)),
+            SeekFrom::End(offset) => isize::try_from(offset)
+                .ok()
+                .and_then(|o| self.len.checked_add_signed(o)),
+        };
+        // never past what was written: every byte below `len` is initialised
+        self.position = target
+            .filter(|&p| p <= self.len)
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
+        Ok(self.position as u64)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pieces from leaked boxes (the test's memory, never freed), each
+    /// remembered by address so that the test can read it back.
+    struct Leaked(Vec<(usize, usize)>);
+
+    impl Allocate<'static> for &mut Leaked {
+        fn allocate(&mut self, capacity: usize) -> std::io::Result<PieceMemory<'static>> {
+            let memory = Box::leak(vec![MaybeUninit::new(0xEE_u8); capacity].into_boxed_slice());
+            self.0.push((memory.as_ptr() as usize, capacity));
+            Ok(memory)
+        }
+    }
+
+    fn contents(writer: &PiecedWriter<'static, &mut Leaked>, leaked: &[(usize, usize)]) -> Vec<u8> {
+        let mut all = Vec::new();
+        for (length, &(address, capacity)) in writer.lengths().iter().zip(leaked) {
+            assert!(*length <= capacity);
+            // SAFETY: the piece was leaked (lives forever) and its first
+            // `length` bytes were written (the rest holds the 0xEE fill).
+            all.extend_from_slice(unsafe {
+                std::slice::from_raw_parts(address as *const u8, *length)
+            });
+        }
+        all
+    }
+
+    #[test]
+    fn pieces_keep_arrays_whole_and_start_aligned() {
+        let mut leaked = Leaked(Vec::new());
+        let next = NextData::default();
+        let mut writer = PiecedWriter::new(&mut leaked, 1000, 100_000, NextData::clone(&next));
+        let mut expected = Vec::new();
+        let mut arrays = Vec::new();
+        for (i, (before, array)) in [
+            (70, 600),
+            (30, 700),
+            (5, 2500),
+            (900, 64),
+            (3, 100),
+            (5003, 10),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            // a header (unaligned length), then the array's data at an
+            // aligned offset, as the zip writer lays them out
+            let header = vec![u8::try_from(i).unwrap(); before];
+            writer.write_all(&header).unwrap();
+            expected.extend_from_slice(&header);
+            let pad = expected.len().next_multiple_of(64) - expected.len();
+            writer.write_all(&vec![0xAA; pad]).unwrap();
+            expected.extend(std::iter::repeat_n(0xAA, pad));
+            next.set(Some(array));
+            arrays.push((expected.len(), array));
+            let data: Vec<u8> = (0..array).map(|k| u8::try_from(k % 251).unwrap()).collect();
+            for chunk in data.chunks(256) {
+                writer.write_all(chunk).unwrap();
+            }
+            expected.extend_from_slice(&data);
+        }
+        // a seek back into an earlier piece, then on at the end
+        writer.seek(SeekFrom::Start(3)).unwrap();
+        writer.write_all(b"XYZ").unwrap();
+        expected[3..6].copy_from_slice(b"XYZ");
+        writer.seek(SeekFrom::End(0)).unwrap();
+        writer.write_all(b"end").unwrap();
+        expected.extend_from_slice(b"end");
+
+        let lengths = writer.lengths();
+        assert!(lengths.len() >= 4, "{lengths:?}");
+        assert_eq!(contents(&writer, &leaked_copy(&writer)), expected);
+        let starts: Vec<usize> = lengths
+            .iter()
+            .scan(0, |start, length| {
+                let this = *start;
+                *start += length;
+                Some(this)
+            })
+            .collect();
+        assert!(starts.iter().all(|start| start % 64 == 0), "{starts:?}");
+        for (offset, len) in arrays {
+            let piece = starts.partition_point(|&start| start <= offset) - 1;
+            let end = starts.get(piece + 1).copied().unwrap_or(expected.len());
+            assert!(
+                offset + len <= end,
+                "the array at {offset} lies across pieces"
+            );
+        }
+    }
+
+    fn leaked_copy(writer: &PiecedWriter<'static, &mut Leaked>) -> Vec<(usize, usize)> {
+        writer.allocate.0.clone()
+    }
 
     #[test]
     fn writes_seeks_and_refuses_overflow() {

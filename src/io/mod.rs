@@ -17,6 +17,7 @@
 
 mod cached;
 pub mod npy;
+mod pieces;
 mod read;
 pub mod readable;
 pub(crate) mod replace;
@@ -27,10 +28,11 @@ use std::fs::OpenOptions;
 use std::io::{BufReader, BufWriter, Read, Seek, Write};
 use std::path::Path;
 
-use crate::buffer::{AlignedBytes, Buffer, FixedWriter, MapMode};
+use crate::buffer::{AlignedBytes, Buffer, FixedWriter, MapMode, NextData};
 use crate::data::{Data, DataRef, Kind};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
+use pieces::Pieces;
 
 /// Write `data` to `writer`, refusing data that metatensor-core could not
 /// read back (see [`readable`]).
@@ -68,6 +70,25 @@ pub fn save_into(mut writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize
     readable::check_archive(data)?;
     writer = write(writer, data)?;
     Ok(writer.len())
+}
+
+/// Write the archive of the map or block `data` into `writer`, setting
+/// `next_data` to the length of each array's data right before writing it
+/// (see [`PiecedWriter`](crate::buffer::PiecedWriter)); what it keeps and
+/// refuses is as for [`save_into`].
+pub fn save_telling<W: Write + Seek>(
+    writer: W,
+    data: DataRef<'_>,
+    next_data: NextData,
+) -> Result<W> {
+    readable::check_archive(data)?;
+    match data {
+        DataRef::Tensor(map) => write::tensor_telling(writer, map, Some(next_data)),
+        DataRef::Block(block) => write::block_telling(writer, block, Some(next_data)),
+        DataRef::Labels(_) => Err(Error::internal(
+            "labels are a bare NPY file, never written in pieces",
+        )),
+    }
 }
 
 /// The archive (or NPY file) of `data`, in memory blockmap owns (refusing
@@ -156,7 +177,28 @@ pub fn load_buffer_selected(
     if kind == Kind::Labels {
         return read::labels_from_npy(&buffer).map(Data::Labels);
     }
-    from_source(&mut read::BufferSource::new(buffer, check_crc)?, kind, keys)
+    from_source(
+        &mut read::BufferSource::new(Pieces::one(buffer), check_crc)?,
+        kind,
+        keys,
+    )
+}
+
+/// Load a `TensorMap` or `TensorBlock` from an archive held in `pieces`
+/// (one after the other), viewing what can be viewed as [`load_buffer`]
+/// does: arrays view the piece that holds them (an entry lying across
+/// pieces is copied). CRCs are checked or not as in [`load_buffer_checked`].
+pub fn load_pieces(pieces: Vec<Buffer>, kind: Kind, check_crc: bool) -> Result<Data> {
+    if kind == Kind::Labels {
+        return Err(Error::format(
+            "labels are a bare NPY file, never an archive in pieces",
+        ));
+    }
+    from_source(
+        &mut read::BufferSource::new(Pieces::new(pieces)?, check_crc)?,
+        kind,
+        None,
+    )
 }
 
 /// Open `path` for reading, refusing anything but a regular file before
@@ -265,7 +307,7 @@ pub fn load_path_selected(
     let mut source = read::BufferSource::with_reader(
         cached::CachedFile::new(file)
             .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?,
-        buffer,
+        Pieces::one(buffer),
         false,
         true,
     )

@@ -3,12 +3,13 @@
 //! the `TensorMap` / `TensorBlock` / Labels they describe.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{Cursor, Read, Seek};
+use std::io::{Read, Seek};
 
 use zip::result::ZipError;
 use zip::{CompressionMethod, ZipArchive};
 
 use super::npy::{self, Descr, Header};
+use super::pieces::{Pieces, PiecesReader};
 use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::{AlignedBytes, Buffer};
@@ -341,7 +342,7 @@ fn missing(name: &str, error: ZipError) -> Error {
 /// but those of the arrays it views.
 pub(crate) struct BufferSource<R: Read + Seek> {
     archive: ZipArchive<R>,
-    buffer: Buffer,
+    buffer: Pieces,
     names: BTreeSet<String>,
     check_crc: bool,
     /// read labels through the reader (into memory they own) instead of
@@ -349,11 +350,11 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     labels_from_reader: bool,
 }
 
-impl BufferSource<Cursor<Buffer>> {
-    /// Entries of the archive in `buffer`, viewing it; with `check_crc`,
-    /// every CRC is checked.
-    pub fn new(buffer: Buffer, check_crc: bool) -> Result<Self> {
-        BufferSource::with_reader(Cursor::new(buffer.clone()), buffer, check_crc, false)
+impl BufferSource<PiecesReader> {
+    /// Entries of the archive in `buffer` (one or more pieces), viewing it;
+    /// with `check_crc`, every CRC is checked.
+    pub fn new(buffer: Pieces, check_crc: bool) -> Result<Self> {
+        BufferSource::with_reader(buffer.reader(), buffer, check_crc, false)
     }
 }
 
@@ -366,7 +367,7 @@ impl<R: Read + Seek> BufferSource<R> {
     /// file, no page of the mapping is touched for them.
     pub fn with_reader(
         reader: R,
-        buffer: Buffer,
+        buffer: Pieces,
         check_crc: bool,
         labels_from_reader: bool,
     ) -> Result<Self> {
@@ -412,21 +413,31 @@ impl<R: Read + Seek> Source for BufferSource<R> {
         let start = raw
             .data_start()
             .ok_or_else(|| Error::format("entry has no data offset"))?;
-        let entry = usize::try_from(start)
+        let outside = || context(Error::format("entry data lies outside the archive"));
+        let (start, len) = usize::try_from(start)
             .ok()
             .zip(usize::try_from(compressed).ok())
-            .and_then(|(start, len)| self.buffer.slice(start, len).ok())
-            .ok_or_else(|| context(Error::format("entry data lies outside the archive")))?;
-        if self.check_crc && crc32fast::hash(entry.as_slice()) != raw.crc32() {
-            return Err(context(Error::format("CRC mismatch: the data is corrupt")));
+            .filter(|&(start, len)| start.checked_add(len).is_some())
+            .ok_or_else(outside)?;
+        if self.check_crc {
+            let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
+            if crc32fast::hash(entry.as_slice()) != raw.crc32() {
+                return Err(context(Error::format("CRC mismatch: the data is corrupt")));
+            }
         }
-        let header = read_npy_header(&mut raw, entry.len()).map_err(context)?;
+        let header = read_npy_header(&mut raw, len).map_err(context)?;
         let payload = if self.labels_from_reader && matches!(header.descr, Descr::Fields(_)) {
             let mut data = AlignedBytes::zeroed(header.data_len()?)?;
             read_exact(&mut raw, data.as_mut_slice()).map_err(context)?;
             Payload::Owned(data)
         } else {
-            Payload::View(entry.slice(header.len, header.data_len()?)?)
+            // the data alone: in pieces, an array's NPY header may lie in
+            // the piece before its data
+            let data = self
+                .buffer
+                .slice(start + header.len, header.data_len()?)?
+                .ok_or_else(outside)?;
+            Payload::View(data)
         };
         Ok(Npy { header, payload })
     }

@@ -13,7 +13,7 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 use super::npy;
 use crate::array::Array;
 use crate::block::TensorBlock;
-use crate::buffer::ALIGNMENT;
+use crate::buffer::{NextData, ALIGNMENT};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::limits;
@@ -38,6 +38,10 @@ fn options(size: usize) -> SimpleFileOptions {
 }
 
 fn write_error(error: std::io::Error) -> Error {
+    if error.kind() == std::io::ErrorKind::OutOfMemory {
+        // memory for the archive (a pickle's pieces) could not be had
+        return Error::OutOfMemory(format!("writing the archive: {error}"));
+    }
     Error::io("writing the archive", error)
 }
 
@@ -137,6 +141,9 @@ struct Archive<W: Write + Seek> {
     blown: Rc<Cell<bool>>,
     /// where array data is copied piece by piece before it is written
     scratch: Vec<u8>,
+    /// told the length of each array's data right before it is written
+    /// (for a writer that keeps arrays whole in pieces of memory)
+    next_data: Option<NextData>,
 }
 
 impl<W: Write + Seek> Archive<W> {
@@ -162,6 +169,9 @@ impl<W: Write + Seek> Archive<W> {
             .start_file(name, options(header.len() + data.len()))
             .map_err(zip_error)?;
         self.zip.write_all(&header).map_err(write_error)?;
+        if let Some(next_data) = self.next_data.as_ref().filter(|_| !data.is_empty()) {
+            next_data.set(Some(data.len()));
+        }
         let piece = SNAPSHOT_PIECE.min(data.len());
         if self.scratch.len() < piece {
             self.scratch.try_reserve_exact(piece - self.scratch.len())?;
@@ -199,7 +209,7 @@ impl<W: Write + Seek> Archive<W> {
         Ok(())
     }
 
-    fn new(writer: W) -> Self {
+    fn new(writer: W, next_data: Option<NextData>) -> Self {
         let blown = Rc::new(Cell::new(false));
         let fuse = Fuse {
             inner: writer,
@@ -211,6 +221,7 @@ impl<W: Write + Seek> Archive<W> {
             zip: ZipWriter::new(fuse),
             blown,
             scratch: Vec::new(),
+            next_data,
         }
     }
 
@@ -269,6 +280,16 @@ fn check_blocks<'a>(blocks: impl Iterator<Item = (String, &'a TensorBlock)>) -> 
 
 /// Write `map` as an `.mts` archive.
 pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
+    tensor_telling(writer, map, None)
+}
+
+/// [`tensor`], setting `next_data` to the length of each array's data right
+/// before writing it.
+pub fn tensor_telling<W: Write + Seek>(
+    writer: W,
+    map: &TensorMap,
+    next_data: Option<NextData>,
+) -> Result<W> {
     let last = map.blocks().len().saturating_sub(1);
     check_blocks(
         map.blocks()
@@ -277,7 +298,7 @@ pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
             .into_iter(),
     )?;
     limits::check_info(map.info())?;
-    let mut archive = Archive::new(writer);
+    let mut archive = Archive::new(writer, next_data);
     let mut write = || {
         archive.labels("keys.npy", map.keys())?;
         for (i, block) in map.blocks().iter().enumerate() {
@@ -299,8 +320,17 @@ pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
 
 /// Write `block` as an `.mts` archive of a single block.
 pub fn block<W: Write + Seek>(writer: W, block: &TensorBlock) -> Result<W> {
+    block_telling(writer, block, None)
+}
+
+/// [`block`], telling `next_data` as [`tensor_telling`] does.
+pub fn block_telling<W: Write + Seek>(
+    writer: W,
+    block: &TensorBlock,
+    next_data: Option<NextData>,
+) -> Result<W> {
     check_blocks(std::iter::once((String::new(), block)))?;
-    let mut archive = Archive::new(writer);
+    let mut archive = Archive::new(writer, next_data);
     let result = archive.block("", block, false);
     archive.finish(result)
 }

@@ -25,7 +25,7 @@ use pyo3::types::{PyBytes, PyBytesMethods, PyDict, PyMemoryView};
 
 use super::errors::{from_callee, internal, invalid, type_name, wrong_type};
 use crate::array::{byte_len, Array};
-use crate::buffer::{Buffer, FixedWriter};
+use crate::buffer::{Buffer, FixedWriter, NextData, PieceMemory, PiecedWriter};
 use crate::dtype::{ByteOrder, DType};
 
 /// Keeps a buffer's memory alive for the numpy arrays viewing it, and
@@ -387,6 +387,106 @@ where
     }
     // SAFETY: `object` is an owned, non-null reference to a bytes object.
     Ok(unsafe { Bound::from_owned_ptr(py, object) }.cast_into()?)
+}
+
+/// Write a stream into new `bytes` objects of about `target` bytes each,
+/// with the GIL released (taken back only to create each object): `write`
+/// gets a [`PiecedWriter`] over them, and the objects come back trimmed to
+/// the bytes written into each. `bound` is an upper bound of the stream's
+/// length (see [`PiecedWriter::new`]).
+pub fn pieces_with<'py, W>(
+    py: Python<'py>,
+    target: usize,
+    bound: usize,
+    write: W,
+) -> PyResult<Vec<Bound<'py, PyBytes>>>
+where
+    W: for<'a> FnOnce(&mut PiecedWriter<'a, PieceAllocator<'a>>) -> crate::Result<()> + Send,
+{
+    let mut objects: Vec<Py<PyBytes>> = Vec::new();
+    let lengths = {
+        let objects = &mut objects;
+        super::gil::detached(py, move || {
+            let mut writer = PiecedWriter::new(
+                PieceAllocator {
+                    objects,
+                    _memory: std::marker::PhantomData,
+                },
+                target,
+                bound,
+                NextData::default(),
+            );
+            write(&mut writer)?;
+            Ok(writer.lengths())
+        })?
+    };
+    if lengths.len() != objects.len() {
+        return Err(internal(py, "a piece was allocated but not written"));
+    }
+    let mut pieces = Vec::with_capacity(objects.len());
+    for (object, len) in objects.into_iter().zip(lengths) {
+        let mut object = object.into_ptr();
+        let len = ffi::Py_ssize_t::try_from(len)
+            .map_err(|_| invalid(py, "the data is too large for a bytes object"))?;
+        // SAFETY: `object` is an owned reference to a bytes object that no
+        // one else references (it was created by `PieceAllocator` and never
+        // handed out), as _PyBytes_Resize requires; `len` is at most its
+        // size. On failure it releases the object and sets it to null.
+        if unsafe { _PyBytes_Resize(&raw mut object, len) } < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        // SAFETY: `object` is an owned, non-null reference to a bytes object.
+        pieces.push(unsafe { Bound::from_owned_ptr(py, object) }.cast_into()?);
+    }
+    Ok(pieces)
+}
+
+/// Creates the `bytes` objects of [`pieces_with`] (taking the GIL for it),
+/// keeping them, and hands out their storage.
+pub struct PieceAllocator<'a> {
+    objects: &'a mut Vec<Py<PyBytes>>,
+    _memory: std::marker::PhantomData<&'a mut [MaybeUninit<u8>]>,
+}
+
+impl<'a> crate::buffer::Allocate<'a> for PieceAllocator<'a> {
+    fn allocate(&mut self, capacity: usize) -> std::io::Result<PieceMemory<'a>> {
+        let size = ffi::Py_ssize_t::try_from(capacity)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        Python::attach(|py| {
+            self.objects
+                .try_reserve(1)
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+            // SAFETY: with a null pointer, PyBytes_FromStringAndSize returns
+            // a new, owned bytes object of `size` uninitialised bytes (or
+            // null, with an exception set, on failure).
+            let object = unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
+            if object.is_null() {
+                // a MemoryError (the only way it fails for a valid size)
+                drop(PyErr::fetch(py));
+                return Err(std::io::Error::from(std::io::ErrorKind::OutOfMemory));
+            }
+            // SAFETY: `object` is the owned, non-null bytes object just made.
+            let bytes: Py<PyBytes> = unsafe { Bound::from_owned_ptr(py, object) }
+                .cast_into::<PyBytes>()
+                .map_err(|_| std::io::Error::other("not a bytes object"))?
+                .unbind();
+            // SAFETY: the bytes object holds `capacity` bytes (possibly
+            // uninitialised, hence `MaybeUninit`) at a fixed address for its
+            // whole life; it is kept in `objects`, which outlives 'a, and
+            // nothing else reads or writes its storage until `pieces_with`
+            // gets it back after the writer (the only user of this slice)
+            // is gone.
+            let memory = unsafe {
+                std::slice::from_raw_parts_mut(
+                    ffi::PyBytes_AsString(object).cast::<MaybeUninit<u8>>(),
+                    capacity,
+                )
+            };
+            self.objects.push(bytes);
+            crate::buffer::prefault(memory);
+            Ok(memory)
+        })
+    }
 }
 
 /// The bytes of a `bytes` object that pickle gave to a reconstructor, as a

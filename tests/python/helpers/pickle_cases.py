@@ -495,7 +495,7 @@ CRAFTED = {
         None,
     ),
     # format versions
-    "version_2": (_version(2), "blockmap", "version 2"),
+    "version_3": (_version(3), "blockmap", "version 3"),
     "version_x": (_version("x"), "blockmap", None),
     "version_none": (_version(None), "blockmap", None),
     "version_negative": (_version(-1), "blockmap", None),

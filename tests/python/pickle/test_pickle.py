@@ -27,7 +27,7 @@ import pytest
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
-from blockmap._blockmap import _reconstruct
+from blockmap._blockmap import _reconstruct, _set_pickle_piece_size
 from helpers import TESTS_DIR
 from helpers.dtypes import ALL_DTYPES
 from helpers.io_cases import (
@@ -823,14 +823,14 @@ def test_crafted_cases_run_in_process_raise_blockmap_errors():
         "too_few_buffers": blockmap.FormatError,
         "values_buffer_longer": blockmap.FormatError,
         "keys_not_unique": blockmap.ValidationError,
-        "version_2": blockmap.FormatError,
+        "version_3": blockmap.FormatError,
     }
     for name, error in cases.items():
         case, _, match = CRAFTED[name]
         with pytest.raises(error, match=match):
             case()
-    with pytest.raises(blockmap.FormatError, match="version 2"):
-        _reconstruct(2, b"{}")
+    with pytest.raises(blockmap.FormatError, match="version 3"):
+        _reconstruct(3, b"{}")
     with pytest.raises(blockmap.FormatError, match="integer"):
         _reconstruct("x", b"{}")
     with pytest.raises(blockmap.FormatError, match="header"):
@@ -841,10 +841,10 @@ def test_crafted_cases_run_in_process_raise_blockmap_errors():
 
 def test_crash_in_a_case_is_reported_with_its_name():
     """The runner names the case a crash happened in and goes on with the next."""
-    results = _run_crafted(["too_few_buffers", "self_test_abort", "version_2"])
+    results = _run_crafted(["too_few_buffers", "self_test_abort", "version_3"])
     assert results["too_few_buffers"]["ok"] is False
     assert "SIGABRT" in results["self_test_abort"]["crashed"]
-    assert results["version_2"]["ok"] is False
+    assert results["version_3"]["ok"] is False
 
 
 # ------------------------------------------------- stored pickles (version 1)
@@ -916,11 +916,23 @@ STORED_FILES = {
 }
 
 
+# version 2 (the archive in pieces), written with pieces this small so that
+# the stored objects need several
+STORED_PIECE_SIZE = 256
+STORED_PIECES = {kind: f"v2-{kind}-protocol4.pickle" for kind in ("tensor", "block")}
+
+
 def write_stored_pickles():
     """Write tests/data/pickle (protocol 5 in-band and protocol 4)."""
     DATA.mkdir(parents=True, exist_ok=True)
     for (kind, protocol), (name, _) in STORED_FILES.items():
         (DATA / name).write_bytes(pickle.dumps(STORED[kind](), protocol=protocol))
+    previous = _set_pickle_piece_size(STORED_PIECE_SIZE)
+    try:
+        for kind, name in STORED_PIECES.items():
+            (DATA / name).write_bytes(pickle.dumps(STORED[kind](), protocol=4))
+    finally:
+        _set_pickle_piece_size(previous)
 
 
 class _RecordingUnpickler(pickle.Unpickler):
@@ -1128,6 +1140,17 @@ def test_multiprocessing_spawn_round_trip(rng):
 
 if __name__ == "__main__":
     write_stored_pickles()
+
+
+@pytest.mark.parametrize("kind", sorted(STORED_PIECES))
+def test_stored_pickles_in_pieces_still_load(kind):
+    data = (DATA / STORED_PIECES[kind]).read_bytes()
+    expected = STORED[kind]()
+    unpickler = _RecordingUnpickler(__import__("io").BytesIO(data))
+    assert_identical(unpickler.load(), expected)
+    ((version, stored_kind, *pieces),) = unpickler.calls
+    assert (version, stored_kind) == (2, kind)
+    assert len(pieces) > 2
 
 
 def test_protocol_4_loads_are_writable_and_independent(rng):
