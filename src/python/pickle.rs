@@ -19,7 +19,7 @@ use super::array::{
     buffer_from_pickled_bytes, buffer_from_python, bytes_with, pieces_with, BufferOwner,
 };
 use super::convert::{saturating_index, to_python};
-use super::errors::{type_name, Class};
+use super::errors::{invalid, type_name, Class};
 use super::gil::detached;
 use crate::data::{DataRef, Kind};
 use crate::io;
@@ -179,11 +179,9 @@ fn piece_target() -> usize {
 /// (for tests: small maps in many pieces), at least 1; returns the previous
 /// size.
 #[pyfunction]
-fn _set_pickle_piece_size(nbytes: usize) -> PyResult<usize> {
+fn _set_pickle_piece_size(py: Python<'_>, nbytes: usize) -> PyResult<usize> {
     if nbytes == 0 {
-        return Err(pyo3::exceptions::PyValueError::new_err(
-            "the piece size must be at least 1 byte",
-        ));
+        return Err(invalid(py, "the piece size must be at least 1 byte"));
     }
     Ok(PIECE_BYTES.swap(nbytes, Ordering::Relaxed))
 }

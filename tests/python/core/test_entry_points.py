@@ -21,6 +21,7 @@ import pytest
 import blockmap
 import blockmap.dask
 import blockmap.exceptions
+from blockmap._blockmap import _set_pickle_piece_size
 
 HOSTILE = {
     "None": None,
@@ -93,8 +94,11 @@ def _process_settings_restored():
     # entry points such as set_auto_share_threshold change this process's
     # settings: the calls below must not change them for the other tests
     threshold = blockmap.get_auto_share_threshold()
+    piece = _set_pickle_piece_size(1 << 20)
+    _set_pickle_piece_size(piece)
     yield
     blockmap.set_auto_share_threshold(threshold)
+    _set_pickle_piece_size(piece)
 
 
 def _map():
