@@ -41,7 +41,7 @@ use crate::arc::Arc;
 pub use aligned::{prefault, AlignedBytes};
 pub use mapped::MapMode;
 pub use shared::{SegmentArena, SharedBytes};
-pub use writer::{Allocate, FixedWriter, NextData, PieceMemory, PiecedWriter};
+pub use writer::{seek_target, Allocate, FixedWriter, NextData, PieceMemory, PiecedWriter};
 
 use crate::error::{Error, Result};
 

@@ -70,22 +70,32 @@ impl Write for FixedWriter<'_> {
     }
 }
 
+/// Where a seek from `position` in a stream of `len` bytes lands: None
+/// before the start (or beyond `usize`).
+pub fn seek_target(from: SeekFrom, position: usize, len: usize) -> Option<usize> {
+    match from {
+        SeekFrom::Start(offset) => usize::try_from(offset).ok(),
+        SeekFrom::Current(offset) => isize::try_from(offset)
+            .ok()
+            .and_then(|o| position.checked_add_signed(o)),
+        SeekFrom::End(offset) => isize::try_from(offset)
+            .ok()
+            .and_then(|o| len.checked_add_signed(o)),
+    }
+}
+
+/// A seek of a writer: never past what was written (every byte below `len`
+/// is initialised).
+fn seek_written(from: SeekFrom, position: &mut usize, len: usize) -> std::io::Result<u64> {
+    *position = seek_target(from, *position, len)
+        .filter(|&p| p <= len)
+        .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
+    Ok(*position as u64)
+}
+
 impl Seek for FixedWriter<'_> {
     fn seek(&mut self, from: SeekFrom) -> std::io::Result<u64> {
-        let target = match from {
-            SeekFrom::Start(offset) => usize::try_from(offset).ok(),
-            SeekFrom::Current(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.position.checked_add_signed(o)),
-            SeekFrom::End(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.len.checked_add_signed(o)),
-        };
-        // never past what was written: every byte below `len` is initialised
-        self.position = target
-            .filter(|&p| p <= self.len)
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
-        Ok(self.position as u64)
+        seek_written(from, &mut self.position, self.len)
     }
 }
 
@@ -305,20 +315,7 @@ impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
 
 impl<'a, A: Allocate<'a>> Seek for PiecedWriter<'a, A> {
     fn seek(&mut self, from: SeekFrom) -> std::io::Result<u64> {
-        let target = match from {
-            SeekFrom::Start(offset) => usize::try_from(offset).ok(),
-            SeekFrom::Current(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.position.checked_add_signed(o)),
-            SeekFrom::End(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.len.checked_add_signed(o)),
-        };
-        // never past what was written: every byte below `len` is initialised
-        self.position = target
-            .filter(|&p| p <= self.len)
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "bad seek"))?;
-        Ok(self.position as u64)
+        seek_written(from, &mut self.position, self.len)
     }
 }
 

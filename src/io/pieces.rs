@@ -6,7 +6,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 
-use crate::buffer::{AlignedBytes, Buffer};
+use crate::buffer::{seek_target, AlignedBytes, Buffer};
 use crate::error::{Error, Result};
 
 /// Buffers read as one archive: piece `i` holds the bytes from `starts[i]`.
@@ -116,15 +116,7 @@ impl Read for PiecesReader {
 
 impl Seek for PiecesReader {
     fn seek(&mut self, from: SeekFrom) -> std::io::Result<u64> {
-        let target = match from {
-            SeekFrom::Start(offset) => usize::try_from(offset).ok(),
-            SeekFrom::Current(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.position.checked_add_signed(o)),
-            SeekFrom::End(offset) => isize::try_from(offset)
-                .ok()
-                .and_then(|o| self.pieces.len.checked_add_signed(o)),
-        };
+        let target = seek_target(from, self.position, self.pieces.len);
         // past the end is allowed (reads there give nothing), before the
         // start is not
         self.position = target.ok_or_else(|| {
