@@ -136,6 +136,19 @@ def _safetensors_save(state: tuple[dict[str, np.ndarray], Path]) -> None:
     save_file(state[0], str(state[1]))
 
 
+# what each library saves, and a path of its own (both save operations)
+def _blockmap_to_save(c: Context) -> tuple[Any, Path]:
+    return build_blockmap(c.arrays), _fresh_path(c, "blockmap", ".mts")
+
+
+def _numpy_to_save(c: Context) -> tuple[list[np.ndarray], Path]:
+    return flat_arrays(c.arrays), _fresh_path(c, "numpy", ".npz")
+
+
+def _safetensors_to_save(c: Context) -> tuple[dict[str, np.ndarray], Path]:
+    return _named(flat_arrays(c.arrays)), _fresh_path(c, "safetensors", ".safetensors")
+
+
 register(
     Operation(
         name="save",
@@ -144,16 +157,13 @@ register(
         implementations={
             "blockmap": Implementation(
                 call="blockmap.save(path, tensor)",
-                setup=lambda c: (
-                    build_blockmap(c.arrays),
-                    _fresh_path(c, "blockmap", ".mts"),
-                ),
+                setup=_blockmap_to_save,
                 run=_blockmap_save,
                 finish=_finish_save,
             ),
             "numpy": Implementation(
                 call="np.savez(path, *arrays)",
-                setup=lambda c: (flat_arrays(c.arrays), _fresh_path(c, "numpy", ".npz")),
+                setup=_numpy_to_save,
                 run=_numpy_save,
                 finish=_finish_save,
             ),
@@ -168,10 +178,7 @@ register(
             ),
             SAFETENSORS: Implementation(
                 call="safetensors.numpy.save_file({name: array}, path)",
-                setup=lambda c: (
-                    _named(flat_arrays(c.arrays)),
-                    _fresh_path(c, "safetensors", ".safetensors"),
-                ),
+                setup=_safetensors_to_save,
                 run=_safetensors_save,
                 finish=_finish_save,
             ),
@@ -199,8 +206,6 @@ def _synced(save: Any) -> Any:
     return save_durably
 
 
-#: Saved files are synced to storage in the durable save: numpy's savez
-#: names the file it is given with .npz appended when missing
 register(
     Operation(
         name="savesync",
@@ -209,22 +214,19 @@ register(
         implementations={
             "blockmap": Implementation(
                 call="blockmap.save(path, tensor) (it syncs before returning)",
-                setup=lambda c: (build_blockmap(c.arrays), _fresh_path(c, "blockmap", ".mts")),
+                setup=_blockmap_to_save,
                 run=_blockmap_save,
                 finish=_finish_save,
             ),
             "numpy": Implementation(
                 call="np.savez(path, *arrays); os.fdatasync; fsync of the directory",
-                setup=lambda c: (flat_arrays(c.arrays), _fresh_path(c, "numpy", ".npz")),
+                setup=_numpy_to_save,
                 run=_synced(_numpy_save),
                 finish=_finish_save,
             ),
             SAFETENSORS: Implementation(
                 call="safetensors.numpy.save_file(...); os.fdatasync; fsync of the directory",
-                setup=lambda c: (
-                    _named(flat_arrays(c.arrays)),
-                    _fresh_path(c, "safetensors", ".safetensors"),
-                ),
+                setup=_safetensors_to_save,
                 run=_synced(_safetensors_save),
                 finish=_finish_save,
             ),

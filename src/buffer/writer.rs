@@ -128,9 +128,10 @@ struct Piece<'a> {
 /// own size or more: every array lies in one piece. Every piece starts at a
 /// multiple of [`ALIGNMENT`](super::ALIGNMENT) in the stream, so arrays are
 /// as aligned in their piece as in the stream. Other bytes (headers,
-/// labels, the central directory) may lie across two pieces. Piece `i` holds the bytes from its
-/// start to the next piece's start ([`PiecedWriter::lengths`]); seeking is
-/// allowed back into any piece, never past what was written.
+/// labels, the central directory) may lie across two pieces. Piece `i`
+/// holds the bytes from its start to the next piece's start
+/// ([`PiecedWriter::lengths`]); seeking is allowed back into any piece,
+/// never past what was written.
 pub struct PiecedWriter<'a, A: Allocate<'a>> {
     allocate: A,
     pieces: Vec<Piece<'a>>,
@@ -161,8 +162,8 @@ impl<'a, A: Allocate<'a>> std::fmt::Debug for PiecedWriter<'a, A> {
 impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
     /// A writer taking pieces of about `target` bytes from `allocate`, for
     /// a stream of at most `bound` bytes (more is written all the same, in
-    /// more pieces), told of array data through `next_data`.
-    pub fn new(allocate: A, target: usize, bound: usize, next_data: NextData) -> Self {
+    /// more pieces), told of array data through [`Self::next_data`].
+    pub fn new(allocate: A, target: usize, bound: usize) -> Self {
         PiecedWriter {
             allocate,
             pieces: Vec::new(),
@@ -170,7 +171,7 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
             bound,
             position: 0,
             len: 0,
-            next_data,
+            next_data: NextData::default(),
             array_end: 0,
         }
     }
@@ -269,8 +270,8 @@ impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
         if self.position == self.len {
             if let Some(array) = self.next_data.take() {
                 // room for the array and for the headers and labels after
-                // it (see `new_aligned_piece`)
-                // (no more than the bound says can follow)
+                // it (see `new_aligned_piece`), no more than the bound says
+                // can follow
                 let after = self.bound.saturating_sub(self.len.saturating_add(array));
                 let need = array.saturating_add(self.target.min(ARRAY_SLACK).min(after));
                 if self.room() < need {
@@ -351,8 +352,8 @@ mod tests {
     #[test]
     fn pieces_keep_arrays_whole_and_start_aligned() {
         let mut leaked = Leaked(Vec::new());
-        let next = NextData::default();
-        let mut writer = PiecedWriter::new(&mut leaked, 1000, 100_000, NextData::clone(&next));
+        let mut writer = PiecedWriter::new(&mut leaked, 1000, 100_000);
+        let next = writer.next_data();
         let mut expected = Vec::new();
         let mut arrays = Vec::new();
         for (i, (before, array)) in [

@@ -38,13 +38,14 @@ use pieces::Pieces;
 /// read back (see [`readable`]).
 pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
     readable::check(data)?;
-    write(writer, data)
+    write(writer, data, None)
 }
 
-fn write<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
+/// Write `data`; `next_data` is told of array data (see [`save_archive`]).
+fn write<W: Write + Seek>(writer: W, data: DataRef<'_>, next_data: Option<NextData>) -> Result<W> {
     match data {
-        DataRef::Tensor(map) => write::tensor(writer, map),
-        DataRef::Block(block) => write::block(writer, block),
+        DataRef::Tensor(map) => write::tensor(writer, map, next_data),
+        DataRef::Block(block) => write::block(writer, block, next_data),
         DataRef::Labels(labels) => write::labels(writer, labels),
     }
 }
@@ -66,29 +67,21 @@ pub fn save_size_bound(data: DataRef<'_>) -> usize {
 /// archive a pickle carries: unlike the other `save` functions it keeps
 /// what metatensor-core could not read back (a pickle is read by blockmap),
 /// but for what no archive can hold ([`readable::check_archive`]).
-pub fn save_into(mut writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
-    readable::check_archive(data)?;
-    writer = write(writer, data)?;
-    Ok(writer.len())
+pub fn save_into(writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
+    Ok(save_archive(writer, data, None)?.len())
 }
 
-/// Write the archive of the map or block `data` into `writer`, setting
-/// `next_data` to the length of each array's data right before writing it
-/// (see [`PiecedWriter`](crate::buffer::PiecedWriter)); what it keeps and
-/// refuses is as for [`save_into`].
-pub fn save_telling<W: Write + Seek>(
+/// Write the archive a pickle carries (see [`save_into`]) into `writer`;
+/// with `next_data`, setting it to the length of each array's data right
+/// before writing it (see [`PiecedWriter`](crate::buffer::PiecedWriter):
+/// Labels, a bare NPY file, have no array data to tell of).
+pub fn save_archive<W: Write + Seek>(
     writer: W,
     data: DataRef<'_>,
-    next_data: NextData,
+    next_data: Option<NextData>,
 ) -> Result<W> {
     readable::check_archive(data)?;
-    match data {
-        DataRef::Tensor(map) => write::tensor_telling(writer, map, Some(next_data)),
-        DataRef::Block(block) => write::block_telling(writer, block, Some(next_data)),
-        DataRef::Labels(_) => Err(Error::internal(
-            "labels are a bare NPY file, never written in pieces",
-        )),
-    }
+    write(writer, data, next_data)
 }
 
 /// The archive (or NPY file) of `data`, in memory blockmap owns (refusing
@@ -116,6 +109,7 @@ pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
     let writer = write(
         BufWriter::with_capacity(write::SNAPSHOT_PIECE, temporary.file()?),
         data,
+        None,
     )?;
     writer
         .into_inner()

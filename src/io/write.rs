@@ -278,14 +278,10 @@ fn check_blocks<'a>(blocks: impl Iterator<Item = (String, &'a TensorBlock)>) -> 
     Ok(())
 }
 
-/// Write `map` as an `.mts` archive.
-pub fn tensor<W: Write + Seek>(writer: W, map: &TensorMap) -> Result<W> {
-    tensor_telling(writer, map, None)
-}
-
-/// [`tensor`], setting `next_data` to the length of each array's data right
-/// before writing it.
-pub fn tensor_telling<W: Write + Seek>(
+/// Write `map` as an `.mts` archive; with `next_data`, setting it to the
+/// length of each array's data right before writing it (for a writer that
+/// keeps arrays whole in pieces of memory).
+pub fn tensor<W: Write + Seek>(
     writer: W,
     map: &TensorMap,
     next_data: Option<NextData>,
@@ -318,13 +314,9 @@ pub fn tensor_telling<W: Write + Seek>(
     archive.finish(result)
 }
 
-/// Write `block` as an `.mts` archive of a single block.
-pub fn block<W: Write + Seek>(writer: W, block: &TensorBlock) -> Result<W> {
-    block_telling(writer, block, None)
-}
-
-/// [`block`], telling `next_data` as [`tensor_telling`] does.
-pub fn block_telling<W: Write + Seek>(
+/// Write `block` as an `.mts` archive of a single block, telling
+/// `next_data` as [`tensor`] does.
+pub fn block<W: Write + Seek>(
     writer: W,
     block: &TensorBlock,
     next_data: Option<NextData>,

@@ -25,7 +25,7 @@ use pyo3::types::{PyBytes, PyBytesMethods, PyDict, PyMemoryView};
 
 use super::errors::{from_callee, internal, invalid, type_name, wrong_type};
 use crate::array::{byte_len, Array};
-use crate::buffer::{Buffer, FixedWriter, NextData, PieceMemory, PiecedWriter};
+use crate::buffer::{Buffer, FixedWriter, PieceMemory, PiecedWriter};
 use crate::dtype::{ByteOrder, DType};
 
 /// Keeps a buffer's memory alive for the numpy arrays viewing it, and
@@ -407,15 +407,7 @@ where
     let lengths = {
         let objects = &mut objects;
         super::gil::detached(py, move || {
-            let mut writer = PiecedWriter::new(
-                PieceAllocator {
-                    objects,
-                    _memory: std::marker::PhantomData,
-                },
-                target,
-                bound,
-                NextData::default(),
-            );
+            let mut writer = PiecedWriter::new(PieceAllocator { objects }, target, bound);
             write(&mut writer)?;
             Ok(writer.lengths())
         })?
@@ -445,7 +437,6 @@ where
 /// keeping them, and hands out their storage.
 pub struct PieceAllocator<'a> {
     objects: &'a mut Vec<Py<PyBytes>>,
-    _memory: std::marker::PhantomData<&'a mut [MaybeUninit<u8>]>,
 }
 
 impl<'a> crate::buffer::Allocate<'a> for PieceAllocator<'a> {

@@ -60,20 +60,20 @@ pub fn reduce<'py>(
             let owner = Bound::new(py, BufferOwner::new(buffer))?;
             args.push(pickle_buffer.call1((owner,))?);
         }
-    } else if let DataRef::Labels(_) = data {
-        // `bytes`, not `bytearray`: before protocol 5, pickle copies a
-        // bytearray through bytes(self) on dumps and back on loads
-        let bound = io::save_size_bound(data);
-        let archive = bytes_with(py, bound, |writer| io::save_into(writer, data))?;
-        args.push(ARCHIVE_VERSION.into_pyobject(py)?.into_any());
-        args.push(data.kind().name().into_pyobject(py)?.into_any());
-        args.push(archive.into_any());
     } else {
+        // `bytes`, not `bytearray`: before protocol 5, pickle copies a
+        // bytearray through bytes(self) on dumps and back on loads. Labels
+        // (a bare NPY file, small) go in one object, maps and blocks in
+        // pieces (one when small)
         let bound = io::save_size_bound(data);
-        let pieces = pieces_with(py, piece_target(), bound, |writer| {
-            let next_data = writer.next_data();
-            io::save_telling(writer, data, next_data).map(drop)
-        })?;
+        let pieces = if let DataRef::Labels(_) = data {
+            vec![bytes_with(py, bound, |writer| io::save_into(writer, data))?]
+        } else {
+            pieces_with(py, piece_target(), bound, |writer| {
+                let next_data = writer.next_data();
+                io::save_archive(writer, data, Some(next_data)).map(drop)
+            })?
+        };
         let version = if pieces.len() == 1 {
             ARCHIVE_VERSION
         } else {
@@ -128,9 +128,7 @@ fn _reconstruct(
                     args.len()
                 )));
             };
-            let kind = Kind::from_name(&kind.extract::<String>().map_err(|_| {
-                format_error("the kind of a version 0 pickle must be a string".into())
-            })?)?;
+            let kind = pickled_kind(py, kind, 0)?;
             let archive = pickled_buffer(archive)?;
             let data = detached(py, || io::load_buffer_checked(archive, kind, false))?;
             to_python(py, data)
@@ -142,9 +140,7 @@ fn _reconstruct(
                     "a version 2 pickle has a kind and pieces, got no arguments".into(),
                 ));
             };
-            let kind = Kind::from_name(&kind.extract::<String>().map_err(|_| {
-                format_error("the kind of a version 2 pickle must be a string".into())
-            })?)?;
+            let kind = pickled_kind(py, &kind, 2)?;
             let pieces = args
                 .map(|piece| pickled_buffer(&piece))
                 .collect::<PyResult<Vec<_>>>()?;
@@ -156,6 +152,18 @@ fn _reconstruct(
              the pickle may come from a newer blockmap"
         ))),
     }
+}
+
+/// The kind of object (`"tensor"`, `"block"`, `"labels"`) a pickle of
+/// format `version` names.
+fn pickled_kind(py: Python<'_>, kind: &Bound<'_, PyAny>, version: u32) -> PyResult<Kind> {
+    let name = kind.extract::<String>().map_err(|_| {
+        Class::FormatError.err(
+            py,
+            format!("the kind of a version {version} pickle must be a string"),
+        )
+    })?;
+    Ok(Kind::from_name(&name)?)
 }
 
 /// A piece of an archive pickled in-band: a `bytes` object the unpickler
