@@ -297,13 +297,13 @@ pub fn load_path_selected(
     })?;
     // the structure (central directory, local and NPY headers) and the
     // labels are read from the file: the load touches no page of the
-    // mapping and allocates memory only for the labels
-    let mut source = read::BufferSource::with_reader(
+    // mapping and allocates memory only for the labels (and what it reads
+    // ahead of them: the headers)
+    let mut source = read::BufferSource::mapped(
         cached::CachedFile::new(file)
             .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?,
         Pieces::one(buffer),
-        false,
-        true,
+        keys.is_none(),
     )
     .map_err(in_file)?;
     from_source(&mut source, kind, keys).map_err(in_file)

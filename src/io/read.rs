@@ -8,6 +8,7 @@ use std::io::{Read, Seek};
 use zip::result::ZipError;
 use zip::{CompressionMethod, ZipArchive};
 
+use super::cached::{CachedFile, Prefetched};
 use super::npy::{self, Descr, Header};
 use super::pieces::{Pieces, PiecesReader};
 use crate::array::{Array, Layout};
@@ -36,6 +37,9 @@ enum Payload {
     Owned(AlignedBytes),
     /// a view of the archive in memory
     View(Buffer),
+    /// a view of memory the load allocated and reaches alone (the ranges a
+    /// mapped load read ahead): labels keep it as their own
+    Private(Buffer),
 }
 
 impl Payload {
@@ -44,7 +48,9 @@ impl Payload {
     fn into_array(self, dtype: DType, shape: Vec<usize>, layout: Layout) -> Result<Array> {
         match self {
             Payload::Owned(bytes) => Array::from_owned_bytes(dtype, shape, layout, bytes),
-            Payload::View(buffer) => Array::view_or_convert(dtype, shape, layout, buffer),
+            Payload::View(buffer) | Payload::Private(buffer) => {
+                Array::view_or_convert(dtype, shape, layout, buffer)
+            }
         }
     }
 }
@@ -95,9 +101,15 @@ impl Npy {
         }
         let names: Vec<String> = fields.iter().map(|(name, _, _)| name.clone()).collect();
         let shape = vec![count, names.len()];
+        let private = matches!(self.payload, Payload::Private(_));
         let values = self
             .payload
             .into_array(DType::I4, shape, Layout::c_order(order))?;
+        if private {
+            // memory no one else reaches (or a converted copy): validated
+            // where it is
+            return Labels::from_own_array(names, values, false);
+        }
         Labels::from_array(names, values, false)
     }
 }
@@ -345,40 +357,111 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     buffer: Pieces,
     names: BTreeSet<String>,
     check_crc: bool,
-    /// read labels through the reader (into memory they own) instead of
-    /// through the buffer
+    /// read labels through the reader (into memory they own, as they would
+    /// be copied anyway, labels owning what they validated) instead of
+    /// through the buffer: for a mapped file, no page of the mapping is
+    /// touched for them
     labels_from_reader: bool,
+    /// ranges of a mapped file read ahead, which labels view
+    prefetched: Option<Prefetched>,
 }
 
 impl BufferSource<PiecesReader> {
     /// Entries of the archive in `buffer` (one or more pieces), viewing it;
-    /// with `check_crc`, every CRC is checked.
+    /// with `check_crc`, the CRC of every viewed entry is checked (a pass
+    /// over its data).
     pub fn new(buffer: Pieces, check_crc: bool) -> Result<Self> {
-        BufferSource::with_reader(buffer.reader(), buffer, check_crc, false)
-    }
-}
-
-impl<R: Read + Seek> BufferSource<R> {
-    /// Entries of the archive in `buffer`, whose structure is read from
-    /// `reader` (the same bytes). With `check_crc`, the CRC of every viewed
-    /// entry is checked (a pass over its data). With `labels_from_reader`,
-    /// labels are read through `reader` into memory they own (as they would
-    /// be copied anyway, labels owning what they validated): for a mapped
-    /// file, no page of the mapping is touched for them.
-    pub fn with_reader(
-        reader: R,
-        buffer: Pieces,
-        check_crc: bool,
-        labels_from_reader: bool,
-    ) -> Result<Self> {
-        let archive = ZipArchive::new(reader).map_err(zip_error)?;
+        let archive = ZipArchive::new(buffer.reader()).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         Ok(BufferSource {
             archive,
             buffer,
             names,
             check_crc,
-            labels_from_reader,
+            labels_from_reader: false,
+            prefetched: None,
+        })
+    }
+}
+
+/// Of an array's entry a mapped load views, this much is read ahead: its
+/// local header and its NPY header (longer ones are read when met).
+const PREFETCH_HEAD: u64 = 512;
+/// Entries other than arrays (labels, `info.json`) up to this size are read
+/// ahead whole.
+const PREFETCH_WHOLE: u64 = 16 << 20;
+/// At most this much of a file is read ahead; past it, entries are read
+/// when met.
+const PREFETCH_TOTAL: u64 = 256 << 20;
+
+/// The ranges of the file a mapped load reads, from the central directory:
+/// the headers of the arrays (`values.npy` entries, whose data is viewed)
+/// and the whole of the other entries, which are copied (labels).
+fn structure_ranges<R: Read + Seek>(archive: &ZipArchive<R>) -> Vec<std::ops::Range<u64>> {
+    let mut ranges = Vec::with_capacity(archive.len());
+    let mut total = 0u64;
+    for i in 0..archive.len() {
+        let Ok(entry) = archive.by_index_data(i) else {
+            continue;
+        };
+        let start = entry.header_start();
+        // the local header: 30 bytes, the name, and an extra field of a
+        // length the central directory does not give (room for the usual)
+        let header = 30 + entry.name_raw().len() as u64 + PREFETCH_HEAD;
+        let whole = header.saturating_add(entry.compressed_size());
+        let array = entry.name_raw().ends_with(b"values.npy");
+        let len = if !array && entry.compressed_size() <= PREFETCH_WHOLE {
+            whole
+        } else {
+            header
+        };
+        // past the limit, what is left is read when met
+        if total.saturating_add(len) > PREFETCH_TOTAL {
+            continue;
+        }
+        total += len;
+        ranges.push(start..start.saturating_add(len));
+    }
+    ranges
+}
+
+impl BufferSource<CachedFile> {
+    /// Entries of a mapped file: arrays view `buffer` (the mapping), while
+    /// the structure and the labels are read through `file` (into memory
+    /// the labels own): the load touches no page of the mapping. With
+    /// `read_ahead` (a load of every entry), the structure and the labels
+    /// are read ahead of use (see [`CachedFile::prefetch`]), and labels
+    /// view the bytes read ahead; a load of selected blocks reads only
+    /// theirs, when met.
+    pub fn mapped(file: CachedFile, buffer: Pieces, read_ahead: bool) -> Result<Self> {
+        let archive = ZipArchive::new(file).map_err(zip_error)?;
+        let names = collect_names(&archive)?;
+        if !read_ahead {
+            return Ok(BufferSource {
+                archive,
+                buffer,
+                names,
+                check_crc: false,
+                labels_from_reader: true,
+                prefetched: None,
+            });
+        }
+        let ranges = structure_ranges(&archive);
+        let metadata = archive.metadata();
+        let mut file = archive.into_inner();
+        let prefetched = file.prefetch(ranges)?;
+        // SAFETY: `metadata` was read from this same file a moment ago, by
+        // the archive `file` came out of; the file is read, not written.
+        // (Were it changed meanwhile, the entries would be read as
+        // whatever they hold now, and checked as any entry is.)
+        let archive = unsafe { ZipArchive::unsafe_new_with_metadata(file, metadata) };
+        Ok(BufferSource {
+            archive,
+            buffer,
+            names,
+            check_crc: false,
+            labels_from_reader: true,
+            prefetched: Some(prefetched),
         })
     }
 }
@@ -427,9 +510,18 @@ impl<R: Read + Seek> Source for BufferSource<R> {
         }
         let header = read_npy_header(&mut raw, len).map_err(context)?;
         let payload = if self.labels_from_reader && matches!(header.descr, Descr::Fields(_)) {
-            let mut data = AlignedBytes::zeroed(header.data_len()?)?;
-            read_exact(&mut raw, data.as_mut_slice()).map_err(context)?;
-            Payload::Owned(data)
+            let data_len = header.data_len()?;
+            let ahead = self
+                .prefetched
+                .as_ref()
+                .and_then(|ahead| ahead.view((start + header.len) as u64, data_len));
+            if let Some(view) = ahead {
+                Payload::Private(view)
+            } else {
+                let mut data = AlignedBytes::zeroed(data_len)?;
+                read_exact(&mut raw, data.as_mut_slice()).map_err(context)?;
+                Payload::Owned(data)
+            }
         } else {
             // the data alone: in pieces, an array's NPY header may lie in
             // the piece before its data

@@ -72,6 +72,27 @@ def test_labels_of_a_mapped_file_own_their_memory(tmp_path, rng):
     assert not any(start <= samples.ctypes.data < end for start, end in mapping)
 
 
+def test_labels_read_ahead_outlive_the_map_and_its_file(tmp_path, rng):
+    # a mapped load reads every block's labels ahead, into one allocation
+    # they share: it stays theirs after the map and the file are gone
+    tensor = make_map(rng, n_samples=(300, 5, 40_000))
+    path = tmp_path / "data.mts"
+    blockmap.save(path, tensor)
+    mapped = blockmap.load(path, mmap=True)
+    kept = [(block.samples, block.properties, block.components) for block in mapped.blocks()]
+    mapping = _mapping_of(path)
+    for samples, properties, components in kept:
+        for labels in (samples, properties, *components):
+            assert not labels.values.flags.writeable
+            assert not any(start <= labels.values.ctypes.data < end for start, end in mapping)
+    del mapped
+    path.write_bytes(b"")
+    for block, (samples, properties, components) in zip(tensor.blocks(), kept, strict=True):
+        assert samples == block.samples
+        assert properties == block.properties
+        assert components == block.components
+
+
 def _mapping_of(path):
     ranges = []
     with open("/proc/self/maps") as maps:
