@@ -114,38 +114,25 @@ impl Buffer {
     /// made once and kept (a mapped load's labels).
     ///
     /// From [`FILLED_MAPPED_FROM`] bytes on, the memory is a mapping of its
-    /// own with all its pages mapped at once (`MADV_POPULATE_WRITE`), its
-    /// first 2 MiB in one transparent huge page where the kernel has one
-    /// (`MADV_HUGEPAGE` on that extent only, so that the rest is never
-    /// rounded up): one page to clear instead of 512 faults. W's mapped
-    /// load took 2.5-2.7 ms this way in a fresh process, against 2.9-3.2
-    /// ms with `MAP_POPULATE` alone and 3.3-3.5 ms with faults.
+    /// own with all its pages mapped at once (`MAP_POPULATE`) instead of
+    /// one fault per page as `fill` writes it: W's mapped load took 2.9-3.2
+    /// ms in a fresh process, against 3.3-3.5 ms with faults. (The first
+    /// 2 MiB in one transparent huge page saved 0.15 ms more, but in a
+    /// process that had just allocated W's arrays the kernel compacted
+    /// memory for it first, and 2 loads in 7 took 16-20 ms.)
     pub fn filled(len: usize, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Self> {
-        const HUGE: usize = 2 << 20;
         if !cfg!(target_os = "linux") || len < FILLED_MAPPED_FROM {
             let mut bytes = AlignedBytes::for_overwrite(len)?;
             fill(bytes.as_mut_slice())?;
             return Ok(Self::from(bytes).into_read_only());
         }
-        // room to start at a 2 MiB boundary; the pages before and after it
-        // are never touched, so never resident
         let mut map = memmap2::MmapOptions::new()
-            .len(len + HUGE)
+            .len(len)
+            .populate()
             .map_anon()
             .map_err(|_| Error::out_of_memory(len))?;
-        let base = map.as_ptr() as usize;
-        let skip = base.next_multiple_of(HUGE) - base;
-        #[cfg(target_os = "linux")]
-        {
-            // advice only: refused (an older kernel, no huge page free),
-            // the writes fault their pages in as usual
-            if len >= HUGE {
-                let _ = map.advise_range(memmap2::Advice::HugePage, skip, HUGE);
-            }
-            let _ = map.advise_range(memmap2::Advice::PopulateWrite, skip, len);
-        }
-        fill(&mut map[skip..skip + len])?;
-        Buffer::from_owner(map).slice(skip, len)
+        fill(&mut map)?;
+        Ok(Buffer::from_owner(map))
     }
 
     /// Read-only view of memory owned by `owner` (e.g. a `Vec<u8>`); the

@@ -289,7 +289,10 @@ mod tests {
         for &(start, at, len) in &ahead.ranges {
             // the file offset's alignment is kept in memory
             let address = ahead.bytes.as_ptr() as usize + at;
-            assert_eq!(address % ALIGNMENT, (start % ALIGNMENT as u64) as usize);
+            assert_eq!(
+                address % ALIGNMENT,
+                usize::try_from(start).unwrap() % ALIGNMENT
+            );
             let start = usize::try_from(start).unwrap();
             assert_eq!(
                 &ahead.bytes.as_slice()[at..at + len],
@@ -335,7 +338,9 @@ mod tests {
             .unwrap()
             .set_len(6_000)
             .unwrap();
-        let ahead = file.prefetch(vec![5_000..9_000]).unwrap();
+        let ahead = file
+            .prefetch(std::iter::once(5_000..9_000).collect())
+            .unwrap();
         assert_eq!(ahead.ranges[0].2, 1_000);
         assert!(ahead.view(5_500, 1_000).is_none());
         assert_eq!(read_all(&mut file, 5_500, 3_000), &data[5_500..6_000]);
