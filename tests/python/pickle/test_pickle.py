@@ -314,6 +314,40 @@ def test_loads_views_the_buffers_it_is_given(rng, kind):
             assert not np.shares_memory(ours, theirs), name
 
 
+def test_received_labels_are_made_once_per_content_and_own_their_memory():
+    # three blocks whose equal components and properties (and samples) come
+    # from separate arrays, as in a map received from another process
+    def block(i):
+        return TensorBlock(
+            np.full((2, 3, 4), float(i)),
+            Labels(["system", "atom"], np.array([[0, 0], [0, 1]], dtype=np.int32)),
+            [Labels(["o3_mu"], np.array([[-1], [0], [1]], dtype=np.int32))],
+            Labels(["n"], np.arange(4, dtype=np.int32).reshape(-1, 1)),
+        )
+
+    keys = Labels(["k"], np.arange(3, dtype=np.int32).reshape(-1, 1))
+    tensor = TensorMap(keys, [block(i) for i in range(3)])
+    stream, buffers = _dumps(tensor, "5-oob")
+    given = [bytearray(buffer.raw()) for buffer in buffers]
+    loaded = pickle.loads(stream, buffers=given)
+    assert_identical(loaded, tensor)
+    blocks = [loaded.block(i) for i in range(3)]
+    for other in blocks[1:]:
+        assert np.shares_memory(other.properties.values, blocks[0].properties.values)
+        assert np.shares_memory(other.components[0].values, blocks[0].components[0].values)
+        assert np.shares_memory(other.samples.values, blocks[0].samples.values)
+    # none of the labels is the given memory: scribbling over every given
+    # buffer reaches the values only
+    labels = [loaded.keys, *(b.samples for b in blocks), *(b.properties for b in blocks)]
+    for label in labels:
+        assert not any(np.shares_memory(label.values, np.frombuffer(g, np.uint8)) for g in given)
+    for buffer in given:
+        buffer[:] = b"\xff" * len(buffer)
+    assert loaded.keys == keys
+    assert blocks[2].properties == tensor.block(2).properties
+    assert np.isnan(blocks[0].values).all()
+
+
 def test_loads_views_fresh_aligned_buffers(rng):
     tensor = make_map(rng, info=INFO)
     stream, buffers = _dumps(tensor, "5-oob")
