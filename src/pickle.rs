@@ -1,5 +1,6 @@
-//! The out-of-band pickle wire format (version 1): a small metadata header
-//! and one buffer per array, in a fixed order. See `docs/pickle.md`.
+//! The out-of-band pickle wire format (version 3; version 1 is read too):
+//! a small metadata header and one buffer per array, in a fixed order,
+//! labels equal to earlier ones referring to them. See `docs/pickle.md`.
 //!
 //! [`dump`] lists the buffers a map, block or labels already hold (nothing
 //! is copied); [`load`] rebuilds the object from a header and buffers given
@@ -21,8 +22,9 @@ use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-/// The version of the wire format [`dump`] writes and [`load`] reads.
-pub const VERSION: u32 = 1;
+/// The version of the wire format [`dump`] writes. [`load`] reads it and
+/// version 1, the same without references to earlier labels.
+pub const VERSION: u32 = 3;
 
 /// Label names as a header holds them: one string and where each name
 /// ends. Read as a JSON list of strings, checked against the limit of label
@@ -168,6 +170,49 @@ struct LabelsHeader<'a> {
     dtype: Cow<'a, str>,
 }
 
+/// Labels where a block has them: described, with their buffer next in the
+/// wire order, or (version 3) the same as labels described before, named
+/// by the position of their buffer in the wire order (a JSON integer).
+#[derive(Debug)]
+enum LabelsEntry<'a> {
+    Full(LabelsHeader<'a>),
+    Same(usize),
+}
+
+impl Serialize for LabelsEntry<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            LabelsEntry::Full(header) => header.serialize(serializer),
+            LabelsEntry::Same(index) => serializer.serialize_u64(*index as u64),
+        }
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for LabelsEntry<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for Visitor<'a> {
+            type Value = LabelsEntry<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("labels (an object) or the buffer index of earlier labels")
+            }
+            fn visit_u64<E: serde::de::Error>(self, index: u64) -> Result<Self::Value, E> {
+                usize::try_from(index)
+                    .map(LabelsEntry::Same)
+                    .map_err(|_| E::custom(format!("no buffer has the index {index}")))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<Self::Value, A::Error> {
+                LabelsHeader::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(LabelsEntry::Full)
+            }
+        }
+        deserializer.deserialize_any(Visitor(std::marker::PhantomData))
+    }
+}
+
 /// A block in a header; gradient blocks have no properties (the parent's).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -178,11 +223,11 @@ struct BlockHeader<'a> {
     #[serde(deserialize_with = "bounded")]
     shape: Vec<usize>,
     #[serde(borrow)]
-    samples: LabelsHeader<'a>,
+    samples: LabelsEntry<'a>,
     #[serde(borrow, deserialize_with = "bounded")]
-    components: Vec<LabelsHeader<'a>>,
+    components: Vec<LabelsEntry<'a>>,
     #[serde(default, borrow, skip_serializing_if = "Option::is_none")]
-    properties: Option<LabelsHeader<'a>>,
+    properties: Option<LabelsEntry<'a>>,
     #[serde(default, borrow, skip_serializing_if = "BTreeMap::is_empty")]
     gradients: BTreeMap<String, BlockHeader<'a>>,
 }
@@ -278,44 +323,103 @@ pub enum Role {
 /// The buffers of the wire order, with what each holds.
 pub type Buffers = Vec<(Buffer, Role)>;
 
-fn labels_header(labels: &Labels, buffers: &mut Buffers) -> LabelsHeader<'static> {
-    // labels never change: their memory is handed out read-only
-    buffers.push((
-        labels.values().buffer().clone().into_read_only(),
-        Role::Labels,
-    ));
-    LabelsHeader {
-        names: NameList::from_names(labels.names()),
-        count: labels.count(),
-        dtype: Cow::Owned(DType::I4.native_descr()),
-    }
+/// Labels up to this size (components and properties, mostly) that are
+/// equal to labels met before them are sent once: later ones refer to the
+/// first (see [`LabelsEntry::Same`]); received, they are built once and
+/// shared. A map of 10,000 blocks whose blocks have equal components and
+/// properties sends 2 buffers per block, not 4.
+const SHARED_LABELS_MAX: usize = 4 << 10;
+
+/// Lists the buffers of the wire order and describes what they hold.
+struct Dumper<'d> {
+    buffers: Buffers,
+    /// refer to equal small labels sent before (version 3) or not (1)
+    refer: bool,
+    hasher: hashbrown::DefaultHashBuilder,
+    /// small labels sent, with the index of their buffer
+    sent: hashbrown::HashTable<(usize, &'d Labels)>,
 }
 
-fn block_header(
-    block: &TensorBlock,
-    gradient: bool,
-    buffers: &mut Buffers,
-) -> BlockHeader<'static> {
-    buffers.push((block.values().buffer().clone(), Role::Values));
-    let samples = labels_header(block.samples(), buffers);
-    let components = block
-        .components()
-        .iter()
-        .map(|c| labels_header(c, buffers))
-        .collect();
-    let properties = (!gradient).then(|| labels_header(block.properties(), buffers));
-    let gradients = block
-        .gradients()
-        .iter()
-        .map(|(p, g)| (p.clone(), block_header(g, true, buffers)))
-        .collect();
-    BlockHeader {
-        dtype: Cow::Owned(block.dtype().native_descr()),
-        shape: block.values().shape().to_vec(),
-        samples,
-        components,
-        properties,
-        gradients,
+impl<'d> Dumper<'d> {
+    fn new(refer: bool) -> Self {
+        Dumper {
+            buffers: Vec::new(),
+            refer,
+            hasher: hashbrown::DefaultHashBuilder::default(),
+            sent: hashbrown::HashTable::new(),
+        }
+    }
+
+    fn hash(&self, labels: &Labels) -> u64 {
+        self.hasher
+            .hash_one((labels.names(), labels.values().buffer().as_slice()))
+    }
+
+    /// Labels' header with their buffer, or a reference to equal labels
+    /// sent before.
+    fn entry(&mut self, labels: &'d Labels) -> LabelsEntry<'static> {
+        if self.refer && labels.values().buffer().len() <= SHARED_LABELS_MAX {
+            let same = |&(_, sent): &(usize, &Labels)| {
+                sent.ptr_eq(labels)
+                    || (sent.names() == labels.names()
+                        && sent.values().buffer().as_slice() == labels.values().buffer().as_slice())
+            };
+            if let Some(&(index, _)) = self.sent.find(self.hash(labels), same) {
+                return LabelsEntry::Same(index);
+            }
+        }
+        LabelsEntry::Full(self.first(labels))
+    }
+
+    /// Labels' header, their buffer listed; small ones are remembered for
+    /// later equal labels to refer to.
+    fn first(&mut self, labels: &'d Labels) -> LabelsHeader<'static> {
+        let index = self.buffers.len();
+        let header = self.full(labels);
+        if self.refer && labels.values().buffer().len() <= SHARED_LABELS_MAX {
+            let hash = self.hash(labels);
+            let hasher = &self.hasher;
+            self.sent
+                .insert_unique(hash, (index, labels), |&(_, sent)| {
+                    hasher.hash_one((sent.names(), sent.values().buffer().as_slice()))
+                });
+        }
+        header
+    }
+
+    /// Labels' header, their buffer listed.
+    fn full(&mut self, labels: &Labels) -> LabelsHeader<'static> {
+        // labels never change: their memory is handed out read-only
+        self.buffers.push((
+            labels.values().buffer().clone().into_read_only(),
+            Role::Labels,
+        ));
+        LabelsHeader {
+            names: NameList::from_names(labels.names()),
+            count: labels.count(),
+            dtype: Cow::Owned(DType::I4.native_descr()),
+        }
+    }
+
+    fn block(&mut self, block: &'d TensorBlock, gradient: bool) -> BlockHeader<'static> {
+        self.buffers
+            .push((block.values().buffer().clone(), Role::Values));
+        let samples = self.entry(block.samples());
+        let components = block.components().iter().map(|c| self.entry(c)).collect();
+        let properties = (!gradient).then(|| self.entry(block.properties()));
+        let gradients = block
+            .gradients()
+            .iter()
+            .map(|(p, g)| (p.clone(), self.block(g, true)))
+            .collect();
+        BlockHeader {
+            dtype: Cow::Owned(block.dtype().native_descr()),
+            shape: block.values().shape().to_vec(),
+            samples,
+            components,
+            properties,
+            gradients,
+        }
     }
 }
 
@@ -334,24 +438,31 @@ pub fn dump(data: DataRef<'_>) -> Result<(Vec<u8>, Vec<Buffer>)> {
 
 /// [`dump`], with what each buffer holds.
 pub fn dump_with_roles(data: DataRef<'_>) -> Result<(Vec<u8>, Buffers)> {
-    let mut buffers = Vec::new();
+    dump_version(data, true)
+}
+
+/// The header and buffers of version 3 (`refer`: small labels equal to
+/// earlier ones refer to them) or 1 (every labels with its buffer).
+fn dump_version(data: DataRef<'_>, refer: bool) -> Result<(Vec<u8>, Buffers)> {
+    let mut dumper = Dumper::new(refer);
     let header = match data {
         DataRef::Tensor(map) => Header::Tensor {
-            keys: labels_header(map.keys(), &mut buffers),
+            keys: dumper.first(map.keys()),
             blocks: map
                 .blocks()
                 .iter()
-                .map(|b| block_header(b, false, &mut buffers))
+                .map(|b| dumper.block(b, false))
                 .collect(),
             info: Cow::Borrowed(map.info()),
         },
         DataRef::Block(block) => Header::Block {
-            block: block_header(block, false, &mut buffers),
+            block: dumper.block(block, false),
         },
         DataRef::Labels(labels) => Header::Labels {
-            labels: labels_header(labels, &mut buffers),
+            labels: dumper.full(labels),
         },
     };
+    let buffers = dumper.buffers;
     // a mapped file truncated by another program: refuse rather than send
     // the zeros that replaced what was lost
     for (buffer, _) in &buffers {
@@ -387,10 +498,6 @@ impl std::io::Write for Counter {
 /// of them (see [`gather_labels`]); larger ones get their own.
 const GATHERED_LABELS_MAX: usize = 64 << 10;
 
-/// Labels up to this size (components and properties, mostly) that are
-/// equal to labels received before them are built once and shared.
-const SHARED_LABELS_MAX: usize = 4 << 10;
-
 /// How the labels in a received buffer are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Slot {
@@ -410,12 +517,17 @@ enum Slot {
 /// [`Received`]'s order: keys, then each block's values, samples,
 /// components, properties (not for gradients) and its gradients by
 /// parameter, recursively (no deeper than readers accept: deeper headers
-/// are refused by [`Received::block`]).
-fn labels_in_order<'h, 'a>(header: &'h Header<'a>) -> Vec<(usize, &'h LabelsHeader<'a>)> {
+/// are refused by [`Received::block`]); references to earlier labels take
+/// no buffer: the buffers they name go to `referenced`.
+fn labels_in_order<'h, 'a>(
+    header: &'h Header<'a>,
+    referenced: &mut hashbrown::HashSet<usize>,
+) -> Vec<(usize, &'h LabelsHeader<'a>)> {
     fn block<'h, 'a>(
         header: &'h BlockHeader<'a>,
         next: &mut usize,
         out: &mut Vec<(usize, &'h LabelsHeader<'a>)>,
+        referenced: &mut hashbrown::HashSet<usize>,
         depth: usize,
     ) {
         if depth > crate::limits::MAX_GRADIENT_DEPTH {
@@ -426,11 +538,18 @@ fn labels_in_order<'h, 'a>(header: &'h Header<'a>) -> Vec<(usize, &'h LabelsHead
             .chain(&header.components)
             .chain(&header.properties);
         for labels in labels {
-            out.push((*next, labels));
-            *next += 1;
+            match labels {
+                LabelsEntry::Full(labels) => {
+                    out.push((*next, labels));
+                    *next += 1;
+                }
+                LabelsEntry::Same(index) => {
+                    referenced.insert(*index);
+                }
+            }
         }
         for gradient in header.gradients.values() {
-            block(gradient, next, out, depth + 1);
+            block(gradient, next, out, referenced, depth + 1);
         }
     }
     let mut out = Vec::new();
@@ -440,10 +559,10 @@ fn labels_in_order<'h, 'a>(header: &'h Header<'a>) -> Vec<(usize, &'h LabelsHead
             out.push((0, keys));
             next = 1;
             for header in blocks {
-                block(header, &mut next, &mut out, 0);
+                block(header, &mut next, &mut out, referenced, 0);
             }
         }
-        Header::Block { block: header } => block(header, &mut next, &mut out, 0),
+        Header::Block { block: header } => block(header, &mut next, &mut out, referenced, 0),
         Header::Labels { labels } => out.push((0, labels)),
     }
     out
@@ -460,11 +579,15 @@ fn labels_in_order<'h, 'a>(header: &'h Header<'a>) -> Vec<(usize, &'h LabelsHead
 /// 3.6 ms in a fresh process with one allocation per labels; a map of
 /// 10,000 blocks builds its 10,000 equal components and properties once.
 /// The allocation lives as long as any of the labels made from it.
-fn gather_labels(header: &Header<'_>, buffers: &mut [Buffer]) -> Result<Vec<Slot>> {
+fn gather_labels(
+    header: &Header<'_>,
+    buffers: &mut [Buffer],
+    referenced: &mut hashbrown::HashSet<usize>,
+) -> Result<Vec<Slot>> {
     let mut slots = Vec::new();
     slots.try_reserve_exact(buffers.len())?;
     slots.resize(buffers.len(), Slot::Received);
-    let order = labels_in_order(header);
+    let order = labels_in_order(header, referenced);
     let native = DType::I4.native_descr();
     let hasher = hashbrown::DefaultHashBuilder::default();
     let hash = |index: usize, labels: &LabelsHeader| {
@@ -565,8 +688,13 @@ struct Received<I: Iterator<Item = Buffer>> {
     used: usize,
     /// how the labels of each buffer are made (see [`gather_labels`])
     slots: Vec<Slot>,
-    /// the labels made from [`Slot::Shared`] buffers, by buffer index
+    /// the labels made from [`Slot::Shared`] buffers and from those later
+    /// labels refer to, by buffer index
     shared: hashbrown::HashMap<usize, Labels>,
+    /// the buffers later labels refer to (version 3)
+    referenced: hashbrown::HashSet<usize>,
+    /// the header's format version
+    version: u32,
 }
 
 impl<I: Iterator<Item = Buffer>> Received<I> {
@@ -595,6 +723,24 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
         Array::view_or_convert(dtype, shape, Layout::c_order(order), buffer)
     }
 
+    /// The labels of an entry: made from the next buffer, or those of the
+    /// earlier buffer it refers to.
+    fn entry(&mut self, entry: LabelsEntry<'_>, what: Where<'_>) -> Result<Labels> {
+        match entry {
+            LabelsEntry::Full(header) => self.labels(header, what),
+            LabelsEntry::Same(_) if self.version < 3 => Err(Error::format(format!(
+                "{what}: a version {} pickle describes every labels (references to earlier \
+                 labels came with version 3)",
+                self.version
+            ))),
+            LabelsEntry::Same(index) => self.shared.get(&index).cloned().ok_or_else(|| {
+                Error::format(format!(
+                    "{what} refer to buffer {index}, which holds no labels described before"
+                ))
+            }),
+        }
+    }
+
     fn labels(&mut self, header: LabelsHeader<'_>, what: Where<'_>) -> Result<Labels> {
         let shape = vec![header.count, header.names.len()];
         if !header.dtype.ends_with("i4") {
@@ -610,8 +756,12 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
             // the same names and bytes as the labels of `first`, already
             // made and checked: the header's shape was just checked
             // against the same bytes
-            if let Some(labels) = self.shared.get(&first) {
-                return Ok(labels.clone());
+            if let Some(labels) = self.shared.get(&first).cloned() {
+                if self.referenced.contains(&index) {
+                    self.shared.try_reserve(1)?;
+                    self.shared.insert(index, labels.clone());
+                }
+                return Ok(labels);
             }
         }
         let names = header.names.into_names()?;
@@ -621,7 +771,7 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
             Slot::Received | Slot::Same(_) => Labels::from_array(names, values, false),
         }
         .map_err(|e| e.context(what))?;
-        if slot == Slot::Shared {
+        if slot == Slot::Shared || self.referenced.contains(&index) {
             self.shared.try_reserve(1)?;
             self.shared.insert(index, labels.clone());
         }
@@ -642,13 +792,13 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
             )));
         }
         let values = self.array(&header.dtype, header.shape, Where::Values(&what))?;
-        let samples = self.labels(header.samples, Where::Samples(&what))?;
+        let samples = self.entry(header.samples, Where::Samples(&what))?;
         let mut components = Vec::with_capacity(header.components.len());
         for (k, component) in header.components.into_iter().enumerate() {
-            components.push(self.labels(component, Where::Component(&what, k))?);
+            components.push(self.entry(component, Where::Component(&what, k))?);
         }
         let properties = match (parent, header.properties) {
-            (None, Some(properties)) => self.labels(properties, Where::Properties(&what))?,
+            (None, Some(properties)) => self.entry(properties, Where::Properties(&what))?,
             (Some(parent), None) => parent.properties().clone(),
             (None, None) => return Err(Error::format(format!("{what} has no properties"))),
             (Some(_), Some(_)) => {
@@ -676,6 +826,16 @@ impl<I: Iterator<Item = Buffer>> Received<I> {
 /// buffers holding the same bytes). Each array views its buffer when the
 /// buffer is aligned for the element type, and is copied otherwise.
 pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
+    load_version(VERSION, header, buffers)
+}
+
+/// [`load`] for a header of format `version`: 1 or 3.
+pub fn load_version(version: u32, header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
+    if version != 1 && version != VERSION {
+        return Err(Error::format(format!(
+            "the out-of-band pickle format has versions 1 and {VERSION}, not {version}"
+        )));
+    }
     // the header's structure is checked before it is parsed: the parser's
     // recursion stays bounded (see `limits.rs`)
     crate::limits::check_json_nesting(header)?;
@@ -683,13 +843,16 @@ pub fn load(header: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
         .map_err(|e| Error::format(format!("invalid pickle header: {e}")))?
         .into_header()?;
     let mut buffers = buffers;
-    let slots = gather_labels(&header, &mut buffers)?;
+    let mut referenced = hashbrown::HashSet::new();
+    let slots = gather_labels(&header, &mut buffers, &mut referenced)?;
     let count = buffers.len();
     let mut buffers = Received {
         buffers: buffers.into_iter(),
         used: 0,
         slots,
         shared: hashbrown::HashMap::new(),
+        referenced,
+        version,
     };
     let data = match header {
         Header::Tensor { keys, blocks, info } => {
@@ -829,15 +992,118 @@ mod tests {
         TensorMap::new(labels(&["k"], &[0, 1, 2]), blocks).unwrap()
     }
 
+    /// A version 1 pickle: every labels with its buffer.
+    fn dump_v1(data: DataRef<'_>) -> (Vec<u8>, Vec<Buffer>) {
+        let (header, buffers) = dump_version(data, false).unwrap();
+        (header, buffers.into_iter().map(|(b, _)| b).collect())
+    }
+
+    #[test]
+    fn equal_small_labels_are_sent_once_and_received_shared() {
+        let map = map_of_equal_labels();
+        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        // keys, then values, samples, component, properties for block 0,
+        // only the values for blocks 1 and 2
+        assert_eq!(buffers.len(), 1 + 4 + 1 + 1);
+        let text = String::from_utf8(header.clone()).unwrap();
+        assert!(text.contains(r#""samples":2,"components":[3],"properties":4"#));
+        let (v1_header, v1_buffers) = dump_v1(DataRef::Tensor(&map));
+        assert_eq!(v1_buffers.len(), 1 + 3 * 4);
+        assert!(header.len() < v1_header.len());
+        for (header, buffers, version) in [(header, buffers, 3), (v1_header, v1_buffers, 1)] {
+            let Data::Tensor(loaded) = load_version(version, &header, buffers).unwrap() else {
+                panic!()
+            };
+            assert_eq!(loaded, map);
+            let blocks = loaded.blocks();
+            for block in &blocks[1..] {
+                assert!(block.samples().ptr_eq(blocks[0].samples()));
+                assert!(block.components()[0].ptr_eq(&blocks[0].components()[0]));
+                assert!(block.properties().ptr_eq(blocks[0].properties()));
+            }
+        }
+        // a version 1 reader refuses references
+        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        let error = load_version(1, &header, buffers).unwrap_err().to_string();
+        assert!(error.contains("version 3"), "{error}");
+    }
+
+    #[test]
+    fn large_equal_labels_are_sent_each_time() {
+        // samples just over the 4 KiB of labels that are referred to
+        let samples = Labels::range("s", 1025).unwrap();
+        let blocks = (0..2)
+            .map(|_| {
+                TensorBlock::new(
+                    Array::from_slice(vec![1025, 1], &[0.0f64; 1025]).unwrap(),
+                    samples.clone(),
+                    vec![],
+                    Labels::range("p", 1).unwrap(),
+                )
+                .unwrap()
+            })
+            .collect();
+        let map = TensorMap::new(Labels::range("k", 2).unwrap(), blocks).unwrap();
+        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        // keys; values, samples, properties; values, samples
+        assert_eq!(buffers.len(), 1 + 3 + 2);
+        let Data::Tensor(loaded) = load(&header, buffers).unwrap() else {
+            panic!()
+        };
+        assert_eq!(loaded, map);
+    }
+
+    #[test]
+    fn crafted_references_are_refused() {
+        let map = map_of_equal_labels();
+        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        let text = String::from_utf8(header).unwrap();
+        let refs = r#""samples":2,"components":[3],"properties":4"#;
+        for (bad, expected) in [
+            // the values of block 0
+            (r#""samples":1,"components":[3],"properties":4"#, "buffer 1"),
+            // a later buffer
+            (r#""samples":2,"components":[6],"properties":4"#, "buffer 6"),
+            (
+                r#""samples":2,"components":[3],"properties":99"#,
+                "buffer 99",
+            ),
+            (r#""samples":-2,"components":[3],"properties":4"#, "invalid"),
+            (
+                r#""samples":2.5,"components":[3],"properties":4"#,
+                "invalid",
+            ),
+            (
+                r#""samples":"2","components":[3],"properties":4"#,
+                "invalid",
+            ),
+        ] {
+            let crafted = text.replacen(refs, bad, 1);
+            assert_ne!(crafted, text);
+            let error = load(crafted.as_bytes(), buffers.clone())
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains(expected), "{bad}: {error}");
+        }
+        // the keys are always described
+        let crafted = text.replacen(
+            r#""keys":{"names":["k"],"count":3,"dtype":"<i4"}"#,
+            r#""keys":0"#,
+            1,
+        );
+        assert_ne!(crafted, text);
+        assert!(load(crafted.as_bytes(), buffers.clone()).is_err());
+    }
+
     #[test]
     fn received_labels_are_copied_together_and_equal_ones_made_once() {
         let map = map_of_equal_labels();
-        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        let (header, buffers) = dump_v1(DataRef::Tensor(&map));
         let sent: Vec<_> = buffers
             .iter()
             .map(|b| b.as_ptr() as usize..b.as_ptr() as usize + b.len())
             .collect();
-        let Data::Tensor(loaded) = load(&header, buffers).unwrap() else {
+        let Data::Tensor(loaded) = load_version(1, &header, buffers).unwrap() else {
             panic!()
         };
         assert_eq!(loaded, map);
@@ -889,9 +1155,9 @@ mod tests {
         assert!(!loaded.samples().ptr_eq(loaded.properties()));
 
         // the same names and bytes read in the other byte order: the last
-        // block's properties
+        // block's properties (version 1: each block's described)
         let map = map_of_equal_labels();
-        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        let (header, buffers) = dump_v1(DataRef::Tensor(&map));
         let text = String::from_utf8(header).unwrap();
         let native = DType::I4.native_descr();
         let swapped = if native.starts_with('<') {
@@ -907,7 +1173,7 @@ mod tests {
             properties.replace(&native, swapped),
             &text[last + properties.len()..]
         );
-        let Data::Tensor(loaded) = load(crafted.as_bytes(), buffers).unwrap() else {
+        let Data::Tensor(loaded) = load_version(1, crafted.as_bytes(), buffers).unwrap() else {
             panic!()
         };
         let blocks = loaded.blocks();

@@ -53,7 +53,7 @@ pub enum Place {
 /// process.
 #[derive(Debug)]
 pub struct Parts {
-    /// the pickle header (version 1) of the data
+    /// the pickle header (version 3) of the data
     pub header: Vec<u8>,
     /// one buffer per distinct segment, each spanning the whole segment
     /// (and keeping it alive); its owner gives the file to send
@@ -255,8 +255,9 @@ mod tests {
                 Place::Empty => {}
             }
         }
-        // keys, then samples and properties of 2 blocks, samples of 2 gradients
-        assert_eq!(label_buffers, 7);
+        // keys, then samples of 2 blocks and their gradients, and the
+        // first block's properties (the second's are equal: referred to)
+        assert_eq!(label_buffers, 6);
         // labels stay in memory the map owns, never in the segment
         let keys = shared.keys().values().buffer();
         assert!(keys.shared_segment().is_none());

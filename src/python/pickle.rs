@@ -2,8 +2,9 @@
 //! `TensorMap` and the reconstructor `blockmap._blockmap._reconstruct` (see
 //! docs/pickle.md).
 //!
-//! - protocol >= 5: `_reconstruct(1, header, *buffers)`, one
-//!   `pickle.PickleBuffer` per array over the memory the object holds;
+//! - protocol >= 5: `_reconstruct(3, header, *buffers)`, one
+//!   `pickle.PickleBuffer` per array over the memory the object holds
+//!   (labels equal to earlier ones refer to them); version 1 is read too;
 //! - protocol < 5: `_reconstruct(2, kind, *pieces)`, the `.mts` archive in
 //!   a few `bytes` objects of about [`PIECE_TARGET`] bytes, each array whole
 //!   in one of them; or `_reconstruct(0, kind, archive)` when it fits in one
@@ -90,7 +91,8 @@ pub fn reduce<'py>(
 }
 
 /// Rebuild a `Labels`, `TensorBlock` or `TensorMap` from what
-/// `__reduce_ex__` gave: `(1, header, *buffers)` or `(0, kind, archive)`.
+/// `__reduce_ex__` gave: `(3, header, *buffers)`, `(2, kind, *pieces)` or
+/// `(0, kind, archive)`, or an older blockmap's `(1, header, *buffers)`.
 /// Buffers can be any object exporting a buffer: viewed when contiguous and
 /// aligned, copied otherwise; read-only buffers give read-only arrays.
 #[pyfunction]
@@ -108,7 +110,7 @@ fn _reconstruct(
         ))
     })?;
     match version {
-        1 => {
+        1 | 3 => {
             let Some(header) = args.iter().next() else {
                 return Err(format_error("the pickle has no header".into()));
             };
@@ -118,7 +120,10 @@ fn _reconstruct(
                 .skip(1)
                 .map(|b| buffer_from_python(&b))
                 .collect::<PyResult<Vec<_>>>()?;
-            let data = detached(py, || pickle::load(header.as_slice(), buffers))?;
+            let version = if version == 1 { 1 } else { pickle::VERSION };
+            let data = detached(py, || {
+                pickle::load_version(version, header.as_slice(), buffers)
+            })?;
             to_python(py, data)
         }
         0 => {
@@ -148,7 +153,7 @@ fn _reconstruct(
             to_python(py, data)
         }
         other => Err(format_error(format!(
-            "unknown pickle format version {other}: this blockmap reads versions 0, 1 and 2; \
+            "unknown pickle format version {other}: this blockmap reads versions 0 to 3; \
              the pickle may come from a newer blockmap"
         ))),
     }

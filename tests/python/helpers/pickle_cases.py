@@ -3,7 +3,8 @@
 - ``identity``, ``doubled``: module-level functions that workers (spawned
   multiprocessing, dask, ray, joblib) can import;
 - ``wire_arrays``: the arrays of a map, block or labels in the order of the
-  pickle buffers (docs/pickle.md, format version 1);
+  pickle buffers (docs/pickle.md, format version 3: small labels equal to
+  earlier ones have no buffer);
 - ``CRAFTED``: crafted reconstructor input, each case a function that loads
   it. ``main`` runs the named cases in this process, printing ``START name``
   before each and ``RESULT {json}`` after it, so that a parent process can
@@ -48,36 +49,51 @@ def doubled(tensor):
 # ---------------------------------------------------------------- wire order
 
 
-def _labels_arrays(name, labels):
-    return [(name, labels.values)]
+#: labels up to this size equal to labels sent before them are referred to,
+#: not sent again (``SHARED_LABELS_MAX`` in src/pickle.rs)
+SHARED_LABELS_MAX = 4096
 
 
-def _block_arrays(prefix, block, is_gradient):
+def _labels_arrays(name, labels, sent):
+    """The labels' buffer, unless small labels with the same names and
+    values are in ``sent`` (updated; None: version 1, every labels sent)."""
+    values = labels.values
+    if sent is not None and values.nbytes <= SHARED_LABELS_MAX:
+        key = (tuple(labels.names), values.tobytes())
+        if key in sent:
+            return []
+        sent.add(key)
+    return [(name, values)]
+
+
+def _block_arrays(prefix, block, is_gradient, sent):
     arrays = [(f"{prefix}values", block.values)]
-    arrays += _labels_arrays(f"{prefix}samples", block.samples)
+    arrays += _labels_arrays(f"{prefix}samples", block.samples, sent)
     for k, component in enumerate(block.components):
-        arrays += _labels_arrays(f"{prefix}components/{k}", component)
+        arrays += _labels_arrays(f"{prefix}components/{k}", component, sent)
     if not is_gradient:
-        arrays += _labels_arrays(f"{prefix}properties", block.properties)
+        arrays += _labels_arrays(f"{prefix}properties", block.properties, sent)
     for parameter in sorted(block.gradients_list()):
         gradient = block.gradient(parameter)
-        arrays += _block_arrays(f"{prefix}gradients/{parameter}/", gradient, True)
+        arrays += _block_arrays(f"{prefix}gradients/{parameter}/", gradient, True, sent)
     return arrays
 
 
-def wire_arrays(data):
+def wire_arrays(data, refer=True):
     """``[(name, array)]`` in the order of the protocol 5 buffers: for a map
     the keys, then each block; for a block its values, samples, components,
     properties (not for gradients), then its gradients sorted by parameter,
-    recursively."""
+    recursively; small labels equal to labels before them are left out
+    (the header refers to the first; ``refer=False``: version 1, all in)."""
+    sent = set() if refer else None
     if isinstance(data, Labels):
-        return _labels_arrays("labels", data)
+        return [("labels", data.values)]
     if isinstance(data, TensorBlock):
-        return _block_arrays("", data, False)
+        return _block_arrays("", data, False, sent)
     assert isinstance(data, TensorMap)
-    arrays = _labels_arrays("keys", data.keys)
+    arrays = _labels_arrays("keys", data.keys, sent)
     for i, block in enumerate(data.blocks()):
-        arrays += _block_arrays(f"blocks/{i}/", block, False)
+        arrays += _block_arrays(f"blocks/{i}/", block, False, sent)
     return arrays
 
 
@@ -102,12 +118,12 @@ def _parts(data=None):
     data = crafted_map() if data is None else data
     _, args = data.__reduce_ex__(5)
     version, header, *buffers = args
-    assert version == 1
+    assert version == 3
     names = {name: i for i, (name, _) in enumerate(wire_arrays(data))}
     return json.loads(header), [bytearray(b.raw()) for b in buffers], names
 
 
-def _load(header, buffers, version=1):
+def _load(header, buffers, version=3):
     if isinstance(header, dict):
         header = json.dumps(header).encode()
     return _reconstruct(version, header, *buffers)
@@ -142,8 +158,8 @@ def _edit_raw_header(edit):
 
     def case():
         _, args = crafted_map().__reduce_ex__(5)
-        _, header, *buffers = args
-        return _reconstruct(1, edit(header), *buffers)
+        version, header, *buffers = args
+        return _reconstruct(version, edit(header), *buffers)
 
     return case
 
@@ -244,9 +260,45 @@ def _gradient_with_properties():
     block = header["blocks"][0]
     block["gradients"]["alpha"]["properties"] = block["properties"]
     properties = buffers[names["blocks/0/properties"]]
-    # the buffer of the extra labels goes after the gradient's components
-    index = names["blocks/0/gradients/alpha/components/0"] + 1
+    # the buffer of the extra labels goes after the gradient's samples and
+    # components (those sent: equal ones are references)
+    order = list(names)
+    start = order.index("blocks/0/gradients/alpha/values")
+    own = ("blocks/0/gradients/alpha/samples", "blocks/0/gradients/alpha/components/")
+    index = next(names[name] for name in order[start + 1 :] if not name.startswith(own))
     return _load(header, [*buffers[:index], properties, *buffers[index:]])
+
+
+def _gradient_components_differ_from_parent():
+    """The gradient's second component (the parent's, referred to) points
+    to the block's properties instead."""
+    header, buffers, names = _parts()
+    gradient = header["blocks"][0]["gradients"]["positions"]
+    assert isinstance(gradient["components"][1], int), "the parent's component, referred to"
+    gradient["components"][1] = names["blocks/0/properties"]
+    return _load(header, buffers)
+
+
+def _refer(target):
+    """A case whose first block's samples refer to ``target``: a wire name
+    (its buffer index) or a JSON value."""
+
+    def case():
+        header, buffers, names = _parts()
+        index = names.get(target, target) if isinstance(target, str) else target
+        if header["blocks"][0]["samples"] is not None:
+            del buffers[names["blocks/0/samples"]]
+        header["blocks"][0]["samples"] = index
+        return _load(header, buffers)
+
+    return case
+
+
+def _reference_in_version_1():
+    """A version 3 header, with references, read as version 1."""
+    header, buffers, _ = _parts()
+    assert any(isinstance(block["properties"], int) for block in header["blocks"])
+    return _load(header, buffers, version=1)
 
 
 def _as_labels_kind():
@@ -490,12 +542,24 @@ CRAFTED = {
         None,
     ),
     "gradient_components_differ_from_parent": (
-        _edit_buffer("blocks/0/gradients/positions/components/1", lambda b: b[::-1]),
+        _gradient_components_differ_from_parent,
         "blockmap",
         None,
     ),
+    # references to earlier labels (version 3)
+    "labels_reference_to_values": (_refer("blocks/0/values"), "blockmap", "no labels"),
+    "labels_reference_to_later_labels": (
+        _refer("blocks/1/samples"),
+        "blockmap",
+        "no labels described before",
+    ),
+    "labels_reference_beyond_the_buffers": (_refer(10**6), "blockmap", "buffer 1000000"),
+    "labels_reference_negative": (_refer(-1), "blockmap", None),
+    "labels_reference_float": (_refer(1.0), "blockmap", None),
+    "labels_reference_huge": (_refer(2**70), "blockmap", None),
+    "labels_reference_in_version_1": (_reference_in_version_1, "blockmap", "version 3"),
     # format versions
-    "version_3": (_version(3), "blockmap", "version 3"),
+    "version_4": (_version(4), "blockmap", "version 4"),
     "version_x": (_version("x"), "blockmap", None),
     "version_none": (_version(None), "blockmap", None),
     "version_negative": (_version(-1), "blockmap", None),

@@ -5,11 +5,11 @@ proven by addresses both ways (the buffers are the object's memory; the rebuilt
 object views the buffers it is given), read-only propagation, copies for
 protocols < 5 and deepcopy, every kind of buffer a transport delivers, crafted
 input run in a child process, pickles written by an earlier version (in
-tests/data/pickle) and the version 1 wire format written by hand.
+tests/data/pickle) and the version 1 and 3 wire formats written by hand.
 
-Run this file as a script to write tests/data/pickle again (only when the wire
-format gets a new version: the stored files must come from the version they
-name).
+Run this file as a script to write the files of tests/data/pickle that are
+missing (when the wire format gets a new version: the stored files must come
+from the version they name, and are never written again).
 """
 
 import copy
@@ -102,7 +102,7 @@ def _reduce_5(data):
     reconstruct, args = data.__reduce_ex__(5)
     assert reconstruct is _reconstruct
     version, header, *buffers = args
-    assert version == 1
+    assert version == 3
     return header, buffers
 
 
@@ -203,7 +203,7 @@ def test_reduce_ex_protocol_5_layout(rng, kind):
     assert reconstruct is _reconstruct
     assert (reconstruct.__module__, reconstruct.__name__) == ("blockmap._blockmap", "_reconstruct")
     version, header, *buffers = args
-    assert version == 1
+    assert version == 3
     assert isinstance(header, bytes)
     assert json.loads(header)["kind"] == kind
     arrays = wire_arrays(data)
@@ -697,7 +697,7 @@ def test_reconstruct_accepts_every_kind_of_buffer(rng, kind):
     arrays = wire_arrays(tensor)
     make, viewed, read_only = _kind_makers(arrays)[kind]
     given = [make(i, buffer.raw()) for i, buffer in enumerate(buffers)]
-    loaded = _reconstruct(1, header, *given)
+    loaded = _reconstruct(3, header, *given)
     assert_identical(loaded, tensor)
     for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
         alignment = array.dtype.alignment
@@ -727,7 +727,7 @@ def test_misaligned_buffers_are_copied_into_aligned_memory(rng, dtype):
     header, buffers = _reduce_5(tensor)
     for offset in (1, 2, 4, 8):
         given = [_aligned(buffer.raw(), offset=offset) for buffer in buffers]
-        loaded = _reconstruct(1, header, *given)
+        loaded = _reconstruct(3, header, *given)
         assert_identical(loaded, tensor)
         for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
             # numpy's alignment of the element type (complex64: 4, complex128: 8)
@@ -745,7 +745,7 @@ def test_non_contiguous_buffers_are_copied(rng):
     tensor = make_map(rng, info=INFO)
     header, buffers = _reduce_5(tensor)
     given = [_strided(buffer.raw()) for buffer in buffers]
-    loaded = _reconstruct(1, header, *given)
+    loaded = _reconstruct(3, header, *given)
     assert_identical(loaded, tensor)
     for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
         assert not np.shares_memory(array, buffer.base), name
@@ -756,7 +756,7 @@ def test_non_contiguous_buffers_are_copied(rng):
     values = np.asfortranarray(block.values)
     assert not values.flags.c_contiguous
     header, buffers = _reduce_5(block)
-    loaded = _reconstruct(1, header, values, *buffers[1:])
+    loaded = _reconstruct(3, header, values, *buffers[1:])
     assert_identical(loaded, block)
 
 
@@ -857,14 +857,16 @@ def test_crafted_cases_run_in_process_raise_blockmap_errors():
         "too_few_buffers": blockmap.FormatError,
         "values_buffer_longer": blockmap.FormatError,
         "keys_not_unique": blockmap.ValidationError,
-        "version_3": blockmap.FormatError,
+        "version_4": blockmap.FormatError,
+        "labels_reference_to_values": blockmap.FormatError,
+        "labels_reference_in_version_1": blockmap.FormatError,
     }
     for name, error in cases.items():
         case, _, match = CRAFTED[name]
         with pytest.raises(error, match=match):
             case()
-    with pytest.raises(blockmap.FormatError, match="version 3"):
-        _reconstruct(3, b"{}")
+    with pytest.raises(blockmap.FormatError, match="version 4"):
+        _reconstruct(4, b"{}")
     with pytest.raises(blockmap.FormatError, match="integer"):
         _reconstruct("x", b"{}")
     with pytest.raises(blockmap.FormatError, match="header"):
@@ -875,10 +877,10 @@ def test_crafted_cases_run_in_process_raise_blockmap_errors():
 
 def test_crash_in_a_case_is_reported_with_its_name():
     """The runner names the case a crash happened in and goes on with the next."""
-    results = _run_crafted(["too_few_buffers", "self_test_abort", "version_3"])
+    results = _run_crafted(["too_few_buffers", "self_test_abort", "version_4"])
     assert results["too_few_buffers"]["ok"] is False
     assert "SIGABRT" in results["self_test_abort"]["crashed"]
-    assert results["version_3"]["ok"] is False
+    assert results["version_4"]["ok"] is False
 
 
 # ------------------------------------------------- stored pickles (version 1)
@@ -942,12 +944,15 @@ STORED = {
     "block": stored_block,
     "labels": stored_labels,
 }
-# the stored files: (kind, protocol) -> (file name, wire format version)
+# the stored files: (kind, protocol, wire format version) -> file name;
+# version 1 was written before version 3 (references to earlier labels)
 STORED_FILES = {
-    (kind, protocol): (f"v{version}-{kind}-protocol{protocol}.pickle", version)
+    (kind, protocol, version): f"v{version}-{kind}-protocol{protocol}.pickle"
     for kind in STORED
-    for protocol, version in ((5, 1), (4, 0))
+    for protocol, version in ((5, 1), (5, 3), (4, 0))
 }
+# the version each protocol writes now
+CURRENT_VERSIONS = {5: 3, 4: 0}
 
 
 # version 2 (the archive in pieces), written with pieces this small so that
@@ -959,12 +964,15 @@ STORED_PIECES = {kind: f"v2-{kind}-protocol4.pickle" for kind in ("tensor", "blo
 def write_stored_pickles():
     """Write tests/data/pickle (protocol 5 in-band and protocol 4)."""
     DATA.mkdir(parents=True, exist_ok=True)
-    for (kind, protocol), (name, _) in STORED_FILES.items():
-        (DATA / name).write_bytes(pickle.dumps(STORED[kind](), protocol=protocol))
+    # the files of a version are never written again: they pin it
+    for (kind, protocol, version), name in STORED_FILES.items():
+        if CURRENT_VERSIONS[protocol] == version and not (DATA / name).exists():
+            (DATA / name).write_bytes(pickle.dumps(STORED[kind](), protocol=protocol))
     previous = _set_pickle_piece_size(STORED_PIECE_SIZE)
     try:
         for kind, name in STORED_PIECES.items():
-            (DATA / name).write_bytes(pickle.dumps(STORED[kind](), protocol=4))
+            if not (DATA / name).exists():
+                (DATA / name).write_bytes(pickle.dumps(STORED[kind](), protocol=4))
     finally:
         _set_pickle_piece_size(previous)
 
@@ -990,9 +998,9 @@ class _RecordingUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(f"unexpected global {module}.{name}")
 
 
-@pytest.mark.parametrize("kind, protocol", list(STORED_FILES))
-def test_stored_pickles_still_load(kind, protocol):
-    name, version = STORED_FILES[(kind, protocol)]
+@pytest.mark.parametrize("kind, protocol, version", list(STORED_FILES))
+def test_stored_pickles_still_load(kind, protocol, version):
+    name = STORED_FILES[(kind, protocol, version)]
     data = (DATA / name).read_bytes()
     assert data[:2] == bytes([0x80, protocol])
     expected = STORED[kind]()
@@ -1003,9 +1011,12 @@ def test_stored_pickles_still_load(kind, protocol):
     assert len(unpickler.calls) == 1
     (call,) = unpickler.calls
     assert call[0] == version
-    if version == 1:
+    if version in (1, 3):
         assert json.loads(call[1])["kind"] == kind
-        assert len(call) == 2 + len(wire_arrays(expected))
+        assert len(call) == 2 + len(wire_arrays(expected, refer=version == 3))
+        if version == 3 and kind != "labels":
+            # equal labels referred to: fewer buffers than version 1
+            assert len(call) < 2 + len(wire_arrays(expected, refer=False))
     else:
         assert call[1] == kind
         assert len(call) == 3
@@ -1122,12 +1133,57 @@ def _literal_tensor_expected():
 
 def test_version_1_wire_format_by_hand():
     loaded = _reconstruct(1, LITERAL_TENSOR_HEADER, *_literal_tensor_buffers())
+    assert_identical(loaded, _literal_tensor_expected())
+    # the same header, read as version 3 (which may refer, and need not)
+    loaded = _reconstruct(3, LITERAL_TENSOR_HEADER, *_literal_tensor_buffers())
+    assert_identical(loaded, _literal_tensor_expected())
+
+
+# The map of LITERAL_TENSOR_HEADER in version 3: labels equal to labels
+# before them (up to 4 KiB) are the index of the first one's buffer, and
+# have no buffer of their own.
+LITERAL_TENSOR_HEADER_V3 = b"""{
+  "kind": "tensor",
+  "keys": {"names": ["k"], "count": 2, "dtype": "<i4"},
+  "blocks": [
+    {"dtype": "<f8", "shape": [2, 3, 1],
+     "samples": {"names": ["structure"], "count": 2, "dtype": "<i4"},
+     "components": [{"names": ["xyz"], "count": 3, "dtype": "<i4"}],
+     "properties": {"names": ["p"], "count": 1, "dtype": "<i4"},
+     "gradients": {
+       "positions": {"dtype": "<f8", "shape": [1, 3, 1],
+                     "samples": {"names": ["sample", "atom"], "count": 1, "dtype": "<i4"},
+                     "components": [3]}}},
+    {"dtype": "<f8", "shape": [1, 3, 1],
+     "samples": {"names": ["structure"], "count": 1, "dtype": "<i4"},
+     "components": [3],
+     "properties": 4,
+     "gradients": {
+       "positions": {"dtype": "<f8", "shape": [0, 3, 1],
+                     "samples": {"names": ["sample", "atom"], "count": 0, "dtype": "<i4"},
+                     "components": [3]}}}
+  ],
+  "info": {"origin": "by hand"}
+}"""
+
+
+def test_version_3_wire_format_by_hand():
+    buffers = _literal_tensor_buffers()
+    # no buffer for the labels referred to: the gradients' and block 1's
+    # components, block 1's properties
+    del buffers[14], buffers[11], buffers[10], buffers[7]
     expected = _literal_tensor_expected()
+    loaded = _reconstruct(3, LITERAL_TENSOR_HEADER_V3, *buffers)
     assert_identical(loaded, expected)
+    # equal labels are received once, shared
+    assert loaded.block(1).properties == loaded.block(0).properties
     # and what this version writes is that header
-    header, buffers = _reduce_5(expected)
-    assert json.loads(header) == json.loads(LITERAL_TENSOR_HEADER)
-    assert [bytes(b.raw()) for b in buffers] == _literal_tensor_buffers()
+    header, written = _reduce_5(expected)
+    assert json.loads(header) == json.loads(LITERAL_TENSOR_HEADER_V3)
+    assert [bytes(b.raw()) for b in written] == buffers
+    # version 1 has no references
+    with pytest.raises(blockmap.FormatError, match="version 3"):
+        _reconstruct(1, LITERAL_TENSOR_HEADER_V3, *buffers)
 
 
 def test_version_1_block_and_labels_by_hand():

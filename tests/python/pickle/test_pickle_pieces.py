@@ -212,5 +212,5 @@ def test_crafted_version_2_arguments(rng, small_pieces):
         _reconstruct(2, "labels", *pieces)
     with pytest.raises(TypeError):
         _reconstruct(2, kind, *pieces[:-1], 3)
-    with pytest.raises(blockmap.FormatError, match="version 3"):
-        _reconstruct(3, kind, *pieces)
+    with pytest.raises(blockmap.FormatError, match="version 4"):
+        _reconstruct(4, kind, *pieces)
