@@ -690,3 +690,72 @@ mod tests {
         assert_eq!(zero_dims.count(), 0);
     }
 }
+
+#[cfg(test)]
+mod increasing_tests {
+    use super::is_strictly_increasing;
+
+    /// The plain definition: each row lexicographically above the one before.
+    fn reference(raw: &[i32], size: usize) -> bool {
+        raw.chunks_exact(size)
+            .zip(raw.chunks_exact(size).skip(1))
+            .all(|(previous, row)| previous < row)
+    }
+
+    #[test]
+    fn the_fast_checks_agree_with_the_definition_at_the_edges() {
+        const EDGES: [i32; 7] = [i32::MIN, i32::MIN + 1, -1, 0, 1, i32::MAX - 1, i32::MAX];
+        // every pair of two-value rows made of edge values
+        let rows: Vec<[i32; 2]> = EDGES
+            .iter()
+            .flat_map(|&a| EDGES.iter().map(move |&b| [a, b]))
+            .collect();
+        for first in &rows {
+            for second in &rows {
+                let raw = [first[0], first[1], second[0], second[1]];
+                assert_eq!(
+                    is_strictly_increasing(&raw, 2, 2),
+                    reference(&raw, 2),
+                    "{raw:?}"
+                );
+                let single = [first[0], second[0]];
+                assert_eq!(is_strictly_increasing(&single, 1, 2), reference(&single, 1));
+            }
+        }
+    }
+
+    #[test]
+    fn a_single_step_down_is_found_wherever_it_is() {
+        // long sorted labels (several runs of the fast check), with one row
+        // made equal to or below the one before, at every position
+        const COUNT: usize = 700;
+        for size in [1usize, 2, 3] {
+            // rows [i / 3, i % 3 * 5 + 1, ...] (or [i] alone): sorted, with
+            // repeated first values
+            let sorted: Vec<i32> = (0..700i32)
+                .flat_map(|i| {
+                    (1..=3i32).take(size).map(move |k| match (k, size) {
+                        (1, 1) => i,
+                        (1, _) => i / 3,
+                        _ => i % 3 * 5 + k,
+                    })
+                })
+                .collect();
+            assert!(is_strictly_increasing(&sorted, size, COUNT));
+            for at in 1..COUNT {
+                for delta in [0, 1] {
+                    let mut raw = sorted.clone();
+                    let (before, row) = raw.split_at_mut(at * size);
+                    row[..size].copy_from_slice(&before[(at - 1) * size..]);
+                    row[size - 1] -= delta;
+                    assert!(
+                        !is_strictly_increasing(&raw, size, COUNT),
+                        "size {size}, row {at}, delta {delta}"
+                    );
+                }
+            }
+        }
+        assert!(is_strictly_increasing(&[], 2, 0));
+        assert!(is_strictly_increasing(&[5, 5], 2, 1));
+    }
+}
