@@ -61,8 +61,12 @@ _File: TypeAlias = str | os.PathLike[str] | IO[bytes]
 _Data: TypeAlias = TensorMap | TensorBlock | Labels
 _Arrays: TypeAlias = Literal["numpy", "torch"]
 
-def save(file: _File, data: _Data, use_numpy: object = False) -> None:
-    """Save a TensorMap, TensorBlock or Labels to a path or binary file object."""
+def save(file: _File, data: _Data, use_numpy: object = False, *, durable: bool = True) -> None:
+    """Save a TensorMap, TensorBlock or Labels to a path or binary file object.
+
+    Atomic for a path; with ``durable`` (the default), synced to the disk before
+    returning.
+    """
 
 def save_buffer(data: _Data, use_numpy: object = False) -> memoryview:
     """The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns."""
@@ -334,7 +338,7 @@ class Labels:
         """The same object as metatensor-torch's."""
     def to_metatensor(self) -> Any:
         """metatensor-core's Labels with the same entries."""
-    def save(self, file: _File) -> None:
+    def save(self, file: _File, *, durable: bool = True) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
     def load(file: _File) -> Labels:
@@ -418,7 +422,7 @@ class TensorBlock:
     def _arrays(self) -> _Arrays: ...
     def to_metatensor(self) -> Any:
         """metatensor-core's object with the same data (arrays shared)."""
-    def save(self, file: _File, use_numpy: object = False) -> None:
+    def save(self, file: _File, use_numpy: object = False, *, durable: bool = True) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
     def load(
@@ -535,7 +539,7 @@ class TensorMap:
     def _pickles_as_reference(self) -> bool: ...
     def to_metatensor(self) -> Any:
         """metatensor-core's object with the same data (arrays shared)."""
-    def save(self, file: _File, use_numpy: object = False) -> None:
+    def save(self, file: _File, use_numpy: object = False, *, durable: bool = True) -> None:
         """Save to a path or binary file object (see :func:`blockmap.save`)."""
     @staticmethod
     def load(

@@ -530,7 +530,7 @@ impl Writer {
             size: json.len() as u64,
             offset: 0,
         }];
-        let file = temporary.replace_keeping(&target)?;
+        let file = temporary.replace_keeping(&target, true)?;
         let mut writer = Writer {
             path: path.to_path_buf(),
             file: Some(file),

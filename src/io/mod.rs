@@ -18,6 +18,7 @@
 mod cached;
 pub mod npy;
 mod pieces;
+mod pipeline;
 mod read;
 pub mod readable;
 pub(crate) mod replace;
@@ -95,26 +96,37 @@ pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
     Buffer::from(bytes).slice(0, written)
 }
 
+/// Archives at least this large are written through a writer thread (see
+/// `pipeline.rs`); below, starting the thread costs more than it saves.
+const PIPELINED_FROM: usize = 8 << 20;
+
 /// Save `data` to `path`, atomically, keeping what the user had: the data
 /// goes to a temporary file beside the file `path` names (following
-/// symlinks), synced and renamed over it once complete, with its mode and
-/// owner; on failure nothing is left behind and the file is untouched (see
-/// `replace.rs` for the whole contract).
-pub fn save_path(path: &Path, data: DataRef<'_>) -> Result<()> {
+/// symlinks), renamed over it once complete, with its mode and owner; on
+/// failure nothing is left behind and the file is untouched (see
+/// `replace.rs` for the whole contract). With `durable`, the data and the
+/// rename are synced to the disk before this returns, so that the save
+/// survives a crash of the system too, not only of the process.
+pub fn save_path(path: &Path, data: DataRef<'_>, durable: bool) -> Result<()> {
     readable::check(data)?;
     let target = replace::resolve(path)?;
     let shown = path.display();
     let mut temporary = replace::Temporary::beside(&target)?;
-    // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
-    let writer = write(
-        BufWriter::with_capacity(write::SNAPSHOT_PIECE, temporary.file()?),
-        data,
-        None,
-    )?;
-    writer
-        .into_inner()
-        .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))?;
-    temporary.replace(&target)
+    if save_size_bound(data) >= PIPELINED_FROM {
+        let file: &File = temporary.file()?;
+        pipeline::with_pipeline(file, durable, |writer| write(writer, data, None).map(drop))?;
+    } else {
+        // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
+        let writer = write(
+            BufWriter::with_capacity(write::SNAPSHOT_PIECE, temporary.file()?),
+            data,
+            None,
+        )?;
+        writer
+            .into_inner()
+            .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))?;
+    }
+    temporary.replace(&target, durable)
 }
 
 fn from_source(source: &mut impl read::Source, kind: Kind, keys: Option<&Labels>) -> Result<Data> {

@@ -13,7 +13,9 @@
 //!   supported it is named `.bm-<16 random hex digits>.tmp`, a name short
 //!   enough beside any valid name, retried when it exists;
 //! - the file's data is synced (`fdatasync`) before the rename and the
-//!   directory (`fsync`) after it, so a completed save survives a crash;
+//!   directory (`fsync`) after it, so a completed save survives a crash
+//!   (a save asked not to be durable skips both syncs: it still survives
+//!   the process being killed at any moment, not a crash of the system);
 //! - on failure the temporary file is removed and the target is untouched;
 //!   nothing is ever printed.
 
@@ -104,21 +106,24 @@ impl Temporary {
     }
 
     /// Sync the data, give it the mode (and owner) of `target` when it
-    /// exists, put it in place of `target` and sync the directory.
-    pub(crate) fn replace(self, target: &Path) -> Result<()> {
-        self.replace_keeping(target).map(drop)
+    /// exists, put it in place of `target` and sync the directory; without
+    /// `durable`, the same without the two syncs.
+    pub(crate) fn replace(self, target: &Path, durable: bool) -> Result<()> {
+        self.replace_keeping(target, durable).map(drop)
     }
 
     /// [`Temporary::replace`], giving back the file (open for writing,
     /// now at `target`).
-    pub(crate) fn replace_keeping(mut self, target: &Path) -> Result<File> {
+    pub(crate) fn replace_keeping(mut self, target: &Path, durable: bool) -> Result<File> {
         let shown = target.display();
         let error = |e| Error::io(format!("cannot write '{shown}'"), e);
         let file = self
             .file
             .as_ref()
             .ok_or_else(|| Error::internal("the temporary file was already given back"))?;
-        file.sync_data().map_err(error)?;
+        if durable {
+            file.sync_data().map_err(error)?;
+        }
         keep_mode_and_owner(file, target).map_err(error)?;
         match self.name.take() {
             Some(name) => {
@@ -134,8 +139,10 @@ impl Temporary {
             .take()
             .ok_or_else(|| Error::internal("the temporary file was already given back"))?;
         // the rename is durable once the directory is
-        if let Ok(directory) = File::open(&self.directory) {
-            directory.sync_all().map_err(error)?;
+        if durable {
+            if let Ok(directory) = File::open(&self.directory) {
+                directory.sync_all().map_err(error)?;
+            }
         }
         Ok(file)
     }
@@ -305,7 +312,7 @@ mod tests {
             .unwrap()
             .write_all(text.as_bytes())
             .unwrap();
-        temporary.replace(target).unwrap();
+        temporary.replace(target, true).unwrap();
     }
 
     #[test]

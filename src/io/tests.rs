@@ -142,7 +142,7 @@ fn paths_mapped_and_atomic() {
     let dir = temporary_dir("paths");
     let path = dir.join("map.mts");
     let map = tensor(DType::F8);
-    save_path(&path, DataRef::Tensor(&map)).unwrap();
+    save_path(&path, DataRef::Tensor(&map), true).unwrap();
 
     let Data::Tensor(read) = load_path(&path, Kind::Tensor, None).unwrap() else {
         panic!()
@@ -180,6 +180,7 @@ fn paths_mapped_and_atomic() {
     save_path(
         &path,
         DataRef::Tensor(&TensorMap::new(Labels::single(), vec![block(DType::F8)]).unwrap()),
+        true,
     )
     .unwrap();
     assert_eq!(mapped, other);
@@ -188,7 +189,7 @@ fn paths_mapped_and_atomic() {
     // a failed save leaves nothing behind
     let missing_dir = dir.join("missing").join("map.mts");
     assert!(matches!(
-        save_path(&missing_dir, DataRef::Tensor(&map)),
+        save_path(&missing_dir, DataRef::Tensor(&map), true),
         Err(Error::Io { .. })
     ));
     let leftovers: Vec<_> = std::fs::read_dir(&dir)

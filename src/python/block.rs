@@ -289,10 +289,16 @@ impl PyTensorBlock {
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
-    #[pyo3(signature = (file, use_numpy = UseNumpy), text_signature = "($self, file, use_numpy=False)")]
-    fn save(&self, py: Python<'_>, file: FileArg<'_>, use_numpy: UseNumpy) -> PyResult<()> {
+    #[pyo3(signature = (file, use_numpy = UseNumpy, *, durable = true), text_signature = "($self, file, use_numpy=False, *, durable=True)")]
+    fn save(
+        &self,
+        py: Python<'_>,
+        file: FileArg<'_>,
+        use_numpy: UseNumpy,
+        durable: bool,
+    ) -> PyResult<()> {
         let _ = use_numpy;
-        super::io::save(py, file, DataRef::Block(&self.block()))
+        super::io::save(py, file, DataRef::Block(&self.block()), durable)
     }
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).

@@ -19,11 +19,11 @@ use crate::labels::Labels;
 /// Save `data` to `file`: a path (`.mts` appended when missing), written
 /// atomically with the GIL released; a seekable file object, streamed in
 /// chunks; or a file object that cannot seek, given the archive at once.
-pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>) -> PyResult<()> {
+pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>, durable: bool) -> PyResult<()> {
     match file {
         FileArg::Path(path) => {
             let path = with_mts_extension(py, path)?;
-            detached(py, || io::save_path(&path, data))
+            detached(py, || io::save_path(&path, data, durable))
         }
         FileArg::File(file) => {
             if file.call_method0("seekable").and_then(|s| s.is_truthy())? {
@@ -107,17 +107,28 @@ pub fn keys_arg<'a>(keys: Option<&'a Bound<'_, PyLabels>>) -> Option<&'a Labels>
 /// released. A seekable file object receives the archive in chunks of at most
 /// 8 MB; a file object that cannot seek receives the archive built in memory.
 ///
+/// A save to a path is atomic: readers see the old file or the new one, and a
+/// process killed at any moment leaves the old file. With ``durable=True``
+/// (the default) the data and the rename also reach the disk before
+/// ``save`` returns (``fdatasync``, then ``fsync`` of the directory), so the
+/// saved file survives a crash of the system or a power cut too.
+/// ``durable=False`` skips those two syncs, as ``numpy.save``,
+/// ``torch.save`` and safetensors do: for files that can be made again
+/// (caches, scratch files), it returns once the kernel holds the data. A
+/// file object is written as it is; syncing it is its owner's choice.
+///
 /// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap has
 /// one implementation, and its arrays are numpy arrays either way.
-#[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy), text_signature = "(file, data, use_numpy=False)")]
+#[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy, *, durable = true), text_signature = "(file, data, use_numpy=False, *, durable=True)")]
 fn py_save(
     py: Python<'_>,
     file: FileArg<'_>,
     data: &Bound<'_, PyAny>,
     use_numpy: UseNumpy,
+    durable: bool,
 ) -> PyResult<()> {
     let _ = use_numpy;
-    save(py, file, held_from_python(data)?.as_ref())
+    save(py, file, held_from_python(data)?.as_ref(), durable)
 }
 
 /// The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns.

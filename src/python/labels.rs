@@ -484,8 +484,9 @@ impl PyLabels {
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
-    fn save(&self, py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
-        super::io::save(py, file, DataRef::Labels(&self.labels))
+    #[pyo3(signature = (file, *, durable = true), text_signature = "($self, file, *, durable=True)")]
+    fn save(&self, py: Python<'_>, file: FileArg<'_>, durable: bool) -> PyResult<()> {
+        super::io::save(py, file, DataRef::Labels(&self.labels), durable)
     }
 
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).

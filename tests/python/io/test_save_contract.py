@@ -6,6 +6,7 @@ blockmap never prints."""
 
 import io
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -188,6 +189,83 @@ def test_the_data_reaches_storage_before_save_returns(tmp_path, rng):
     assert written >= os.path.getsize(tmp_path / "data.mts"), written
 
 
+SYNCS_OF_A_SAVE = """
+import sys, numpy as np, blockmap
+from helpers.io_cases import make_map
+tensor = make_map(np.random.default_rng(2), n_samples=SIZES, n_properties=40)
+print("start", flush=True)
+blockmap.save(sys.argv[1], tensor, durable=sys.argv[2] == "durable")
+print("end", flush=True)
+"""
+
+
+def _syncs_of_a_save(tmp_path, durable, sizes):
+    """The sync system calls one save makes (traced by strace)."""
+    code = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n" + textwrap.dedent(
+        SYNCS_OF_A_SAVE
+    ).replace("SIZES", repr(sizes))
+    log = tmp_path / "trace.log"
+    result = subprocess.run(
+        [
+            "strace", "-f", "-qq", "-o", str(log),
+            "-e", "trace=fsync,fdatasync,sync_file_range,write",
+            sys.executable, "-c", code, str(tmp_path / "data.mts"),
+            "durable" if durable else "fast",
+        ],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    lines = log.read_text().splitlines()
+    # the calls between the script's two prints
+    first = next(i for i, line in enumerate(lines) if 'write(1, "start' in line)
+    last = next(i for i, line in enumerate(lines) if 'write(1, "end' in line)
+    calls = [line.split("(")[0].split()[-1] for line in lines[first + 1 : last]]
+    return [call for call in calls if "sync" in call]
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+@pytest.mark.parametrize("sizes", [(5, 7), (400, 500)], ids=["small", "pipelined"])
+def test_a_durable_save_syncs_and_a_fast_one_does_not(tmp_path, sizes):
+    durable = _syncs_of_a_save(tmp_path, True, sizes)
+    assert durable.count("fdatasync") == 1, durable
+    assert "fsync" in durable, "the directory is synced after the rename"
+    assert durable.index("fdatasync") < durable.index("fsync")
+    if sizes[0] > 100:
+        # a large save hands its data to writeback as it goes
+        assert "sync_file_range" in durable, durable
+    assert _syncs_of_a_save(tmp_path, False, sizes) == []
+
+
+@pytest.mark.parametrize("sizes", [(5, 7), (400, 500)], ids=["small", "pipelined"])
+def test_a_save_that_is_not_durable_keeps_the_rest_of_the_contract(tmp_path, rng, sizes):
+    tensor = make_map(rng, n_samples=sizes, n_properties=40)
+    real = tmp_path / "real.mts"
+    blockmap.save(real, _other(rng), durable=False)
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.mts"
+    link.symlink_to("real.mts")
+    blockmap.save(link, tensor, durable=False)
+    assert link.is_symlink()
+    assert stat.S_IMODE(os.stat(real).st_mode) == 0o640
+    assert sorted(os.listdir(tmp_path)) == ["link.mts", "real.mts"]
+    blockmap.verify(real)
+    assert_identical(blockmap.load(real), tensor)
+    # the methods take it too
+    tensor.save(tmp_path / "method.mts", durable=False)
+    tensor.block(0).save(tmp_path / "block.mts", durable=False)
+    tensor.keys.save(tmp_path / "keys.mts", durable=False)
+    assert_identical(blockmap.load(tmp_path / "method.mts"), tensor)
+    assert blockmap.load_labels(tmp_path / "keys.mts") == tensor.keys
+
+
+def test_durable_takes_a_bool_by_keyword_only(tmp_path, tensor):
+    with pytest.raises(TypeError):
+        blockmap.save(tmp_path / "x.mts", tensor, durable="no")
+    with pytest.raises(TypeError):
+        blockmap.save(tmp_path / "x.mts", tensor, False, False)
+    assert os.listdir(tmp_path) == []
+
+
 # ------------------------------------------------------------ failures
 
 
@@ -234,8 +312,9 @@ import os, resource, signal, sys
 import blockmap
 from helpers.io_cases import make_map
 import numpy as np
-directory = sys.argv[1]
-tensor = make_map(np.random.default_rng(3), n_samples=(300, 500), n_properties=40)
+directory, sizes, step, durable = sys.argv[1], eval(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+durable = durable == "durable"
+tensor = make_map(np.random.default_rng(3), n_samples=sizes, n_properties=40)
 path = os.path.join(directory, "data.mts")
 blockmap.save(path, tensor)
 size = os.path.getsize(path)
@@ -243,11 +322,11 @@ with open(path, "rb") as f:
     before = f.read()
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 outcomes = set()
-for limit in list(range(0, 4096, 97)) + list(range(4096, size + 4096, 4093)):
+for limit in list(range(0, 4096, 97)) + list(range(4096, size + step, step)):
     resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.RLIM_INFINITY))
     try:
-        blockmap.save(path, make_map(np.random.default_rng(limit), n_samples=(300, 500),
-                                     n_properties=40))
+        blockmap.save(path, make_map(np.random.default_rng(limit), n_samples=sizes,
+                                     n_properties=40), durable=durable)
         outcomes.add("saved")
     except blockmap.BlockMapIOError:
         outcomes.add("BlockMapIOError")
@@ -262,12 +341,20 @@ print(sorted(outcomes))
 """
 
 
-def test_every_failing_write_of_a_path_leaves_old_content_nothing_else_and_no_output(tmp_path):
+@pytest.mark.parametrize(
+    ("sizes", "step", "durable"),
+    [((300, 500), 4093, "durable"), ((400, 500), 1_048_573, "durable"),
+     ((400, 500), 1_572_869, "fast")],
+    ids=["small", "pipelined", "pipelined-not-durable"],
+)  # fmt: skip
+def test_every_failing_write_of_a_path_leaves_old_content_nothing_else_and_no_output(
+    tmp_path, sizes, step, durable
+):
     code = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n" + textwrap.dedent(
         FAILING_PATH_SAVES
     )
     result = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)],
+        [sys.executable, "-c", code, str(tmp_path), repr(sizes), str(step), durable],
         capture_output=True,
         text=True,
         timeout=600,

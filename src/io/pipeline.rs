@@ -1,0 +1,347 @@
+//! Writing a file on a second thread while the archive is being made.
+//!
+//! A save does two things per piece of array data: copy it aside and
+//! checksum it (the snapshot of `write.rs`), then hand it to the kernel
+//! (`write`, which copies it into the page cache). Done one after the other
+//! they add up; [`Pipelined`] overlaps them: the thread making the archive
+//! fills chunks, a writer thread writes each chunk at its offset
+//! (`pwrite`), and a save of W costs about what the kernel's part costs
+//! alone (safetensors' `save_file` is nothing but that part).
+//!
+//! With `write_behind`, the writer thread also starts the writeback of what
+//! it wrote, run by run, without waiting for it (Linux `sync_file_range`
+//! with `SYNC_FILE_RANGE_WRITE`): the disk writes the start of the file
+//! while the rest is being made, so the `fdatasync` that makes a durable
+//! save durable waits for the last run only, not the whole file. That
+//! changes no guarantee: the `fdatasync` still comes before the rename.
+
+use std::fs::File;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+
+/// The writer thread gets the data in chunks of this size.
+pub(crate) const CHUNK: usize = 1 << 20;
+
+/// Chunks waiting for the writer thread at most (the memory in flight is
+/// `CHUNK` times this plus two: the one being filled and the one being
+/// written).
+const QUEUED: usize = 2;
+
+/// Written data is handed to writeback in runs of this many bytes.
+const WRITE_BEHIND: u64 = 8 << 20;
+
+/// A chunk of data and the file offset it goes to.
+struct Chunk {
+    offset: u64,
+    bytes: Vec<u8>,
+}
+
+/// The first error of the writer thread, kept for the archive's thread.
+type Failure = Arc<Mutex<Option<std::io::Error>>>;
+
+/// A `Write + Seek` over a file whose writes happen on a writer thread (see
+/// the module docs). Made by [`with_pipeline`], which runs that thread.
+pub(crate) struct Pipelined {
+    sender: Option<SyncSender<Chunk>>,
+    /// chunks the writer thread is done with, to fill again
+    free: Receiver<Vec<u8>>,
+    failure: Failure,
+    current: Chunk,
+    position: u64,
+    /// the end of the furthest write
+    len: u64,
+}
+
+impl Pipelined {
+    fn failed(&self) -> Option<std::io::Error> {
+        let failure = self.failure.lock().ok()?;
+        failure.as_ref().map(copy_error)
+    }
+
+    /// Send the chunk being filled to the writer thread (if it holds
+    /// anything), and start a new one at `position`.
+    fn send(&mut self) -> std::io::Result<()> {
+        if let Some(error) = self.failed() {
+            return Err(error);
+        }
+        if !self.current.bytes.is_empty() {
+            let mut bytes = if let Ok(bytes) = self.free.try_recv() {
+                bytes
+            } else {
+                let mut bytes = Vec::new();
+                bytes
+                    .try_reserve_exact(CHUNK)
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+                bytes
+            };
+            bytes.clear();
+            let full = std::mem::replace(&mut self.current.bytes, bytes);
+            let chunk = Chunk {
+                offset: self.current.offset,
+                bytes: full,
+            };
+            let sender = self.sender.as_ref().ok_or_else(stopped)?;
+            sender
+                .send(chunk)
+                .map_err(|_| self.failed().unwrap_or_else(stopped))?;
+        }
+        self.current.offset = self.position;
+        Ok(())
+    }
+
+    /// Send what is left and stop the writer thread (it then ends once it
+    /// wrote everything).
+    fn finish(&mut self) -> std::io::Result<()> {
+        let sent = self.send();
+        self.sender = None;
+        sent
+    }
+}
+
+/// The same error (an `io::Error` is not `Clone`): its OS error code when
+/// it has one, which Python's `OSError.errno` shows.
+fn copy_error(error: &std::io::Error) -> std::io::Error {
+    match error.raw_os_error() {
+        Some(code) => std::io::Error::from_raw_os_error(code),
+        None => std::io::Error::new(error.kind(), error.to_string()),
+    }
+}
+
+fn stopped() -> std::io::Error {
+    std::io::Error::other("the writer thread stopped")
+}
+
+impl Write for Pipelined {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if self.position != self.current.offset + self.current.bytes.len() as u64
+            || self.current.bytes.len() == CHUNK
+        {
+            self.send()?;
+        }
+        let room = CHUNK - self.current.bytes.len();
+        let n = data.len().min(room);
+        if self.current.bytes.capacity() < CHUNK {
+            self.current
+                .bytes
+                .try_reserve_exact(CHUNK - self.current.bytes.len())
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        }
+        self.current.bytes.extend_from_slice(&data[..n]);
+        self.position += n as u64;
+        self.len = self.len.max(self.position);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+impl Seek for Pipelined {
+    fn seek(&mut self, from: SeekFrom) -> std::io::Result<u64> {
+        let target = match from {
+            SeekFrom::Start(offset) => Some(offset),
+            SeekFrom::Current(offset) => self.position.checked_add_signed(offset),
+            SeekFrom::End(offset) => self.len.checked_add_signed(offset),
+        };
+        self.position = target
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "invalid seek"))?;
+        Ok(self.position)
+    }
+}
+
+/// The writer thread: write each chunk at its offset, give it back; after
+/// an error, keep it and write nothing more.
+fn write_chunks(
+    file: &File,
+    chunks: Receiver<Chunk>,
+    free: &SyncSender<Vec<u8>>,
+    failure: &Failure,
+    write_behind: bool,
+) {
+    let (mut started, mut end) = (0u64, 0u64);
+    let mut failed = false;
+    for chunk in chunks {
+        if !failed {
+            match file.write_all_at(&chunk.bytes, chunk.offset) {
+                Ok(()) => {
+                    end = end.max(chunk.offset + chunk.bytes.len() as u64);
+                    if write_behind && end.saturating_sub(started) >= WRITE_BEHIND {
+                        start_writeback(file, started, end);
+                        started = end;
+                    }
+                }
+                Err(error) => {
+                    failed = true;
+                    if let Ok(mut failure) = failure.lock() {
+                        *failure = Some(error);
+                    }
+                }
+            }
+        }
+        // the archive's thread may have stopped taking chunks back
+        let _ = free.try_send(chunk.bytes);
+    }
+}
+
+/// Start writing out `start..end` of `file` (best effort: an error here is
+/// the `fdatasync`'s to report).
+fn start_writeback(file: &File, start: u64, end: u64) {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let (Ok(offset), Ok(len)) = (i64::try_from(start), i64::try_from(end - start)) else {
+            return;
+        };
+        // SAFETY: the descriptor is that of `file`, open for the whole
+        // call; `sync_file_range` reads and writes no memory of ours.
+        unsafe {
+            libc::sync_file_range(file.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE)
+        };
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, start, end);
+}
+
+/// Run `produce` with a [`Pipelined`] writer over `file` (from its offset 0),
+/// its writes done on a writer thread; returns once every write is done,
+/// with the first error of either.
+pub(crate) fn with_pipeline<T>(
+    file: &File,
+    write_behind: bool,
+    produce: impl FnOnce(&mut Pipelined) -> crate::error::Result<T>,
+) -> crate::error::Result<T> {
+    let (sender, chunks) = sync_channel(QUEUED);
+    let (give_back, free) = sync_channel(QUEUED + 2);
+    let failure: Failure = Arc::default();
+    let mut writer = Pipelined {
+        sender: Some(sender),
+        free,
+        failure: Arc::clone(&failure),
+        current: Chunk {
+            offset: 0,
+            bytes: Vec::new(),
+        },
+        position: 0,
+        len: 0,
+    };
+    let result = std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("blockmap-writer".into())
+            .spawn_scoped(scope, || {
+                write_chunks(file, chunks, &give_back, &failure, write_behind);
+            })
+            .map_err(|e| crate::error::Error::io("starting the writer thread", e))?;
+        let produced = produce(&mut writer).and_then(|value| {
+            writer
+                .finish()
+                .map_err(|e| crate::error::Error::io("writing the archive", e))?;
+            Ok(value)
+        });
+        // on error too: the writer thread ends once the sender is gone
+        writer.sender = None;
+        thread
+            .join()
+            .map_err(|_| crate::error::Error::internal("the writer thread panicked"))?;
+        produced
+    })?;
+    if let Some(error) = writer.failed() {
+        return Err(crate::error::Error::io("writing the archive", error));
+    }
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn scratch_file(name: &str) -> (std::path::PathBuf, File) {
+        let dir = std::env::temp_dir().join(format!("blockmap-pipeline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        (path, file)
+    }
+
+    #[test]
+    fn writes_and_seeks_land_where_a_plain_file_puts_them() {
+        let (path, file) = scratch_file("same");
+        let (plain_path, mut plain) = scratch_file("plain");
+        let big: Vec<u8> = (0..3 * CHUNK + 123)
+            .map(|i| u8::try_from(i % 251).unwrap())
+            .collect();
+        let steps = |w: &mut dyn WriteSeek| -> std::io::Result<()> {
+            w.write_all(b"header..")?;
+            w.write_all(&big)?;
+            let end = w.stream_position()?;
+            w.seek(SeekFrom::Start(2))?;
+            w.write_all(b"XY")?;
+            w.seek(SeekFrom::End(0))?;
+            assert_eq!(w.stream_position()?, end);
+            w.write_all(b"tail")?;
+            w.seek(SeekFrom::Current(-2))?;
+            w.write_all(b"!")?;
+            Ok(())
+        };
+        with_pipeline(&file, true, |w| {
+            steps(w).map_err(|e| crate::error::Error::io("test", e))
+        })
+        .unwrap();
+        steps(&mut plain).unwrap();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        File::open(&path).unwrap().read_to_end(&mut a).unwrap();
+        File::open(&plain_path)
+            .unwrap()
+            .read_to_end(&mut b)
+            .unwrap();
+        assert_eq!(a.len(), b.len());
+        assert!(a == b, "the pipelined file differs from the plain one");
+        std::fs::remove_file(path).unwrap();
+        std::fs::remove_file(plain_path).unwrap();
+    }
+
+    trait WriteSeek: Write + Seek {}
+    impl<T: Write + Seek> WriteSeek for T {}
+
+    #[test]
+    fn a_failed_write_is_the_result() {
+        // a file opened for reading only: every pwrite fails
+        let (path, _) = scratch_file("readonly");
+        let file = File::open(&path).unwrap();
+        let result = with_pipeline(&file, false, |w| {
+            for _ in 0..8 {
+                if let Err(e) = w.write_all(&vec![1u8; CHUNK]) {
+                    return Err(crate::error::Error::io("test", e));
+                }
+            }
+            Ok(())
+        });
+        match result {
+            Err(crate::error::Error::Io { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::EBADF), "{source}");
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn an_error_of_the_maker_stops_the_thread_and_is_returned() {
+        let (path, file) = scratch_file("maker");
+        let result: crate::error::Result<()> = with_pipeline(&file, false, |w| {
+            w.write_all(&[7u8; 100]).unwrap();
+            Err(crate::error::Error::invalid("stop here"))
+        });
+        assert!(result.unwrap_err().to_string().contains("stop here"));
+        std::fs::remove_file(path).unwrap();
+    }
+}
