@@ -67,14 +67,9 @@ impl Pipelined {
             return Err(error);
         }
         if !self.current.bytes.is_empty() {
-            let mut bytes = if let Ok(bytes) = self.free.try_recv() {
-                bytes
-            } else {
-                let mut bytes = Vec::new();
-                bytes
-                    .try_reserve_exact(CHUNK)
-                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
-                bytes
+            let mut bytes = match self.free.try_recv() {
+                Ok(bytes) => bytes,
+                Err(_) => chunk_memory()?,
             };
             bytes.clear();
             let full = std::mem::replace(&mut self.current.bytes, bytes);
@@ -100,6 +95,15 @@ impl Pipelined {
     }
 }
 
+/// Memory for one chunk, empty, with room for [`CHUNK`] bytes.
+fn chunk_memory() -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(CHUNK)
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+    Ok(bytes)
+}
+
 /// The same error (an `io::Error` is not `Clone`): its OS error code when
 /// it has one, which Python's `OSError.errno` shows.
 fn copy_error(error: &std::io::Error) -> std::io::Error {
@@ -120,14 +124,9 @@ impl Write for Pipelined {
         {
             self.send()?;
         }
-        let room = CHUNK - self.current.bytes.len();
-        let n = data.len().min(room);
-        if self.current.bytes.capacity() < CHUNK {
-            self.current
-                .bytes
-                .try_reserve_exact(CHUNK - self.current.bytes.len())
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
-        }
+        // every chunk has room for CHUNK bytes (`chunk_memory`): this never
+        // reallocates
+        let n = data.len().min(CHUNK - self.current.bytes.len());
         self.current.bytes.extend_from_slice(&data[..n]);
         self.position += n as u64;
         self.len = self.len.max(self.position);
@@ -222,7 +221,7 @@ pub(crate) fn with_pipeline<T>(
         failure: Arc::clone(&failure),
         current: Chunk {
             offset: 0,
-            bytes: Vec::new(),
+            bytes: chunk_memory().map_err(|e| crate::error::Error::io("writing the archive", e))?,
         },
         position: 0,
         len: 0,
