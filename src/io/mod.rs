@@ -39,11 +39,11 @@ use pieces::Pieces;
 /// read back (see [`readable`]).
 pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
     readable::check(data)?;
-    write(writer, data, None)
+    write(write::Plain(writer), data, None).map(|plain| plain.0)
 }
 
 /// Write `data`; `next_data` is told of array data (see [`save_archive`]).
-fn write<W: Write + Seek>(writer: W, data: DataRef<'_>, next_data: Option<NextData>) -> Result<W> {
+fn write<W: write::Sink>(writer: W, data: DataRef<'_>, next_data: Option<NextData>) -> Result<W> {
     match data {
         DataRef::Tensor(map) => write::tensor(writer, map, next_data),
         DataRef::Block(block) => write::block(writer, block, next_data),
@@ -82,7 +82,7 @@ pub fn save_archive<W: Write + Seek>(
     next_data: Option<NextData>,
 ) -> Result<W> {
     readable::check_archive(data)?;
-    write(writer, data, next_data)
+    write(write::Plain(writer), data, next_data).map(|plain| plain.0)
 }
 
 /// The archive (or NPY file) of `data`, in memory blockmap owns (refusing
@@ -112,17 +112,25 @@ pub fn save_path(path: &Path, data: DataRef<'_>, durable: bool) -> Result<()> {
     let target = replace::resolve(path)?;
     let shown = path.display();
     let mut temporary = replace::Temporary::beside(&target)?;
-    if save_size_bound(data) >= PIPELINED_FROM {
+    let bound = save_size_bound(data);
+    if bound >= PIPELINED_FROM {
         let file: &File = temporary.file()?;
-        pipeline::with_pipeline(file, durable, |writer| write(writer, data, None).map(drop))?;
+        let reserve = u64::try_from(bound).unwrap_or(u64::MAX);
+        pipeline::with_pipeline(file, durable, reserve, |writer| {
+            write(writer, data, None).map(drop)
+        })?;
     } else {
         // pieces of array data (see `write::SNAPSHOT_PIECE`) pass through
         let writer = write(
-            BufWriter::with_capacity(write::SNAPSHOT_PIECE, temporary.file()?),
+            write::Plain(BufWriter::with_capacity(
+                write::SNAPSHOT_PIECE,
+                temporary.file()?,
+            )),
             data,
             None,
         )?;
         writer
+            .0
             .into_inner()
             .map_err(|e| Error::io(format!("cannot write '{shown}'"), e.into_error()))?;
     }

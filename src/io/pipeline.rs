@@ -4,9 +4,17 @@
 //! checksum it (the snapshot of `write.rs`), then hand it to the kernel
 //! (`write`, which copies it into the page cache). Done one after the other
 //! they add up; [`Pipelined`] overlaps them: the thread making the archive
-//! fills chunks, a writer thread writes each chunk at its offset
-//! (`pwrite`), and a save of W costs about what the kernel's part costs
-//! alone (safetensors' `save_file` is nothing but that part).
+//! copies array data straight into chunks (the copy is the snapshot, hashed
+//! while it is in the CPU cache), a writer thread writes each chunk at its
+//! offset (`pwrite`), and a save of W costs about what the kernel's part
+//! costs alone (safetensors' `save_file` is nothing but that part).
+//!
+//! The kernel's part is made smaller and steadier twice: the disk space is
+//! reserved first (`fallocate`, see [`preallocate`]), and the file is
+//! written in whole chunks: the zip writer's rewrites of each local header
+//! (CRC and sizes, once the entry is written) change the chunk being filled
+//! in place, or travel with it as patches, instead of costing a system call
+//! each (W: about 3,500 writes of 4 to 12 bytes before).
 //!
 //! With `write_behind`, the writer thread also starts the writeback of what
 //! it wrote, run by run, without waiting for it (Linux `sync_file_range`
@@ -32,10 +40,19 @@ const QUEUED: usize = 2;
 /// Written data is handed to writeback in runs of this many bytes.
 const WRITE_BEHIND: u64 = 8 << 20;
 
-/// A chunk of data and the file offset it goes to.
+/// Bytes rewritten in a part of the file already sent to the writer thread
+/// (below the chunk being filled) wait at most this long before they are
+/// sent with it.
+const PATCHES_AT_MOST: usize = 64 << 10;
+
+/// A chunk of data and the file offset it goes to, and the rewrites of
+/// earlier parts of the file (`(offset, bytes)`: headers whose CRC and
+/// sizes are known once their entry is written) that came meanwhile, written
+/// after it.
 struct Chunk {
     offset: u64,
     bytes: Vec<u8>,
+    patches: Vec<(u64, Vec<u8>)>,
 }
 
 /// The first error of the writer thread, kept for the archive's thread.
@@ -49,6 +66,8 @@ pub(crate) struct Pipelined {
     free: Receiver<Vec<u8>>,
     failure: Failure,
     current: Chunk,
+    /// bytes held in `current.patches`
+    patched: usize,
     position: u64,
     /// the end of the furthest write
     len: u64,
@@ -66,7 +85,7 @@ impl Pipelined {
         if let Some(error) = self.failed() {
             return Err(error);
         }
-        if !self.current.bytes.is_empty() {
+        if !self.current.bytes.is_empty() || !self.current.patches.is_empty() {
             let mut bytes = match self.free.try_recv() {
                 Ok(bytes) => bytes,
                 Err(_) => chunk_memory()?,
@@ -76,7 +95,9 @@ impl Pipelined {
             let chunk = Chunk {
                 offset: self.current.offset,
                 bytes: full,
+                patches: std::mem::take(&mut self.current.patches),
             };
+            self.patched = 0;
             let sender = self.sender.as_ref().ok_or_else(stopped)?;
             sender
                 .send(chunk)
@@ -118,10 +139,50 @@ fn stopped() -> std::io::Error {
 }
 
 impl Write for Pipelined {
+    /// Appends to the chunk being filled; a write into it (a header
+    /// rewritten once its entry is complete) changes it in place, and one
+    /// below it is kept as a patch sent with it: the file is written in
+    /// whole chunks, not broken up by every rewrite (a zip writer rewrites
+    /// each entry's local header).
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        if self.position != self.current.offset + self.current.bytes.len() as u64
-            || self.current.bytes.len() == CHUNK
-        {
+        let start = self.current.offset;
+        let end = start + self.current.bytes.len() as u64;
+        if self.position < start && !self.current.bytes.is_empty() {
+            let n = usize::try_from(start - self.position)
+                .unwrap_or(usize::MAX)
+                .min(data.len());
+            let out_of_memory = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
+            // a rewrite that continues the last one extends it (the CRC
+            // and the two sizes of a header come as three writes)
+            match self.current.patches.last_mut() {
+                Some((offset, patch)) if *offset + patch.len() as u64 == self.position => {
+                    patch.try_reserve(n).map_err(out_of_memory)?;
+                    patch.extend_from_slice(&data[..n]);
+                }
+                _ => {
+                    let mut patch = Vec::new();
+                    patch.try_reserve_exact(n).map_err(out_of_memory)?;
+                    patch.extend_from_slice(&data[..n]);
+                    self.current.patches.push((self.position, patch));
+                }
+            }
+            self.patched += n;
+            self.position += n as u64;
+            if self.patched >= PATCHES_AT_MOST {
+                // sent now, with the chunk so far; what follows starts a
+                // new chunk where it goes
+                self.send()?;
+            }
+            return Ok(n);
+        }
+        if self.position >= start && self.position < end {
+            let at = usize::try_from(self.position - start).unwrap_or(usize::MAX);
+            let n = (self.current.bytes.len() - at).min(data.len());
+            self.current.bytes[at..at + n].copy_from_slice(&data[..n]);
+            self.position += n as u64;
+            return Ok(n);
+        }
+        if self.position != end || self.current.bytes.len() == CHUNK {
             self.send()?;
         }
         // every chunk has room for CHUNK bytes (`chunk_memory`): this never
@@ -135,6 +196,36 @@ impl Write for Pipelined {
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.send()
+    }
+}
+
+/// Array data is copied into the chunks anyway: the copy is the snapshot,
+/// hashed right after it is made (still in the CPU cache). The array's
+/// memory is read once and copied once before the kernel's copy.
+impl super::write::Sink for Pipelined {
+    fn write_snapshot(
+        &mut self,
+        piece: &[u8],
+        crc: &mut crc32fast::Hasher,
+        _scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        let mut rest = piece;
+        while !rest.is_empty() {
+            if self.position != self.current.offset + self.current.bytes.len() as u64
+                || self.current.bytes.len() == CHUNK
+            {
+                self.send()?;
+            }
+            let at = self.current.bytes.len();
+            let n = rest.len().min(CHUNK - at);
+            // every chunk has room for CHUNK bytes: this never reallocates
+            self.current.bytes.extend_from_slice(&rest[..n]);
+            crc.update(&self.current.bytes[at..]);
+            self.position += n as u64;
+            self.len = self.len.max(self.position);
+            rest = &rest[n..];
+        }
+        Ok(())
     }
 }
 
@@ -164,7 +255,16 @@ fn write_chunks(
     let mut failed = false;
     for chunk in chunks {
         if !failed {
-            match file.write_all_at(&chunk.bytes, chunk.offset) {
+            // the patches go to parts of the file written by earlier chunks
+            let written = file
+                .write_all_at(&chunk.bytes, chunk.offset)
+                .and_then(|()| {
+                    chunk
+                        .patches
+                        .iter()
+                        .try_for_each(|(offset, bytes)| file.write_all_at(bytes, *offset))
+                });
+            match written {
                 Ok(()) => {
                     end = end.max(chunk.offset + chunk.bytes.len() as u64);
                     if write_behind && end.saturating_sub(started) >= WRITE_BEHIND {
@@ -204,14 +304,43 @@ fn start_writeback(file: &File, start: u64, end: u64) {
     let _ = (file, start, end);
 }
 
+/// Reserve `len` bytes of disk for `file` (empty) without changing its
+/// size (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`), best effort: where
+/// it cannot be done, the writes allocate as they go. Writes into reserved
+/// blocks skip the file system's allocation work (a save of W: 0.90x the
+/// time of plain writes, measured with Python's `os.write`). Returns
+/// whether anything was reserved.
+fn preallocate(file: &File, len: u64) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::io::AsRawFd;
+        let Ok(len) = i64::try_from(len) else {
+            return false;
+        };
+        // SAFETY: the descriptor is that of `file`, open for the whole
+        // call; `fallocate` reads and writes no memory of ours.
+        let done = unsafe { libc::fallocate(file.as_raw_fd(), libc::FALLOC_FL_KEEP_SIZE, 0, len) };
+        done == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (file, len);
+        false
+    }
+}
+
 /// Run `produce` with a [`Pipelined`] writer over `file` (from its offset 0),
 /// its writes done on a writer thread; returns once every write is done,
-/// with the first error of either.
+/// with the first error of either. `reserve` (an upper bound of what will
+/// be written) is reserved on the disk first, and what is left of it past
+/// the end released at the end.
 pub(crate) fn with_pipeline<T>(
     file: &File,
     write_behind: bool,
+    reserve: u64,
     produce: impl FnOnce(&mut Pipelined) -> crate::error::Result<T>,
 ) -> crate::error::Result<T> {
+    let reserved = preallocate(file, reserve);
     let (sender, chunks) = sync_channel(QUEUED);
     let (give_back, free) = sync_channel(QUEUED + 2);
     let failure: Failure = Arc::default();
@@ -222,7 +351,9 @@ pub(crate) fn with_pipeline<T>(
         current: Chunk {
             offset: 0,
             bytes: chunk_memory().map_err(|e| crate::error::Error::io("writing the archive", e))?,
+            patches: Vec::new(),
         },
+        patched: 0,
         position: 0,
         len: 0,
     };
@@ -248,6 +379,11 @@ pub(crate) fn with_pipeline<T>(
     })?;
     if let Some(error) = writer.failed() {
         return Err(crate::error::Error::io("writing the archive", error));
+    }
+    if reserved {
+        // the size stays; blocks reserved past it are given back
+        file.set_len(writer.len)
+            .map_err(|e| crate::error::Error::io("writing the archive", e))?;
     }
     Ok(result)
 }
@@ -291,7 +427,7 @@ mod tests {
             w.write_all(b"!")?;
             Ok(())
         };
-        with_pipeline(&file, true, |w| {
+        with_pipeline(&file, true, 0, |w| {
             steps(w).map_err(|e| crate::error::Error::io("test", e))
         })
         .unwrap();
@@ -311,12 +447,142 @@ mod tests {
     trait WriteSeek: Write + Seek {}
     impl<T: Write + Seek> WriteSeek for T {}
 
+    /// One step of [`random_writes_and_seeks_give_the_plain_file`]: its
+    /// kind, where it goes, its data.
+    type Step<'a> = dyn FnMut(u64, u64, &[u8]) -> std::io::Result<()> + 'a;
+
+    /// The same steps on a pipelined writer and a plain file give the same
+    /// bytes: appends across chunks, snapshots, rewrites inside the chunk
+    /// being filled and below it (patches), seeks past the end. The steps
+    /// come from a fixed pseudo-random sequence (xorshift), many seeds.
+    #[test]
+    fn random_writes_and_seeks_give_the_plain_file() {
+        use crate::io::write::Sink;
+        for seed in 1..=40u64 {
+            let (path, file) = scratch_file(&format!("random-{seed}"));
+            let (plain_path, mut plain) = scratch_file(&format!("random-plain-{seed}"));
+            let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+            let mut next = move |bound: u64| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state % bound
+            };
+            let mut steps = Vec::new();
+            for _ in 0..60 {
+                let len = match next(4) {
+                    0 => next(16) + 1,
+                    1 => next(4096) + 1,
+                    2 => next(CHUNK as u64 / 3) + 1,
+                    _ => next(2 * CHUNK as u64) + 1,
+                };
+                let byte = u8::try_from(next(251)).unwrap();
+                steps.push((next(6), next(1 << 24), usize::try_from(len).unwrap(), byte));
+            }
+            let run = |w: &mut Step<'_>| {
+                for &(kind, where_to, len, byte) in &steps {
+                    let data: Vec<u8> = (0..len)
+                        .map(|i| byte.wrapping_add(u8::try_from(i % 256).unwrap()))
+                        .collect();
+                    w(kind, where_to, &data)?;
+                }
+                Ok::<(), std::io::Error>(())
+            };
+            let mut plain_end = 0u64;
+            run(&mut |kind, where_to, data| {
+                match kind {
+                    // rewrite somewhere in what was written
+                    0 | 1 if plain_end > 0 => {
+                        plain.seek(SeekFrom::Start(where_to % plain_end))?;
+                    }
+                    // past the end: a hole
+                    2 => {
+                        plain.seek(SeekFrom::End(i64::try_from(where_to % 5000).unwrap()))?;
+                    }
+                    _ => {
+                        plain.seek(SeekFrom::End(0))?;
+                    }
+                }
+                plain.write_all(data)?;
+                plain_end = plain_end.max(plain.stream_position()?);
+                Ok(())
+            })
+            .unwrap();
+            let mut crc_checked = 0;
+            with_pipeline(&file, seed % 2 == 0, 4 << 20, |w| {
+                let mut end = 0u64;
+                run(&mut |kind, where_to, data| {
+                    match kind {
+                        0 | 1 if end > 0 => {
+                            w.seek(SeekFrom::Start(where_to % end))?;
+                        }
+                        2 => {
+                            w.seek(SeekFrom::End(i64::try_from(where_to % 5000).unwrap()))?;
+                        }
+                        _ => {
+                            w.seek(SeekFrom::End(0))?;
+                        }
+                    }
+                    if kind == 5 {
+                        // a snapshot's CRC is that of the bytes given
+                        let mut crc = crc32fast::Hasher::new();
+                        w.write_snapshot(data, &mut crc, &mut Vec::new())?;
+                        assert_eq!(crc.finalize(), crc32fast::hash(data));
+                        crc_checked += 1;
+                    } else {
+                        w.write_all(data)?;
+                    }
+                    end = end.max(w.stream_position()?);
+                    Ok(())
+                })
+                .map_err(|e| crate::error::Error::io("test", e))
+            })
+            .unwrap();
+            assert!(crc_checked > 0);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            File::open(&path).unwrap().read_to_end(&mut a).unwrap();
+            File::open(&plain_path)
+                .unwrap()
+                .read_to_end(&mut b)
+                .unwrap();
+            assert_eq!(a.len(), b.len(), "seed {seed}");
+            assert!(
+                a == b,
+                "seed {seed}: the pipelined file differs from the plain one"
+            );
+            std::fs::remove_file(path).unwrap();
+            std::fs::remove_file(plain_path).unwrap();
+        }
+    }
+
+    /// Disk reserved ahead of the writes and not used is given back: the
+    /// file keeps the size written, and no more blocks than it needs.
+    #[test]
+    fn the_reserve_past_the_end_is_released() {
+        use std::os::unix::fs::MetadataExt;
+        let (path, file) = scratch_file("reserve");
+        with_pipeline(&file, false, 64 << 20, |w| {
+            w.write_all(&vec![3u8; 3 * CHUNK + 5])
+                .map_err(|e| crate::error::Error::io("test", e))
+        })
+        .unwrap();
+        let metadata = std::fs::metadata(&path).unwrap();
+        assert_eq!(metadata.len(), 3 * CHUNK as u64 + 5);
+        let allocated = metadata.blocks() * 512;
+        assert!(
+            allocated < 4 * CHUNK as u64,
+            "{allocated} bytes allocated for a file of {}",
+            metadata.len()
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+
     #[test]
     fn a_failed_write_is_the_result() {
         // a file opened for reading only: every pwrite fails
         let (path, _) = scratch_file("readonly");
         let file = File::open(&path).unwrap();
-        let result = with_pipeline(&file, false, |w| {
+        let result = with_pipeline(&file, false, 0, |w| {
             for _ in 0..8 {
                 if let Err(e) = w.write_all(&vec![1u8; CHUNK]) {
                     return Err(crate::error::Error::io("test", e));
@@ -336,7 +602,7 @@ mod tests {
     #[test]
     fn an_error_of_the_maker_stops_the_thread_and_is_returned() {
         let (path, file) = scratch_file("maker");
-        let result: crate::error::Result<()> = with_pipeline(&file, false, |w| {
+        let result: crate::error::Result<()> = with_pipeline(&file, false, 0, |w| {
             w.write_all(&[7u8; 100]).unwrap();
             Err(crate::error::Error::invalid("stop here"))
         });

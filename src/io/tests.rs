@@ -274,7 +274,7 @@ fn a_failing_writer_is_left_alone_after_its_error() {
         budget: 1000,
         calls_after_failure: 0,
     };
-    let err = write::tensor(&mut failing, &map, None).unwrap_err();
+    let err = write::tensor(write::Plain(&mut failing), &map, None).unwrap_err();
     assert!(matches!(err, Error::Io { .. }), "{err}");
     assert_eq!(
         failing.calls_after_failure, 1,

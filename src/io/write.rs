@@ -131,22 +131,107 @@ impl<W: Seek> Seek for Fuse<W> {
     }
 }
 
+/// Where an archive goes. Array data is handed over in pieces that may
+/// change while they are read (another thread writing to the values): the
+/// sink keeps a snapshot of each piece and adds the snapshot's bytes to
+/// the entry's CRC, so that the CRC always describes the bytes written.
+pub(crate) trait Sink: Write + Seek {
+    /// Write a snapshot of `piece` at the current position, hashing the
+    /// snapshot into `crc`. By default the snapshot is a copy in `scratch`
+    /// (kept in the CPU cache: the piece is read once); a sink that copies
+    /// what it is given anyway (into its own memory) hashes its copy instead.
+    fn write_snapshot(
+        &mut self,
+        piece: &[u8],
+        crc: &mut crc32fast::Hasher,
+        scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        if scratch.len() < piece.len() {
+            scratch
+                .try_reserve_exact(piece.len() - scratch.len())
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+            scratch.resize(piece.len(), 0);
+        }
+        let copy = &mut scratch[..piece.len()];
+        copy.copy_from_slice(piece);
+        crc.update(copy);
+        self.write_all(copy)
+    }
+}
+
+impl<S: Sink + ?Sized> Sink for &mut S {
+    fn write_snapshot(
+        &mut self,
+        piece: &[u8],
+        crc: &mut crc32fast::Hasher,
+        scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        (**self).write_snapshot(piece, crc, scratch)
+    }
+}
+
+/// Any `Write + Seek` as a [`Sink`] taking snapshots in a scratch buffer.
+#[derive(Debug)]
+pub(crate) struct Plain<W>(pub W);
+
+impl<W: Write> Write for Plain<W> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.0.write(data)
+    }
+
+    fn write_all(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.0.write_all(data)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
+}
+
+impl<W: Seek> Seek for Plain<W> {
+    fn seek(&mut self, from: std::io::SeekFrom) -> std::io::Result<u64> {
+        self.0.seek(from)
+    }
+}
+
+impl<W: Write + Seek> Sink for Plain<W> {}
+
+impl<S: Sink> Sink for Fuse<S> {
+    fn write_snapshot(
+        &mut self,
+        piece: &[u8],
+        crc: &mut crc32fast::Hasher,
+        scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        if self.blown.get() {
+            self.advance(piece.len());
+            return Ok(());
+        }
+        self.inner
+            .write_snapshot(piece, crc, scratch)
+            .inspect_err(|_| self.blown.set(true))?;
+        self.advance(piece.len());
+        Ok(())
+    }
+}
+
 /// Array data goes to the zip writer through a scratch buffer of this size.
 /// Buffered writers in front of files have this capacity too, so that the
 /// pieces pass through them instead of being copied once more.
 pub(crate) const SNAPSHOT_PIECE: usize = 256 * 1024;
 
-struct Archive<W: Write + Seek> {
+struct Archive<W: Sink> {
     zip: ZipWriter<Fuse<W>>,
     blown: Rc<Cell<bool>>,
-    /// where array data is copied piece by piece before it is written
+    /// where a sink that keeps no copy of its own takes snapshots of array
+    /// data (see [`Sink::write_snapshot`])
     scratch: Vec<u8>,
     /// told the length of each array's data right before it is written
     /// (for a writer that keeps arrays whole in pieces of memory)
     next_data: Option<NextData>,
 }
 
-impl<W: Write + Seek> Archive<W> {
+impl<W: Sink> Archive<W> {
     fn entry(&mut self, name: &str, header: &[u8], data: &[u8]) -> Result<()> {
         self.zip
             .start_file(name, options(header.len() + data.len()))
@@ -156,12 +241,12 @@ impl<W: Write + Seek> Archive<W> {
     }
 
     /// An array's entry. Its memory may be written by another thread
-    /// (through a numpy view) while it is saved: the zip writer reads what
-    /// it is given twice (to write it, then to update the CRC), so each
-    /// piece is first copied into the scratch buffer, and the CRC always
-    /// describes the bytes written. The file then holds a snapshot of each
-    /// piece, and loads. The scratch piece stays in the CPU cache, so the
-    /// array's memory is read once instead of twice.
+    /// (through a numpy view) while it is saved, and the zip writer would
+    /// read what it is given twice (to write it, then to update the CRC):
+    /// the data goes to the sink piece by piece instead, as snapshots whose
+    /// CRC the sink computes (see [`Sink::write_snapshot`]), and the zip
+    /// writer is told the entry's CRC and size. The file then holds a
+    /// snapshot of each piece, and loads; the array's memory is read once.
     fn array(&mut self, name: &str, array: &Array) -> Result<()> {
         let header = array_npy_header(array)?;
         let data = array.bytes();
@@ -172,19 +257,29 @@ impl<W: Write + Seek> Archive<W> {
         if let Some(next_data) = self.next_data.as_ref().filter(|_| !data.is_empty()) {
             next_data.set(Some(data.len()));
         }
-        let piece = SNAPSHOT_PIECE.min(data.len());
-        if self.scratch.len() < piece {
-            self.scratch.try_reserve_exact(piece - self.scratch.len())?;
-            self.scratch.resize(piece, 0);
-        }
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&header);
+        // SAFETY: `get_mut` asks that the archive is not corrupted and the
+        // position is where the zip writer left it when it writes again.
+        // The data is written at that position, right after the entry's
+        // header, as the zip writer would write it, and nothing else; it is
+        // then told of that data (`set_file_metadata`) and finishes the
+        // entry from the position the writes left, as after its own.
+        let sink = unsafe { self.zip.get_mut() }
+            .ok_or_else(|| Error::internal("the zip writer has no entry open"))?;
         for (i, piece) in data.chunks(SNAPSHOT_PIECE).enumerate() {
             if i % (crate::interrupt::PIECE / SNAPSHOT_PIECE) == 0 {
                 crate::interrupt::check()?;
             }
-            let copy = &mut self.scratch[..piece.len()];
-            copy.copy_from_slice(piece);
-            self.zip.write_all(copy).map_err(write_error)?;
+            sink.write_snapshot(piece, &mut crc, &mut self.scratch)
+                .map_err(write_error)?;
         }
+        let len = (header.len() + data.len()) as u64;
+        // SAFETY: `len` bytes were written for this entry since
+        // `start_file` (the header through the zip writer, the data
+        // above), and `crc` was computed over exactly those bytes as
+        // written (the header, then each snapshot).
+        unsafe { self.zip.set_file_metadata(len, crc.finalize()) }.map_err(zip_error)?;
         // a file that shrank under a mapped array lost part of it
         array.buffer().check_intact()
     }
@@ -281,7 +376,7 @@ fn check_blocks<'a>(blocks: impl Iterator<Item = (String, &'a TensorBlock)>) -> 
 /// Write `map` as an `.mts` archive; with `next_data`, setting it to the
 /// length of each array's data right before writing it (for a writer that
 /// keeps arrays whole in pieces of memory).
-pub fn tensor<W: Write + Seek>(
+pub(crate) fn tensor<W: Sink>(
     writer: W,
     map: &TensorMap,
     next_data: Option<NextData>,
@@ -316,7 +411,7 @@ pub fn tensor<W: Write + Seek>(
 
 /// Write `block` as an `.mts` archive of a single block, telling
 /// `next_data` as [`tensor`] does.
-pub fn block<W: Write + Seek>(
+pub(crate) fn block<W: Sink>(
     writer: W,
     block: &TensorBlock,
     next_data: Option<NextData>,

@@ -143,8 +143,9 @@ def test_saving_while_another_thread_writes_to_the_values(tmp_path):
     bytes or more); a value made of bytes of two writes is not seen.
 
     Every file also passes ``blockmap.verify`` and a full load, which check
-    the CRCs: the values are copied piece by piece into a scratch buffer
-    before they are written and checksummed, so an entry's CRC always
+    the CRCs: the values are copied piece by piece (into a scratch buffer,
+    or for a file of 8 MiB or more into the chunks its writer thread
+    writes) and the copy is checksummed, so an entry's CRC always
     describes the bytes written (a save once computed it in a second pass
     over the live values, and a concurrent write made the file unreadable).
     """

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -199,8 +200,8 @@ print("end", flush=True)
 """
 
 
-def _syncs_of_a_save(tmp_path, durable, sizes):
-    """The sync system calls one save makes (traced by strace)."""
+def _calls_of_a_save(tmp_path, durable, sizes, traced="fsync,fdatasync,sync_file_range"):
+    """The system calls of ``traced`` one save makes (traced by strace), by name."""
     code = f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r})\n" + textwrap.dedent(
         SYNCS_OF_A_SAVE
     ).replace("SIZES", repr(sizes))
@@ -208,7 +209,7 @@ def _syncs_of_a_save(tmp_path, durable, sizes):
     result = subprocess.run(
         [
             "strace", "-f", "-qq", "-o", str(log),
-            "-e", "trace=fsync,fdatasync,sync_file_range,write",
+            "-e", f"trace={traced},write",
             sys.executable, "-c", code, str(tmp_path / "data.mts"),
             "durable" if durable else "fast",
         ],
@@ -220,7 +221,31 @@ def _syncs_of_a_save(tmp_path, durable, sizes):
     first = next(i for i, line in enumerate(lines) if 'write(1, "start' in line)
     last = next(i for i, line in enumerate(lines) if 'write(1, "end' in line)
     calls = [line.split("(")[0].split()[-1] for line in lines[first + 1 : last]]
-    return [call for call in calls if "sync" in call]
+    return [call for call in calls if call != "write"]
+
+
+def _syncs_of_a_save(tmp_path, durable, sizes):
+    """The sync system calls one save makes."""
+    return _calls_of_a_save(tmp_path, durable, sizes)
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_a_large_save_is_written_in_whole_chunks(tmp_path):
+    """The writer thread writes the file in chunks of 1 MiB: the CRC and
+    sizes the zip writer puts in each entry's local header once the entry is
+    written go into the chunk being filled, or are sent with it, instead of
+    breaking the file into small writes (each costs a system call on the
+    thread that bounds the save's time)."""
+    calls = _calls_of_a_save(tmp_path, False, (400, 500), traced="pwrite64")
+    path = tmp_path / "data.mts"
+    with zipfile.ZipFile(path) as archive:
+        arrays = sum(name.endswith("values.npy") for name in archive.namelist())
+        entries = len(archive.namelist())
+    chunks = -(-path.stat().st_size // (1 << 20))
+    assert entries > 3 * arrays, "labels entries lie between the arrays"
+    # a chunk per MiB, a header rewrite per array whose header was already
+    # sent, and the last chunk
+    assert 0 < calls.count("pwrite64") <= chunks + arrays + 2, (calls.count("pwrite64"), chunks)
 
 
 @pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
