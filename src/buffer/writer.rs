@@ -46,6 +46,20 @@ impl<'a> FixedWriter<'a> {
     }
 }
 
+impl FixedWriter<'_> {
+    /// [`Write::write`], returning the bytes as they now lie in the
+    /// writer's memory (a snapshot of `data`, which may change meanwhile).
+    pub fn write_viewed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        let start = self.position;
+        let n = self.write(data)?;
+        let written = &self.memory[start..start + n];
+        // SAFETY: those `n` bytes were just written (initialised), `u8` and
+        // `MaybeUninit<u8>` have the same layout, and the shared borrow of
+        // `self` keeps them from being written while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
+    }
+}
+
 impl Write for FixedWriter<'_> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
         let end = self
@@ -262,10 +276,25 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
     }
 }
 
-impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
+    /// [`Write::write`], returning the bytes as they now lie in the
+    /// writer's memory (a snapshot of `data`, which may change meanwhile).
+    pub fn write_viewed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        let Some((index, offset, n)) = self.write_at(data)? else {
+            return Ok(&[]);
+        };
+        let written = &self.pieces[index].memory[offset..offset + n];
+        // SAFETY: those `n` bytes were just written (initialised), `u8` and
+        // `MaybeUninit<u8>` have the same layout, and the shared borrow of
+        // `self` keeps them from being written while the slice lives.
+        Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
+    }
+
+    /// Write what fits of `data` at the position; returns where it went
+    /// (piece, offset in it, length), None for no data.
+    fn write_at(&mut self, data: &[u8]) -> std::io::Result<Option<(usize, usize, usize)>> {
         if data.is_empty() {
-            return Ok(0);
+            return Ok(None);
         }
         if self.position == self.len {
             if let Some(array) = self.next_data.take() {
@@ -306,7 +335,13 @@ impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
         }
         self.position += n;
         self.len = self.len.max(self.position);
-        Ok(n)
+        Ok(Some((index, offset, n)))
+    }
+}
+
+impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        Ok(self.write_at(data)?.map_or(0, |(_, _, n)| n))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -378,8 +413,20 @@ mod tests {
             next.set(Some(array));
             arrays.push((expected.len(), array));
             let data: Vec<u8> = (0..array).map(|k| u8::try_from(k % 251).unwrap()).collect();
-            for chunk in data.chunks(256) {
-                writer.write_all(chunk).unwrap();
+            for (k, chunk) in data.chunks(256).enumerate() {
+                if (i + k) % 2 == 0 {
+                    writer.write_all(chunk).unwrap();
+                    continue;
+                }
+                // the copy written is handed back (an archive hashes it)
+                let mut rest = chunk;
+                while !rest.is_empty() {
+                    let copy = writer.write_viewed(rest).unwrap();
+                    assert!(!copy.is_empty());
+                    assert_eq!(copy, &rest[..copy.len()]);
+                    let n = copy.len();
+                    rest = &rest[n..];
+                }
             }
             expected.extend_from_slice(&data);
         }
@@ -436,6 +483,20 @@ mod tests {
         assert_eq!(error.kind(), std::io::ErrorKind::WriteZero);
         assert_eq!(writer.len(), 6);
         assert_eq!(&bytes[..6], b"abcdXY");
+    }
+
+    #[test]
+    fn write_viewed_hands_back_the_copy_and_stops_at_the_capacity() {
+        let mut memory = vec![MaybeUninit::<u8>::uninit(); 6];
+        let mut writer = FixedWriter::new(&mut memory);
+        assert_eq!(writer.write_viewed(b"abcd").unwrap(), b"abcd");
+        writer.seek(SeekFrom::Start(1)).unwrap();
+        assert_eq!(writer.write_viewed(b"XY").unwrap(), b"XY");
+        writer.seek(SeekFrom::End(0)).unwrap();
+        let refused = writer.write_viewed(b"efg").unwrap_err();
+        assert_eq!(refused.kind(), std::io::ErrorKind::WriteZero);
+        assert_eq!(writer.write_viewed(b"ef").unwrap(), b"ef");
+        assert_eq!(writer.len(), 6);
     }
 
     #[test]

@@ -34,6 +34,7 @@ use crate::data::{Data, DataRef, Kind};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 use pieces::Pieces;
+pub use write::{Plain, Sink};
 
 /// Write `data` to `writer`, refusing data that metatensor-core could not
 /// read back (see [`readable`]).
@@ -43,7 +44,7 @@ pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
 }
 
 /// Write `data`; `next_data` is told of array data (see [`save_archive`]).
-fn write<W: write::Sink>(writer: W, data: DataRef<'_>, next_data: Option<NextData>) -> Result<W> {
+fn write<W: Sink>(writer: W, data: DataRef<'_>, next_data: Option<NextData>) -> Result<W> {
     match data {
         DataRef::Tensor(map) => write::tensor(writer, map, next_data),
         DataRef::Block(block) => write::block(writer, block, next_data),
@@ -76,13 +77,13 @@ pub fn save_into(writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
 /// with `next_data`, setting it to the length of each array's data right
 /// before writing it (see [`PiecedWriter`](crate::buffer::PiecedWriter):
 /// Labels, a bare NPY file, have no array data to tell of).
-pub fn save_archive<W: Write + Seek>(
+pub fn save_archive<W: Sink>(
     writer: W,
     data: DataRef<'_>,
     next_data: Option<NextData>,
 ) -> Result<W> {
     readable::check_archive(data)?;
-    write(write::Plain(writer), data, next_data).map(|plain| plain.0)
+    write(writer, data, next_data)
 }
 
 /// The archive (or NPY file) of `data`, in memory blockmap owns (refusing

@@ -13,7 +13,7 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 use super::npy;
 use crate::array::Array;
 use crate::block::TensorBlock;
-use crate::buffer::{NextData, ALIGNMENT};
+use crate::buffer::{Allocate, FixedWriter, NextData, PiecedWriter, ALIGNMENT};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::limits;
@@ -135,7 +135,7 @@ impl<W: Seek> Seek for Fuse<W> {
 /// change while they are read (another thread writing to the values): the
 /// sink keeps a snapshot of each piece and adds the snapshot's bytes to
 /// the entry's CRC, so that the CRC always describes the bytes written.
-pub(crate) trait Sink: Write + Seek {
+pub trait Sink: Write + Seek {
     /// Write a snapshot of `piece` at the current position, hashing the
     /// snapshot into `crc`. By default the snapshot is a copy in `scratch`
     /// (kept in the CPU cache: the piece is read once); a sink that copies
@@ -172,7 +172,7 @@ impl<S: Sink + ?Sized> Sink for &mut S {
 
 /// Any `Write + Seek` as a [`Sink`] taking snapshots in a scratch buffer.
 #[derive(Debug)]
-pub(crate) struct Plain<W>(pub W);
+pub struct Plain<W>(pub W);
 
 impl<W: Write> Write for Plain<W> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
@@ -195,6 +195,50 @@ impl<W: Seek> Seek for Plain<W> {
 }
 
 impl<W: Write + Seek> Sink for Plain<W> {}
+
+/// Snapshots made by a writer's own copy: `write` copies what fits of the
+/// data and returns the copy, which is hashed while it is in the CPU cache.
+fn snapshot_by_copy<W>(
+    writer: &mut W,
+    piece: &[u8],
+    crc: &mut crc32fast::Hasher,
+    write: for<'w> fn(&'w mut W, &[u8]) -> std::io::Result<&'w [u8]>,
+) -> std::io::Result<()> {
+    let mut rest = piece;
+    while !rest.is_empty() {
+        let copy = write(writer, rest)?;
+        if copy.is_empty() {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        crc.update(copy);
+        rest = &rest[copy.len()..];
+    }
+    Ok(())
+}
+
+/// Archives built in memory (a pickle's, `save_buffer`'s) copy array data
+/// once, into that memory, and hash the copy.
+impl Sink for FixedWriter<'_> {
+    fn write_snapshot(
+        &mut self,
+        piece: &[u8],
+        crc: &mut crc32fast::Hasher,
+        _scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        snapshot_by_copy(self, piece, crc, FixedWriter::write_viewed)
+    }
+}
+
+impl<'a, A: Allocate<'a>> Sink for PiecedWriter<'a, A> {
+    fn write_snapshot(
+        &mut self,
+        piece: &[u8],
+        crc: &mut crc32fast::Hasher,
+        _scratch: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
+        snapshot_by_copy(self, piece, crc, PiecedWriter::write_viewed)
+    }
+}
 
 impl<S: Sink> Sink for Fuse<S> {
     fn write_snapshot(
