@@ -54,8 +54,8 @@ impl FixedWriter<'_> {
         let n = self.write(data)?;
         let written = &self.memory[start..start + n];
         // SAFETY: those `n` bytes were just written (initialised), `u8` and
-        // `MaybeUninit<u8>` have the same layout, and the shared borrow of
-        // `self` keeps them from being written while the slice lives.
+        // `MaybeUninit<u8>` have the same layout, and the slice borrows
+        // `self` (the `&mut` this takes): nothing writes them while it lives.
         Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
     }
 }
@@ -285,8 +285,8 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
         };
         let written = &self.pieces[index].memory[offset..offset + n];
         // SAFETY: those `n` bytes were just written (initialised), `u8` and
-        // `MaybeUninit<u8>` have the same layout, and the shared borrow of
-        // `self` keeps them from being written while the slice lives.
+        // `MaybeUninit<u8>` have the same layout, and the slice borrows
+        // `self` (the `&mut` this takes): nothing writes them while it lives.
         Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
     }
 

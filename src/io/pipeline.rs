@@ -145,12 +145,19 @@ impl Write for Pipelined {
     /// whole chunks, not broken up by every rewrite (a zip writer rewrites
     /// each entry's local header).
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        if data.is_empty() {
+            return Ok(0);
+        }
         let start = self.current.offset;
         let end = start + self.current.bytes.len() as u64;
-        if self.position < start && !self.current.bytes.is_empty() {
-            let n = usize::try_from(start - self.position)
-                .unwrap_or(usize::MAX)
-                .min(data.len());
+        let below = usize::try_from(start.saturating_sub(self.position)).unwrap_or(usize::MAX);
+        // a rewrite below the chunk (a header) waits as a patch; a large
+        // one (no zip writer makes it) starts a chunk of its own instead
+        if self.position < start
+            && !self.current.bytes.is_empty()
+            && below.min(data.len()) <= PATCHES_AT_MOST
+        {
+            let n = below.min(data.len());
             let out_of_memory = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
             // a rewrite that continues the last one extends it (the CRC
             // and the two sizes of a header come as three writes)
@@ -230,6 +237,8 @@ impl super::write::Sink for Pipelined {
 }
 
 impl Seek for Pipelined {
+    /// Positions past `i64::MAX` are refused, as a file's are (`EINVAL`):
+    /// offsets then never overflow.
     fn seek(&mut self, from: SeekFrom) -> std::io::Result<u64> {
         let target = match from {
             SeekFrom::Start(offset) => Some(offset),
@@ -237,6 +246,7 @@ impl Seek for Pipelined {
             SeekFrom::End(offset) => self.len.checked_add_signed(offset),
         };
         self.position = target
+            .filter(|&target| i64::try_from(target).is_ok())
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::InvalidInput, "invalid seek"))?;
         Ok(self.position)
     }
@@ -341,6 +351,11 @@ pub(crate) fn with_pipeline<T>(
     produce: impl FnOnce(&mut Pipelined) -> crate::error::Result<T>,
 ) -> crate::error::Result<T> {
     let reserved = preallocate(file, reserve);
+    if reserve > 0 && !reserved {
+        // a reservation that failed part way (no space for all of it) may
+        // keep what it got: the file is still empty, give it all back
+        let _ = file.set_len(0);
+    }
     let (sender, chunks) = sync_channel(QUEUED);
     let (give_back, free) = sync_channel(QUEUED + 2);
     let failure: Failure = Arc::default();
@@ -425,6 +440,9 @@ mod tests {
             w.write_all(b"tail")?;
             w.seek(SeekFrom::Current(-2))?;
             w.write_all(b"!")?;
+            // past what a file offset can be: refused, as a file does
+            assert!(w.seek(SeekFrom::Start(u64::MAX)).is_err());
+            w.seek(SeekFrom::End(0))?;
             Ok(())
         };
         with_pipeline(&file, true, 0, |w| {

@@ -137,7 +137,9 @@ impl<W: Seek> Seek for Fuse<W> {
 /// the entry's CRC, so that the CRC always describes the bytes written.
 pub trait Sink: Write + Seek {
     /// Write a snapshot of `piece` at the current position, hashing the
-    /// snapshot into `crc`. By default the snapshot is a copy in `scratch`
+    /// snapshot into `crc`: exactly `piece.len()` bytes, advancing the
+    /// position by as much, and the hash of exactly those bytes as written
+    /// (the archive's CRC and sizes are computed from both). By default the snapshot is a copy in `scratch`
     /// (kept in the CPU cache: the piece is read once); a sink that copies
     /// what it is given anyway (into its own memory) hashes its copy instead.
     fn write_snapshot(
@@ -303,12 +305,17 @@ impl<W: Sink> Archive<W> {
         }
         let mut crc = crc32fast::Hasher::new();
         crc.update(&header);
-        // SAFETY: `get_mut` asks that the archive is not corrupted and the
-        // position is where the zip writer left it when it writes again.
-        // The data is written at that position, right after the entry's
-        // header, as the zip writer would write it, and nothing else; it is
-        // then told of that data (`set_file_metadata`) and finishes the
-        // entry from the position the writes left, as after its own.
+        // SAFETY: `get_mut` asks that the archive is not corrupted, and the
+        // position restored before the zip writer writes again. The entry
+        // is STORED and not encrypted (`options`), so its data is the bytes
+        // as they are; they are written at the position, right after the
+        // entry's header, where the zip writer would write them, and
+        // nothing else is. The position is then deliberately not restored:
+        // the zip writer is told of that data (`set_file_metadata`), and
+        // zip 9 finishes an entry from where the writer stands (size
+        // written = position - data start, `finish_file`), as after its own
+        // writes; `large_file` was set from the exact size (`options`), so
+        // the check its `write` would make on the data is not needed.
         let sink = unsafe { self.zip.get_mut() }
             .ok_or_else(|| Error::internal("the zip writer has no entry open"))?;
         for (i, piece) in data.chunks(SNAPSHOT_PIECE).enumerate() {
