@@ -189,20 +189,32 @@ impl Write for Pipelined {
             self.position += n as u64;
             return Ok(n);
         }
-        if self.position != end || self.current.bytes.len() == CHUNK {
-            self.send()?;
-        }
-        // every chunk has room for CHUNK bytes (`chunk_memory`): this never
-        // reallocates
-        let n = data.len().min(CHUNK - self.current.bytes.len());
-        self.current.bytes.extend_from_slice(&data[..n]);
-        self.position += n as u64;
-        self.len = self.len.max(self.position);
-        Ok(n)
+        self.append(data).map(<[u8]>::len)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
         self.send()
+    }
+}
+
+impl Pipelined {
+    /// Append what fits of `data` to the chunk being filled (a new one
+    /// when the position is elsewhere or the chunk is full); returns the
+    /// bytes as they now lie in the chunk.
+    fn append(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+        if self.position != self.current.offset + self.current.bytes.len() as u64
+            || self.current.bytes.len() == CHUNK
+        {
+            self.send()?;
+        }
+        let at = self.current.bytes.len();
+        let n = data.len().min(CHUNK - at);
+        // every chunk has room for CHUNK bytes (`chunk_memory`): this never
+        // reallocates
+        self.current.bytes.extend_from_slice(&data[..n]);
+        self.position += n as u64;
+        self.len = self.len.max(self.position);
+        Ok(&self.current.bytes[at..])
     }
 }
 
@@ -216,23 +228,7 @@ impl super::write::Sink for Pipelined {
         crc: &mut crc32fast::Hasher,
         _scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
-        let mut rest = piece;
-        while !rest.is_empty() {
-            if self.position != self.current.offset + self.current.bytes.len() as u64
-                || self.current.bytes.len() == CHUNK
-            {
-                self.send()?;
-            }
-            let at = self.current.bytes.len();
-            let n = rest.len().min(CHUNK - at);
-            // every chunk has room for CHUNK bytes: this never reallocates
-            self.current.bytes.extend_from_slice(&rest[..n]);
-            crc.update(&self.current.bytes[at..]);
-            self.position += n as u64;
-            self.len = self.len.max(self.position);
-            rest = &rest[n..];
-        }
-        Ok(())
+        super::write::snapshot_by_copy(self, piece, crc, Pipelined::append)
     }
 }
 

@@ -139,9 +139,10 @@ pub trait Sink: Write + Seek {
     /// Write a snapshot of `piece` at the current position, hashing the
     /// snapshot into `crc`: exactly `piece.len()` bytes, advancing the
     /// position by as much, and the hash of exactly those bytes as written
-    /// (the archive's CRC and sizes are computed from both). By default the snapshot is a copy in `scratch`
-    /// (kept in the CPU cache: the piece is read once); a sink that copies
-    /// what it is given anyway (into its own memory) hashes its copy instead.
+    /// (the archive's CRC and sizes are computed from both). By default the
+    /// snapshot is a copy in `scratch` (kept in the CPU cache: the piece is
+    /// read once); a sink that copies what it is given anyway (into its own
+    /// memory) hashes its copy instead.
     fn write_snapshot(
         &mut self,
         piece: &[u8],
@@ -200,7 +201,7 @@ impl<W: Write + Seek> Sink for Plain<W> {}
 
 /// Snapshots made by a writer's own copy: `write` copies what fits of the
 /// data and returns the copy, which is hashed while it is in the CPU cache.
-fn snapshot_by_copy<W>(
+pub(super) fn snapshot_by_copy<W>(
     writer: &mut W,
     piece: &[u8],
     crc: &mut crc32fast::Hasher,
