@@ -31,6 +31,11 @@ pub struct AlignedBytes {
 /// instead of 1.3 s with it, each huge page zeroed whole on its first write.
 const MAPPED_FROM: usize = 4 << 20;
 
+/// [`AlignedBytes::filled_in_order`] maps the pages of fresh memory this
+/// many bytes at a time, ahead of the writes (256 KiB to 1 MiB measured
+/// alike; 4 MiB, the size of this machine's L2 cache, was slower).
+pub const FILL_PIECE: usize = 1 << 20;
+
 /// Whether an allocation of `len` bytes is a mapping of its own.
 fn is_mapped(len: usize) -> bool {
     cfg!(target_os = "linux") && len >= MAPPED_FROM
@@ -217,14 +222,20 @@ fn map_anonymous(_len: usize, _populate: bool) -> Option<NonNull<u8>> {
 /// page fault per 4 KiB on the first writes (as `MAP_POPULATE` does for
 /// [`AlignedBytes::for_overwrite`]).
 pub fn prefault(memory: &mut [std::mem::MaybeUninit<u8>]) {
+    populate_write(memory.as_mut_ptr().cast::<u8>(), memory.len());
+}
+
+/// [`prefault`] of the `len` bytes at `start`, which the caller holds
+/// exclusively (a `&mut` borrow of them).
+fn populate_write(start: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
         const PAGE: usize = 4096;
-        let start = memory.as_mut_ptr() as usize;
+        let start = start as usize;
         let first = start.next_multiple_of(PAGE);
-        let end = (start + memory.len()) / PAGE * PAGE;
+        let end = (start + len) / PAGE * PAGE;
         if end > first {
-            // SAFETY: `first..end` lies inside `memory`, which the caller
+            // SAFETY: `first..end` lies inside the caller's memory, which it
             // holds exclusively; MADV_POPULATE_WRITE faults its pages in as
             // a write would, without changing what they hold. An error (an
             // older kernel) is ignored: the writes then fault as usual.
@@ -238,7 +249,7 @@ pub fn prefault(memory: &mut [std::mem::MaybeUninit<u8>]) {
         }
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = memory;
+    let _ = (start, len);
 }
 
 impl AlignedBytes {
@@ -271,6 +282,37 @@ impl AlignedBytes {
         Self::allocate(len, true)
     }
 
+    /// `len` bytes written in full by `fill`, in order, a piece of at most
+    /// [`FILL_PIECE`] bytes at a time: `fill(offset, piece)` writes the
+    /// bytes at `offset..offset + piece.len()`. Memory reused from the pool
+    /// is written as it is; fresh pages are mapped one piece ahead of the
+    /// writes (`MADV_POPULATE_WRITE`), so that each piece is written while
+    /// the zeros the kernel just wrote into it are still in the CPU cache:
+    /// allocating and copying 100 arrays of 7.9 MB took 252-260 ms this
+    /// way, against 292-305 ms with every page mapped at the allocation
+    /// (`MAP_POPULATE`) and 412-440 ms with a fault per page. An error from
+    /// `fill` is returned (the memory is released).
+    pub fn filled_in_order(
+        len: usize,
+        mut fill: impl FnMut(usize, &mut [u8]) -> Result<()>,
+    ) -> Result<Self> {
+        let (mut bytes, fresh) = match reuse(len) {
+            Some(ptr) => (AlignedBytes { ptr, len }, false),
+            None => (Self::allocate(len, false)?, is_mapped(len)),
+        };
+        let mut offset = 0;
+        while offset < len {
+            let end = len.min(offset + FILL_PIECE);
+            let piece = &mut bytes.as_mut_slice()[offset..end];
+            if fresh {
+                populate_write(piece.as_mut_ptr(), piece.len());
+            }
+            fill(offset, piece)?;
+            offset = end;
+        }
+        Ok(bytes)
+    }
+
     /// `len` bytes; with `filled` the caller writes them all at once (see
     /// [`map_anonymous`]).
     fn allocate(len: usize, filled: bool) -> Result<Self> {
@@ -287,9 +329,10 @@ impl AlignedBytes {
 
     /// Allocate aligned memory holding a copy of `data`.
     pub fn copy_from(data: &[u8]) -> Result<Self> {
-        let mut bytes = Self::for_overwrite(data.len())?;
-        bytes.as_mut_slice().copy_from_slice(data);
-        Ok(bytes)
+        Self::filled_in_order(data.len(), |offset, piece| {
+            piece.copy_from_slice(&data[offset..offset + piece.len()]);
+            Ok(())
+        })
     }
 
     /// The bytes, for reading.
@@ -363,6 +406,44 @@ mod tests {
         let copy = AlignedBytes::copy_from(bytes.as_slice()).unwrap();
         assert_eq!(copy.as_slice()[len - 1], 7);
         assert_eq!(copy.len(), len);
+    }
+
+    #[test]
+    fn filled_in_order_gives_every_piece_once_in_order() {
+        // small (the allocator), pooled-size and mapped allocations, with a
+        // last piece shorter than the others
+        for len in [0, 100, POOL_FROM + 3, MAPPED_FROM + FILL_PIECE / 2 + 7] {
+            let mut next = 0;
+            let bytes = AlignedBytes::filled_in_order(len, |offset, piece| {
+                assert_eq!(offset, next, "pieces come in order, none skipped");
+                assert!(!piece.is_empty() && piece.len() <= FILL_PIECE);
+                for (i, byte) in piece.iter_mut().enumerate() {
+                    *byte = u8::try_from((offset + i) % 251).unwrap();
+                }
+                next += piece.len();
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(next, len);
+            assert_eq!(bytes.len(), len);
+            assert_eq!(bytes.ptr().as_ptr() as usize % ALIGNMENT, 0);
+            assert!(bytes
+                .as_slice()
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| usize::from(b) == i % 251));
+        }
+        // the first error stops the filling and is returned
+        let mut calls = 0;
+        let failed = AlignedBytes::filled_in_order(3 * FILL_PIECE, |offset, _| {
+            calls += 1;
+            if offset > 0 {
+                return Err(crate::error::Error::invalid("stop here"));
+            }
+            Ok(())
+        });
+        assert!(failed.is_err());
+        assert_eq!(calls, 2);
     }
 
     #[test]

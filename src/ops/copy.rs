@@ -216,21 +216,17 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
     let n = shape.len();
     debug_assert!(n >= 1 && order.len() == n && order[n - 1] == n - 1);
     let itemsize = input.dtype().size();
-    let mut out = AlignedBytes::for_overwrite(input.bytes().len())?;
-    if input.is_empty() {
-        return Ok(out);
-    }
     // the trailing axes that stay in place are copied as one run (all of
     // them, for the identity: one copy of the whole array)
     let mut first_kept = n - 1;
     while first_kept > 0 && order[first_kept - 1] == first_kept - 1 {
         first_kept -= 1;
     }
-    let run = shape[first_kept..].iter().product::<usize>() * itemsize;
-    if first_kept == 0 {
-        out.as_mut_slice().copy_from_slice(input.bytes());
-        return Ok(out);
+    if first_kept == 0 || input.is_empty() {
+        return AlignedBytes::copy_from(input.bytes());
     }
+    let mut out = AlignedBytes::for_overwrite(input.bytes().len())?;
+    let run = shape[first_kept..].iter().product::<usize>() * itemsize;
     // the kept axes merged into one last axis of the same bytes
     let mut merged = shape[..first_kept].to_vec();
     merged.push(shape[first_kept..].iter().product());
