@@ -58,6 +58,17 @@ impl Prefetched {
         }
         self.bytes.slice(at + offset, len).ok()
     }
+
+    /// The bytes from `start` on, at most `len` of them, as far as the
+    /// range holding `start` goes (borrowed: for headers, parsed and let go).
+    pub fn bytes_up_to(&self, start: u64, len: usize) -> Option<&[u8]> {
+        let (range_start, at, range_len) = self.find(start)?;
+        let offset = usize::try_from(start - range_start).ok()?;
+        let from = at + offset;
+        self.bytes
+            .as_slice()
+            .get(from..from + len.min(range_len - offset))
+    }
 }
 
 pub(crate) struct CachedFile {

@@ -2,7 +2,7 @@
 //! from an archive already in memory (viewed in place when possible), then
 //! the `TensorMap` / `TensorBlock` / Labels they describe.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::io::{Read, Seek};
 
 use zip::result::ZipError;
@@ -117,24 +117,68 @@ impl Npy {
 /// Where entries come from.
 pub(crate) trait Source {
     /// Names of all entries.
-    fn names(&self) -> &BTreeSet<String>;
+    fn names(&self) -> &EntryNames;
     /// Read and decode the NPY entry `name`.
     fn npy(&mut self, name: &str) -> Result<Npy>;
     /// Read a small text entry (info.json), at most `limit` bytes.
     fn text(&mut self, name: &str, limit: usize) -> Result<String>;
 }
 
-fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<BTreeSet<String>> {
-    let mut names = BTreeSet::new();
+/// The names of an archive's entries, sorted, for lookups and prefix
+/// scans: one string holding them all, and where each lies in it (no
+/// allocation per entry).
+pub(crate) struct EntryNames {
+    text: String,
+    /// (start, end) in `text`, sorted by the names they hold
+    extents: Vec<(usize, usize)>,
+}
+
+impl EntryNames {
+    fn get(&self, (start, end): (usize, usize)) -> &str {
+        &self.text[start..end]
+    }
+
+    /// Whether an entry is named `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        self.extents
+            .binary_search_by(|&extent| self.get(extent).cmp(name))
+            .is_ok()
+    }
+
+    /// The names starting with `prefix`, in order.
+    pub fn starting_with<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> {
+        let first = self
+            .extents
+            .partition_point(|&extent| self.get(extent) < prefix);
+        self.extents[first..]
+            .iter()
+            .map(|&extent| self.get(extent))
+            .take_while(move |name| name.starts_with(prefix))
+    }
+}
+
+fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<EntryNames> {
+    let mut text = String::new();
+    let mut extents = Vec::new();
+    extents.try_reserve_exact(archive.len())?;
     for name in archive.file_names() {
         let name = name.map_err(zip_error)?;
-        if !names.insert(name.to_string()) {
-            return Err(Error::format(format!(
-                "the archive has two entries named '{name}'"
-            )));
-        }
+        text.try_reserve(name.len())?;
+        let start = text.len();
+        text.push_str(&name);
+        extents.push((start, text.len()));
     }
-    Ok(names)
+    extents.sort_unstable_by(|&(a, b), &(c, d)| text[a..b].cmp(&text[c..d]));
+    if let Some(pair) = extents
+        .windows(2)
+        .find(|pair| text[pair[0].0..pair[0].1] == text[pair[1].0..pair[1].1])
+    {
+        return Err(Error::format(format!(
+            "the archive has two entries named '{}'",
+            &text[pair[0].0..pair[0].1]
+        )));
+    }
+    Ok(EntryNames { text, extents })
 }
 
 /// `len` zero bytes, or an out-of-memory error.
@@ -287,7 +331,7 @@ fn check_declared_size(
 /// once into memory blockmap owns, and every CRC is checked.
 pub(crate) struct ReaderSource<R: Read + Seek> {
     archive: ZipArchive<R>,
-    names: BTreeSet<String>,
+    names: EntryNames,
 }
 
 impl<R: Read + Seek> ReaderSource<R> {
@@ -299,7 +343,7 @@ impl<R: Read + Seek> ReaderSource<R> {
 }
 
 impl<R: Read + Seek> Source for ReaderSource<R> {
-    fn names(&self) -> &BTreeSet<String> {
+    fn names(&self) -> &EntryNames {
         &self.names
     }
 
@@ -355,7 +399,7 @@ fn missing(name: &str, error: ZipError) -> Error {
 pub(crate) struct BufferSource<R: Read + Seek> {
     archive: ZipArchive<R>,
     buffer: Pieces,
-    names: BTreeSet<String>,
+    names: EntryNames,
     check_crc: bool,
     /// read labels through the reader (into memory they own, as they would
     /// be copied anyway, labels owning what they validated) instead of
@@ -466,8 +510,82 @@ impl BufferSource<CachedFile> {
     }
 }
 
+impl<R: Read + Seek> BufferSource<R> {
+    /// The STORED entry `index` of a mapped load whose headers were read
+    /// ahead, decoded from the bytes read ahead without going through the
+    /// zip reader: the local header gives where the data starts, and the
+    /// NPY header is parsed where it lies. `None` when the headers are not
+    /// all in the ranges read ahead (or the entry is compressed): the entry
+    /// is then read as any other, which also gives the errors of an entry
+    /// whose headers run past what was read ahead.
+    fn npy_read_ahead(&self, index: usize, name: &str) -> Result<Option<Npy>> {
+        let Some(ahead) = &self.prefetched else {
+            return Ok(None);
+        };
+        let entry = self
+            .archive
+            .by_index_data(index)
+            .map_err(|e| missing(name, e))?;
+        if entry.encrypted() || entry.compression() != CompressionMethod::Stored {
+            return Ok(None);
+        }
+        let (compressed, size) = (entry.compressed_size(), entry.size());
+        check_declared_size(name, CompressionMethod::Stored, size, compressed)?;
+        let header_start = entry.header_start();
+        // the local header: signature, fixed fields, then the name and the
+        // extra field, whose lengths it gives
+        let local = ahead.bytes_up_to(header_start, LOCAL_HEADER_LEN);
+        let Some(local) = local.filter(|local| local.len() == LOCAL_HEADER_LEN) else {
+            return Ok(None);
+        };
+        if local[..4] != LOCAL_HEADER_SIGNATURE {
+            return Ok(None);
+        }
+        let variable = u64::from(u16::from_le_bytes([local[26], local[27]]))
+            + u64::from(u16::from_le_bytes([local[28], local[29]]));
+        let data_start = header_start
+            .checked_add(LOCAL_HEADER_LEN as u64 + variable)
+            .and_then(|start| usize::try_from(start).ok());
+        let (Some(data_start), Ok(len)) = (data_start, usize::try_from(compressed)) else {
+            return Ok(None);
+        };
+        // the NPY header, as far as it was read ahead (the whole entry, for
+        // labels)
+        let Some(head) = ahead.bytes_up_to(data_start as u64, len) else {
+            return Ok(None);
+        };
+        let header = match read_npy_header(&mut &head[..], len) {
+            Ok(header) => header,
+            // all of the entry was there: its error is the entry's
+            Err(e) if head.len() == len => return Err(e.context(format!("entry '{name}'"))),
+            // part of it: the entry is read in full, which tells
+            Err(_) => return Ok(None),
+        };
+        let outside = || {
+            Error::format(format!(
+                "entry '{name}': entry data lies outside the archive"
+            ))
+        };
+        let data_len = header.data_len()?;
+        let data_at = data_start.checked_add(header.len).ok_or_else(outside)?;
+        let payload = if matches!(header.descr, Descr::Fields(_)) {
+            match ahead.view(data_at as u64, data_len) {
+                Some(view) => Payload::Private(view),
+                None => return Ok(None),
+            }
+        } else {
+            Payload::View(self.buffer.slice(data_at, data_len)?.ok_or_else(outside)?)
+        };
+        Ok(Some(Npy { header, payload }))
+    }
+}
+
+/// The fixed part of a zip local header, and its signature.
+const LOCAL_HEADER_LEN: usize = 30;
+const LOCAL_HEADER_SIGNATURE: [u8; 4] = 0x0403_4b50u32.to_le_bytes();
+
 impl<R: Read + Seek> Source for BufferSource<R> {
-    fn names(&self) -> &BTreeSet<String> {
+    fn names(&self) -> &EntryNames {
         &self.names
     }
 
@@ -477,6 +595,9 @@ impl<R: Read + Seek> Source for BufferSource<R> {
             .archive
             .index_for_name(name)
             .ok_or_else(|| Error::format(format!("the archive has no entry '{name}'")))?;
+        if let Some(npy) = self.npy_read_ahead(index, name)? {
+            return Ok(npy);
+        }
         let mut raw = self
             .archive
             .by_index_raw(index)
@@ -685,9 +806,16 @@ pub(crate) fn block(
             crate::limits::MAX_GRADIENT_DEPTH
         )));
     }
-    let entry = |name: &str| format!("{prefix}{name}");
-    let values = source.npy(&entry("values.npy"))?.into_array()?;
-    let samples = source.npy(&entry("samples.npy"))?.into_labels()?;
+    // the entry names, `prefix` then the name, made in one reused string
+    let mut path = String::with_capacity(prefix.len() + 32);
+    let mut npy = |source: &mut _, name: &str| -> Result<Npy> {
+        path.clear();
+        path.push_str(prefix);
+        path.push_str(name);
+        Source::npy(source, &path)
+    };
+    let values = npy(source, "values.npy")?.into_array()?;
+    let samples = npy(source, "samples.npy")?.into_labels()?;
     let n_components = values.shape().len().checked_sub(2).ok_or_else(|| {
         Error::format(format!(
             "values must have at least 2 dimensions, got shape {:?}",
@@ -696,26 +824,26 @@ pub(crate) fn block(
     })?;
     let mut components = Vec::with_capacity(n_components);
     for k in 0..n_components {
-        components.push(
-            source
-                .npy(&entry(&format!("components/{k}.npy")))?
-                .into_labels()?,
-        );
+        components.push(npy(source, &format!("components/{k}.npy"))?.into_labels()?);
     }
     let properties = match parent {
         Some(parent) => parent.properties().clone(),
-        None => source.npy(&entry("properties.npy"))?.into_labels()?,
+        None => npy(source, "properties.npy")?.into_labels()?,
     };
     let mut block = TensorBlock::new(values, samples, components, properties)?;
 
-    let gradients_prefix = entry("gradients/");
-    let parameters: BTreeSet<String> = source
-        .names()
-        .range(gradients_prefix.clone()..)
-        .take_while(|name| name.starts_with(&gradients_prefix))
-        .filter_map(|name| name[gradients_prefix.len()..].split('/').next())
-        .map(str::to_string)
-        .collect();
+    let gradients_prefix = format!("{prefix}gradients/");
+    // the names are sorted: a parameter's entries are next to each other
+    let mut parameters: Vec<String> = Vec::new();
+    for name in source.names().starting_with(&gradients_prefix) {
+        let parameter = name[gradients_prefix.len()..]
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        if parameters.last().map(String::as_str) != Some(parameter) {
+            parameters.push(parameter.to_string());
+        }
+    }
     for parameter in parameters {
         let prefix_of_gradient = format!("{gradients_prefix}{parameter}/");
         let gradient = self::block(source, &prefix_of_gradient, Some(&block), depth + 1)

@@ -1,6 +1,7 @@
 """Mapped files that survive other writers, memory the caller cannot
 corrupt, inputs that are not regular files, and reads that stop on Ctrl-C."""
 
+import io
 import os
 import pickle
 import signal
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import zipfile
 
 import numpy as np
 import pytest
@@ -16,7 +18,13 @@ import pytest
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
 from helpers import TESTS_DIR
-from helpers.io_cases import assert_identical, labels_record, make_map, npy_bytes
+from helpers.io_cases import (
+    assert_identical,
+    labels_record,
+    make_map,
+    npy_bytes,
+    tensor_entries_dict,
+)
 
 # ------------------------------------------------------------ mapping modes
 
@@ -91,6 +99,40 @@ def test_labels_read_ahead_outlive_the_map_and_its_file(tmp_path, rng):
         assert samples == block.samples
         assert properties == block.properties
         assert components == block.components
+
+
+def _npy_with_long_header(array, header_len):
+    """``array`` as an NPY file whose header is padded with spaces to
+    ``header_len`` bytes (a valid header, longer than numpy writes)."""
+    written = npy_bytes(array)
+    start = 10 + struct.unpack_from("<H", written, 8)[0]
+    text = written[10:start].rstrip(b"\n ")
+    text += b" " * (header_len - len(text) - 1) + b"\n"
+    return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(text)) + text + written[start:]
+
+
+def test_headers_longer_than_what_is_read_ahead_are_read_when_met(tmp_path, rng):
+    # A mapped load reads each array's local and NPY headers ahead (about
+    # 500 bytes), and decodes them from there; entries whose local extra
+    # field or NPY header runs past that are read from the file instead,
+    # with the same result as a load that reads everything.
+    tensor = make_map(rng)
+    entries = tensor_entries_dict(tensor)
+    stream = io.BytesIO()
+    with zipfile.ZipFile(stream, "w", compression=zipfile.ZIP_STORED) as archive:
+        for i, (name, value) in enumerate(entries.items()):
+            info = zipfile.ZipInfo(name, date_time=(2000, 1, 1, 0, 0, 0))
+            if i % 3 == 0:
+                # an unknown extra field of 900 bytes (kept by zip readers)
+                info.extra = struct.pack("<HH", 0xCAFE, 896) + bytes(896)
+            data = _npy_with_long_header(value, 2000 if i % 2 == 0 else 100)
+            archive.writestr(info, data)
+    path = tmp_path / "long-headers.mts"
+    path.write_bytes(stream.getvalue())
+
+    mapped = blockmap.load(path, mmap=True)
+    assert_identical(mapped, blockmap.load(path))
+    assert_identical(mapped, tensor)
 
 
 def _mapping_of(path):
