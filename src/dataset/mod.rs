@@ -27,8 +27,6 @@
 //! and its data within the file), which is every map whose `write` had
 //! returned. Appending to such a file first cuts the incomplete tail off.
 
-mod zip;
-
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
@@ -41,7 +39,7 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-use self::zip::{Central, LocalHeader};
+use crate::io::records::{self as zip, Central, LocalHeader};
 
 /// The first entry of every dataset file.
 pub const JSON_NAME: &str = "blockmap-dataset.json";

@@ -47,27 +47,30 @@ impl Prefetched {
         (position - start < len as u64).then_some((start, at, len))
     }
 
+    /// Where the file's bytes from offset `start` on lie in `bytes`: their
+    /// start there, and how many of them the range holding `start` has.
+    fn locate(&self, start: u64) -> Option<(usize, usize)> {
+        let (range_start, at, range_len) = self.find(start)?;
+        let offset = usize::try_from(start - range_start).ok()?;
+        Some((at + offset, range_len - offset))
+    }
+
     /// The bytes at `start..start + len` of the file when they lie in one
     /// range read ahead: a view of memory blockmap allocated, which nothing
     /// outside the load that read it can write.
     pub fn view(&self, start: u64, len: usize) -> Option<Buffer> {
-        let (range_start, at, range_len) = self.find(start)?;
-        let offset = usize::try_from(start - range_start).ok()?;
-        if offset.checked_add(len)? > range_len {
+        let (from, room) = self.locate(start)?;
+        if len > room {
             return None;
         }
-        self.bytes.slice(at + offset, len).ok()
+        self.bytes.slice(from, len).ok()
     }
 
     /// The bytes from `start` on, at most `len` of them, as far as the
     /// range holding `start` goes (borrowed: for headers, parsed and let go).
     pub fn bytes_up_to(&self, start: u64, len: usize) -> Option<&[u8]> {
-        let (range_start, at, range_len) = self.find(start)?;
-        let offset = usize::try_from(start - range_start).ok()?;
-        let from = at + offset;
-        self.bytes
-            .as_slice()
-            .get(from..from + len.min(range_len - offset))
+        let (from, room) = self.locate(start)?;
+        self.bytes.as_slice().get(from..from + len.min(room))
     }
 }
 

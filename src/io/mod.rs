@@ -21,6 +21,7 @@ mod pieces;
 mod pipeline;
 mod read;
 pub mod readable;
+pub(crate) mod records;
 pub(crate) mod replace;
 mod write;
 

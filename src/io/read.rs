@@ -11,6 +11,7 @@ use zip::{CompressionMethod, ZipArchive};
 use super::cached::{CachedFile, Prefetched};
 use super::npy::{self, Descr, Header};
 use super::pieces::{Pieces, PiecesReader};
+use super::records;
 use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::{AlignedBytes, Buffer};
@@ -134,8 +135,8 @@ pub(crate) struct EntryNames {
 }
 
 impl EntryNames {
-    fn get(&self, (start, end): (usize, usize)) -> &str {
-        &self.text[start..end]
+    fn get(&self, extent: (usize, usize)) -> &str {
+        name_at(&self.text, extent)
     }
 
     /// Whether an entry is named `name`.
@@ -168,17 +169,22 @@ fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<EntryNames> 
         text.push_str(&name);
         extents.push((start, text.len()));
     }
-    extents.sort_unstable_by(|&(a, b), &(c, d)| text[a..b].cmp(&text[c..d]));
-    if let Some(pair) = extents
+    extents.sort_unstable_by(|&a, &b| name_at(&text, a).cmp(name_at(&text, b)));
+    let twice = extents
         .windows(2)
-        .find(|pair| text[pair[0].0..pair[0].1] == text[pair[1].0..pair[1].1])
-    {
+        .find(|pair| name_at(&text, pair[0]) == name_at(&text, pair[1]));
+    if let Some(pair) = twice {
         return Err(Error::format(format!(
             "the archive has two entries named '{}'",
-            &text[pair[0].0..pair[0].1]
+            name_at(&text, pair[0])
         )));
     }
     Ok(EntryNames { text, extents })
+}
+
+/// The name at `(start, end)` of the names' text.
+fn name_at(text: &str, (start, end): (usize, usize)) -> &str {
+    &text[start..end]
 }
 
 /// `len` zero bytes, or an out-of-memory error.
@@ -534,18 +540,17 @@ impl<R: Read + Seek> BufferSource<R> {
         let header_start = entry.header_start();
         // the local header: signature, fixed fields, then the name and the
         // extra field, whose lengths it gives
-        let local = ahead.bytes_up_to(header_start, LOCAL_HEADER_LEN);
-        let Some(local) = local.filter(|local| local.len() == LOCAL_HEADER_LEN) else {
+        let local = ahead.bytes_up_to(header_start, records::LOCAL_LEN);
+        let Some(local) = local.filter(|local| local.len() == records::LOCAL_LEN) else {
             return Ok(None);
         };
-        if local[..4] != LOCAL_HEADER_SIGNATURE {
+        if records::signature(local) != Some(records::LOCAL) {
             return Ok(None);
         }
-        let variable = u64::from(u16::from_le_bytes([local[26], local[27]]))
-            + u64::from(u16::from_le_bytes([local[28], local[29]]));
-        let data_start = header_start
-            .checked_add(LOCAL_HEADER_LEN as u64 + variable)
-            .and_then(|start| usize::try_from(start).ok());
+        let data_start = usize::try_from(header_start)
+            .ok()
+            .and_then(|start| start.checked_add(records::LOCAL_LEN))
+            .and_then(|start| start.checked_add(records::local_variable_len(local)));
         let (Some(data_start), Ok(len)) = (data_start, usize::try_from(compressed)) else {
             return Ok(None);
         };
@@ -579,10 +584,6 @@ impl<R: Read + Seek> BufferSource<R> {
         Ok(Some(Npy { header, payload }))
     }
 }
-
-/// The fixed part of a zip local header, and its signature.
-const LOCAL_HEADER_LEN: usize = 30;
-const LOCAL_HEADER_SIGNATURE: [u8; 4] = 0x0403_4b50u32.to_le_bytes();
 
 impl<R: Read + Seek> Source for BufferSource<R> {
     fn names(&self) -> &EntryNames {

@@ -1,26 +1,28 @@
-//! The zip records of a dataset file, written and read by hand: local
-//! headers (with the data 64-byte aligned), central directory headers,
-//! and the ZIP64 end records, always written (Python's `zipfile`, `unzip`
-//! and the `zip` crate read them). Only STORED entries, with a fixed
-//! timestamp, as in `.mts` files.
+//! Zip records written and read by hand: local headers (with the data
+//! 64-byte aligned), central directory headers, and the ZIP64 end records,
+//! always written (Python's `zipfile`, `unzip` and the `zip` crate read
+//! them). Only STORED entries, with a fixed timestamp, as in `.mts` files.
+//! Dataset files are made and read with these alone; a mapped load of an
+//! `.mts` file decodes its local headers with them, from the bytes read
+//! ahead.
 
 use crate::error::{Error, Result};
 
-pub(super) const LOCAL: u32 = 0x0403_4b50;
-pub(super) const CENTRAL: u32 = 0x0201_4b50;
-pub(super) const ZIP64_END: u32 = 0x0606_4b50;
-pub(super) const ZIP64_LOCATOR: u32 = 0x0706_4b50;
-pub(super) const END: u32 = 0x0605_4b50;
+pub(crate) const LOCAL: u32 = 0x0403_4b50;
+pub(crate) const CENTRAL: u32 = 0x0201_4b50;
+pub(crate) const ZIP64_END: u32 = 0x0606_4b50;
+pub(crate) const ZIP64_LOCATOR: u32 = 0x0706_4b50;
+pub(crate) const END: u32 = 0x0605_4b50;
 
 /// Size of the fixed part of a local header.
-pub(super) const LOCAL_LEN: usize = 30;
+pub(crate) const LOCAL_LEN: usize = 30;
 /// Size of the fixed part of a central directory header.
-pub(super) const CENTRAL_LEN: usize = 46;
+pub(crate) const CENTRAL_LEN: usize = 46;
 /// Size of the fixed part of the end of central directory record.
-pub(super) const END_LEN: usize = 22;
+pub(crate) const END_LEN: usize = 22;
 /// Size of the ZIP64 end record and of its locator.
-pub(super) const ZIP64_END_LEN: usize = 56;
-pub(super) const ZIP64_LOCATOR_LEN: usize = 20;
+pub(crate) const ZIP64_END_LEN: usize = 56;
+pub(crate) const ZIP64_LOCATOR_LEN: usize = 20;
 
 /// 2000-01-01 00:00 in MS-DOS form, as in `.mts` files.
 const DOS_TIME: u16 = 0;
@@ -60,7 +62,7 @@ fn name_len(name: &str) -> Result<u16> {
 /// size field when `zip64`, padded so that the data starts on a multiple of
 /// `align`. The CRC and sizes are those given (zeros for a header patched
 /// once the data is written: see [`size_fields`]).
-pub(super) fn local_header(
+pub(crate) fn local_header(
     offset: u64,
     name: &str,
     crc: u32,
@@ -106,7 +108,7 @@ pub(super) fn local_header(
 
 /// The bytes that give a local header of `name` its CRC and sizes, with
 /// where they go in the header: `(offset in the header, bytes)` pieces.
-pub(super) fn size_fields(name: &str, crc: u32, size: u64, zip64: bool) -> Vec<(usize, Vec<u8>)> {
+pub(crate) fn size_fields(name: &str, crc: u32, size: u64, zip64: bool) -> Vec<(usize, Vec<u8>)> {
     let mut crc_and_sizes = Vec::with_capacity(12);
     u32_le(&mut crc_and_sizes, crc);
     if zip64 {
@@ -126,7 +128,7 @@ pub(super) fn size_fields(name: &str, crc: u32, size: u64, zip64: bool) -> Vec<(
 
 /// A local header, as read back.
 #[derive(Debug, Clone)]
-pub(super) struct LocalHeader {
+pub(crate) struct LocalHeader {
     pub name: String,
     pub crc: u32,
     /// the data's size (STORED: both sizes are the same)
@@ -151,12 +153,12 @@ fn le64(bytes: &[u8], at: usize) -> u64 {
 
 /// The lengths of the name and extra field of the local header starting
 /// with these [`LOCAL_LEN`] bytes.
-pub(super) fn local_variable_len(fixed: &[u8]) -> usize {
+pub(crate) fn local_variable_len(fixed: &[u8]) -> usize {
     usize::from(le16(fixed, 26)) + usize::from(le16(fixed, 28))
 }
 
 /// Parse a whole local header (fixed part, name and extra field).
-pub(super) fn parse_local(bytes: &[u8]) -> Result<LocalHeader> {
+pub(crate) fn parse_local(bytes: &[u8]) -> Result<LocalHeader> {
     let bad = |what: &str| Error::format(format!("dataset file: bad local header ({what})"));
     if bytes.len() < LOCAL_LEN || le32(bytes, 0) != LOCAL {
         return Err(bad("signature"));
@@ -202,7 +204,7 @@ fn zip64_value(extra: &[u8]) -> Option<u64> {
 
 /// An entry of the central directory.
 #[derive(Debug, Clone)]
-pub(super) struct Central {
+pub(crate) struct Central {
     pub name: String,
     pub crc: u32,
     pub size: u64,
@@ -211,7 +213,7 @@ pub(super) struct Central {
 }
 
 /// The central directory header of `entry`.
-pub(super) fn central_header(entry: &Central, out: &mut Vec<u8>) -> Result<()> {
+pub(crate) fn central_header(entry: &Central, out: &mut Vec<u8>) -> Result<()> {
     let mut zip64 = Vec::new();
     if entry.size >= MAX32 {
         u64_le(&mut zip64, entry.size);
@@ -248,7 +250,7 @@ pub(super) fn central_header(entry: &Central, out: &mut Vec<u8>) -> Result<()> {
 }
 
 /// Parse the central directory `bytes` (of `count` entries).
-pub(super) fn parse_central(bytes: &[u8], count: u64) -> Result<Vec<Central>> {
+pub(crate) fn parse_central(bytes: &[u8], count: u64) -> Result<Vec<Central>> {
     let bad = |what: &str| Error::format(format!("dataset file: bad central directory ({what})"));
     let mut entries = Vec::new();
     // every header takes at least CENTRAL_LEN bytes: `count` is bounded
@@ -314,7 +316,7 @@ fn zip64_values(extra: &[u8]) -> Vec<u64> {
 /// bytes at `offset`, followed at `end_offset` (where the ZIP64 record
 /// starts): the ZIP64 end record, its locator, and the end record with
 /// `comment`.
-pub(super) fn end_records(
+pub(crate) fn end_records(
     count: u64,
     size: u64,
     offset: u64,
@@ -354,7 +356,7 @@ pub(super) fn end_records(
 /// The end of a dataset file as read back: where the central directory is
 /// and the end record's comment.
 #[derive(Debug)]
-pub(super) struct End {
+pub(crate) struct End {
     pub count: u64,
     pub cd_offset: u64,
     pub cd_size: u64,
@@ -364,7 +366,7 @@ pub(super) struct End {
 /// Find the end records in `tail`, the last bytes of a file of `file_len`
 /// bytes: the end record must end exactly where the file does (anything
 /// after it means a later write did not complete).
-pub(super) fn parse_end(tail: &[u8], file_len: u64) -> Option<End> {
+pub(crate) fn parse_end(tail: &[u8], file_len: u64) -> Option<End> {
     let tail_start = file_len.checked_sub(tail.len() as u64)?;
     let mut at = tail.len().checked_sub(END_LEN)?;
     loop {
@@ -396,7 +398,7 @@ pub(super) fn parse_end(tail: &[u8], file_len: u64) -> Option<End> {
 /// The length of the record starting at `bytes` (whose signature is
 /// `signature`) that is not a local header: a central header, or an end
 /// record; `None` for anything else.
-pub(super) fn skipped_record_len(signature: u32, bytes: &[u8]) -> Option<u64> {
+pub(crate) fn skipped_record_len(signature: u32, bytes: &[u8]) -> Option<u64> {
     match signature {
         CENTRAL if bytes.len() >= CENTRAL_LEN => Some(
             (CENTRAL_LEN
@@ -412,7 +414,7 @@ pub(super) fn skipped_record_len(signature: u32, bytes: &[u8]) -> Option<u64> {
 }
 
 /// The 4-byte signature at the start of `bytes`.
-pub(super) fn signature(bytes: &[u8]) -> Option<u32> {
+pub(crate) fn signature(bytes: &[u8]) -> Option<u32> {
     (bytes.len() >= 4).then(|| le32(bytes, 0))
 }
 
