@@ -34,7 +34,35 @@ __all__ = [
 
 
 class BlockMapError(Exception):
-    """Base class of every error blockmap raises."""
+    """Base class of every error blockmap raises.
+
+    Every class can be built again the ways the hosts that carry errors
+    between processes build them: ``cls(*args)`` (pickle, hence
+    multiprocessing, concurrent.futures, dask and ray) and
+    ``cls(message=...)`` (torch's DataLoader, which passes the message by
+    keyword to any exception class with a ``message`` attribute).
+    """
+
+    def __init__(self, *args: object, message: str | None = None) -> None:
+        if message is not None:
+            if args:
+                raise BlockMapTypeError(
+                    f"{type(self).__name__}() takes its message either as an argument "
+                    "or as message=, not both"
+                )
+            args = (message,)
+        super().__init__(*args)
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        # the builtin's own reduction (``(cls, args, state)``, with errno,
+        # strerror and filename for OS errors), declared here so that
+        # tblib (dask's pickling of errors) rebuilds with ``cls(*args)``: it
+        # takes a class with its own ``__init__`` and the builtin
+        # ``__reduce__`` for one whose arguments cannot be trusted and calls
+        # ``cls.__new__(cls)``, which CPython refuses for BlockMapMemoryError
+        # (``MemoryError.__new__(BlockMapMemoryError) is not safe``), and
+        # dask then sends a plain ``Exception``
+        return super().__reduce__()
 
     @property
     def message(self) -> str:

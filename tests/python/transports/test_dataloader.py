@@ -21,7 +21,7 @@ import pytest
 import blockmap
 from bench.batches import structure_arrays, structure_maps, w_pieces
 from bench.workload import build_blockmap, make_arrays
-from helpers import TESTS_DIR, loaders
+from helpers import TESTS_DIR, error_cases, loaders
 from helpers.io_cases import assert_identical, run_child
 
 torch = pytest.importorskip("torch")
@@ -135,6 +135,27 @@ def test_batches_of_small_maps_cross_every_start_method(method):
         assert batch._arrays == "torch"
         assert not batch.is_shared()
         assert_identical(_numpy(batch), _numpy(expected))
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_errors_raised_in_a_worker_reach_the_loop_as_blockmap_errors(method):
+    """torch sends a worker's error as its class and formatted traceback and
+    builds it again with ``cls(message=...)``: every blockmap error (each
+    class built in Python, and the native module's) reaches the training
+    loop as its own class, its message holding the original one."""
+    loader = DataLoader(
+        error_cases.Raising(), batch_size=None, num_workers=1, multiprocessing_context=method
+    )
+    items = iter(loader)
+    for case in error_cases.CASES:
+        original = error_cases.caught(case)
+        with pytest.raises(blockmap.BlockMapError) as error:
+            next(items)
+        assert type(error.value) is type(original), case
+        assert "in DataLoader worker process 0" in str(error.value)
+        assert f"blockmap.{type(original).__name__}: {original}\n" in str(error.value)
+    with pytest.raises(StopIteration):
+        next(items)
 
 
 def test_without_workers_batches_are_the_joins():

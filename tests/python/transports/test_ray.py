@@ -18,8 +18,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import blockmap
 from blockmap import Labels
-from helpers import TESTS_DIR
+from helpers import TESTS_DIR, error_cases
 from helpers.io_cases import (
     INFO,
     LABELS_CASES,
@@ -299,3 +300,26 @@ def test_task_block_and_labels(rng):
     keys = Labels(["a"], np.arange(5_000).reshape(-1, 1))
     assert_identical(ray.get(identity_task.remote(block)), block)
     assert_identical(ray.get(identity_task.remote(keys)), keys)
+
+
+@ray.remote
+def raising_task(case):
+    error_cases.raise_case(case)
+
+
+def test_errors_raised_in_a_task_reach_the_caller_as_blockmap_errors():
+    """ray raises a task's error as ``RayTaskError(cls)``, an instance of
+    both ``RayTaskError`` and the original class, holding the original
+    error (``cause``): for every blockmap error (each class built in
+    Python, and the native module's) it is an instance of blockmap's class,
+    its message holds the original one and its cause is the original
+    error built again."""
+    refs = {case: raising_task.remote(case) for case in error_cases.CASES}
+    for case, ref in refs.items():
+        original = error_cases.caught(case)
+        with pytest.raises(blockmap.BlockMapError) as error:
+            ray.get(ref)
+        assert isinstance(error.value, ray.exceptions.RayTaskError), case
+        assert isinstance(error.value, type(original)), case
+        assert f"{type(original).__name__}: {original}" in str(error.value)
+        error_cases.assert_same(error.value.cause, original)

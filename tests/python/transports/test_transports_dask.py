@@ -10,6 +10,7 @@ import pytest
 
 import blockmap
 from blockmap import TensorMap
+from helpers import error_cases
 from helpers.io_cases import assert_identical, make_map, zero_block_map
 from helpers.pickle_cases import doubled
 
@@ -209,3 +210,17 @@ def test_persist_a_delayed_graph(client, rng):
         expected = make_map(np.random.default_rng(seed))
         np.testing.assert_array_equal(result.block(0).values, expected.block(0).values * 2)
         assert result.keys == expected.keys
+
+
+def test_errors_raised_on_a_worker_reach_the_client_whole(client):
+    """Every blockmap error (each class built in Python, and the native
+    module's) raised by a task on a worker process is raised again by
+    ``result()``: the same class, message, arguments, errno and filename."""
+    futures = {
+        case: client.submit(error_cases.raise_case, case, pure=False) for case in error_cases.CASES
+    }
+    distributed.wait(list(futures.values()))
+    for case, future in futures.items():
+        with pytest.raises(blockmap.BlockMapError) as error:
+            future.result()
+        error_cases.assert_same(error.value, error_cases.caught(case))

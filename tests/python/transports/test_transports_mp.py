@@ -18,7 +18,7 @@ import pytest
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
-from helpers import TESTS_DIR
+from helpers import TESTS_DIR, error_cases
 from helpers.io_cases import assert_identical, make_map, zero_block_map
 from helpers.pickle_cases import identity
 
@@ -147,6 +147,27 @@ def test_process_pool_executor(rng, method):
         seen = executor.submit(_double_first, shared).result()
     assert seen[:2] == (True, True)
     np.testing.assert_array_equal(shared.block(0).values, expected)
+
+
+@pytest.mark.parametrize("host", ["pool-fork", "pool-spawn", "executor-fork", "executor-spawn"])
+def test_errors_raised_in_workers_reach_the_caller_whole(host):
+    """Every blockmap error (each class built in Python, and the native
+    module's) raised in a Pool or ProcessPoolExecutor worker is raised again
+    in the caller: the same class, message, arguments, errno and filename."""
+    kind, method = host.split("-")
+    context = multiprocessing.get_context(method)
+    if kind == "pool":
+        pool = context.Pool(1)
+        submit = lambda case: pool.apply_async(error_cases.raise_case, (case,)).get  # noqa: E731
+    else:
+        pool = concurrent.futures.ProcessPoolExecutor(1, mp_context=context)
+        submit = lambda case: pool.submit(error_cases.raise_case, case).result  # noqa: E731
+    with pool:
+        results = {case: submit(case) for case in error_cases.CASES}
+        for case, result in results.items():
+            with pytest.raises(blockmap.BlockMapError) as error:
+                result()
+            error_cases.assert_same(error.value, error_cases.caught(case))
 
 
 # ------------------------------------------------------------ shared memory
