@@ -140,7 +140,10 @@ def from_metatensor(obj: Any) -> Blockmap:
             keys = convert(obj.keys)
             result = TensorMap(keys, [_block_from(convert, block) for block in obj.blocks()])
             for key, value in obj.info().items():
-                result.set_info(key, value)
+                # metatensor-core's info() gives None for a key whose value
+                # is the empty string (it stores the string; its own pickle
+                # keeps it)
+                result.set_info(key, "" if value is None else value)
             return result
     raise BlockMapTypeError(
         f"from_metatensor takes metatensor-core's Labels, TensorBlock or TensorMap, "

@@ -73,6 +73,23 @@ def test_from_metatensor_shares_every_array(rng, dtype):
     assert mts.equal(back, theirs)
 
 
+def test_empty_info_values_cross_both_ways(rng):
+    """metatensor-core's ``info()`` gives None for a key whose value is the
+    empty string; the string it stores (what its own save and pickle keep)
+    is what blockmap gets and gives back."""
+    theirs = to_metatensor(make_map(rng, info={"empty": "", "unit": "eV"}))
+    assert theirs.info() == {"empty": None, "unit": "eV"}
+    ours = from_metatensor(theirs)
+    assert ours.info() == {"empty": "", "unit": "eV"}
+    back = ours.to_metatensor()
+    oracle = mts.io.load_buffer(mts.io.save_buffer(theirs))
+    assert back.info() == oracle.info() == {"empty": None, "unit": "eV"}
+    # what each stores: read from the archives metatensor-core writes
+    stored = blockmap.load_buffer(mts.io.save_buffer(back)).info()
+    assert stored == blockmap.load_buffer(mts.io.save_buffer(oracle)).info()
+    assert stored == {"empty": "", "unit": "eV"}
+
+
 def test_writes_are_seen_both_ways(rng):
     ours = make_map(rng, gradients=False)
     theirs = to_metatensor(ours)
