@@ -125,8 +125,12 @@ def __dir__() -> list[str]:
 
 _shared.register()
 for _module in _shared.LOKY_REDUCTION_MODULES:
-    _hooks.when_imported(_module, functools.partial(_shared.register_loky, _module))
-_hooks.when_imported("distributed", lambda: importlib.import_module("blockmap.dask"))
+    _hooks.when_imported(
+        _module, functools.partial(_shared.register_loky, _module), key="blockmap loky"
+    )
+_hooks.when_imported(
+    "distributed", functools.partial(importlib.import_module, "blockmap.dask"), key="blockmap.dask"
+)
 
 __all__ = [
     "BlockMapAssertionError",
