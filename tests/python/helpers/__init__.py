@@ -6,7 +6,9 @@
   crafted reconstructor input;
 - ``strategies``: hypothesis strategies of valid maps, blocks and labels
   (needs hypothesis);
-- ``dtypes``: the element types the tests iterate over.
+- ``dtypes``: the element types the tests iterate over;
+- ``error_cases``: every blockmap error (each exception class, and the
+  native module's), raised by workers of every host.
 
 pytest finds this package through ``pythonpath`` in pyproject.toml; a child
 process puts :data:`TESTS_DIR` on its ``sys.path`` first.

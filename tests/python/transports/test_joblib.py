@@ -18,7 +18,9 @@ import sys
 import numpy as np
 import pytest
 
+import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers import error_cases
 from helpers.io_cases import INFO, assert_identical, block_with_gradients, labels, make_map
 from helpers.pickle_cases import doubled, identity, wire_arrays
 
@@ -237,3 +239,21 @@ def test_loky_registration_in_either_import_order(blockmap_first):
     assert result.returncode == 0, result.stderr
     size = int(result.stdout.split()[0])
     assert size < 5_000, f"the shared map was pickled in {size} bytes: copied"
+
+
+def test_errors_raised_in_loky_workers_reach_the_caller_whole():
+    """Every blockmap error (each class built in Python, and the native
+    module's) raised in a loky worker is raised again in the caller: the
+    same class, message, arguments, errno and filename. ``Parallel`` once,
+    then loky's reusable executor (the one joblib uses) for the rest:
+    ``Parallel`` restarts the workers after each error."""
+    first, *rest = error_cases.CASES
+    with pytest.raises(blockmap.BlockMapError) as error:
+        Parallel(n_jobs=2, backend="loky")(delayed(error_cases.raise_case)(first) for _ in range(2))
+    error_cases.assert_same(error.value, error_cases.caught(first))
+    executor = get_reusable_executor(max_workers=2)
+    futures = {case: executor.submit(error_cases.raise_case, case) for case in rest}
+    for case, future in futures.items():
+        with pytest.raises(blockmap.BlockMapError) as error:
+            future.result()
+        error_cases.assert_same(error.value, error_cases.caught(case))
