@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test wheels test-wheels clean
 
 all: test
 
@@ -67,6 +67,29 @@ bench: build
 scaling: build
 	$(PY) -m bench scaling --huge --markdown docs/scaling.md --chart docs/scaling.png
 
+# Release wheels for CPython 3.11, 3.12 and 3.13 (manylinux2014: linked
+# with zig against glibc 2.17, so that pip on any Linux since 2014 installs
+# them) and the sdist, into dist/. The interpreters come from PATH
+# (python3.X) or pyenv. Not part of `make test` (three release builds take
+# several minutes on 2 cores).
+WHEEL_PYTHONS ?= 3.11 3.12 3.13
+WHEEL_STAMP := $(VENV)/.wheel-deps-installed
+
+$(WHEEL_STAMP): requirements-wheels.txt $(STAMP)
+	$(PY) -m pip install --quiet -r requirements-wheels.txt
+	touch $(WHEEL_STAMP)
+
+wheels: $(WHEEL_STAMP)
+	scripts/build-wheels.sh $(abspath $(PY)) dist $(WHEEL_PYTHONS)
+
+# Each wheel of dist/ installed into a fresh virtual environment of its own
+# Python with no Rust on PATH, and the core tier (tests/python/core, io,
+# pickle; numpy and pytest only, the optional engines' tests skip
+# themselves) run against the installed package; then the same for the
+# sdist, built from source. About 20 minutes.
+test-wheels: wheels
+	scripts/test-wheels.sh dist
+
 # Each cargo-fuzz target for FUZZ_SECONDS, one after another (not part of
 # `make test`; needs `cargo install cargo-fuzz --locked`, see fuzz/README.md).
 FUZZ_SECONDS ?= 60
@@ -78,4 +101,4 @@ check-memory:
 	scripts/check-memory.sh
 
 clean:
-	rm -rf $(VENV) target
+	rm -rf $(VENV) target dist

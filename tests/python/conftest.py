@@ -186,3 +186,24 @@ def pytest_sessionfinish(session, exitstatus):
     """With ``BLOCKMAP_REQUIRE_ALL`` set, a session that skipped anything fails."""
     if _requires_all() and _skipped and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# ------------------------------------------- testing the installed package
+
+#: Set by ``make test-wheels``: the tests run against a wheel installed into
+#: a fresh virtual environment, and must not import the source tree's package.
+TEST_INSTALLED = "BLOCKMAP_TEST_INSTALLED"
+
+
+def pytest_sessionstart(session):
+    """With ``BLOCKMAP_TEST_INSTALLED`` set, ``blockmap`` must come from
+    site-packages (the wheel), not from the source tree's ``python/``."""
+    if os.environ.get(TEST_INSTALLED, "") not in ("", "0"):
+        import blockmap
+
+        location = os.path.dirname(blockmap.__file__)
+        if "site-packages" not in location.split(os.sep):
+            raise pytest.UsageError(
+                f"{TEST_INSTALLED} is set but blockmap was imported from {location}, "
+                "not from an installed package"
+            )

@@ -95,9 +95,13 @@ def test_pieces_start_at_aligned_offsets_and_hold_whole_arrays(rng, small_pieces
 
 def test_a_map_larger_than_a_piece_keeps_it_whole(rng, small_pieces):
     values = rng.random((40, 3, 30))  # 28.8 kB, larger than a piece
-    tensor = blockmap.TensorMap(
-        blockmap.Labels.range("key", 1), [blockmap.block_from_array(values)]
+    block = blockmap.TensorBlock(
+        values,
+        blockmap.Labels.range("sample", 40),
+        [blockmap.Labels.range("component", 3)],
+        blockmap.Labels.range("property", 30),
     )
+    tensor = blockmap.TensorMap(blockmap.Labels.range("key", 1), [block])
     version, kind, *pieces = _unpickled_pieces(tensor)
     assert version == 2
     assert max(len(piece) for piece in pieces) >= values.nbytes
