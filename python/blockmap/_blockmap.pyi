@@ -409,7 +409,7 @@ class TensorBlock:
     def nbytes(self) -> int:
         """Bytes of array data: values, all labels, and gradients (recursively)."""
     def share_memory(self) -> Self:
-        """Move the block's data into one shared-memory segment, in place."""
+        """Move the block's values into one shared-memory segment, in place."""
     def is_shared(self) -> bool:
         """Whether all of the block's data lives in shared memory."""
     def add_gradient(self, parameter: str, gradient: TensorBlock) -> None: ...
@@ -482,10 +482,11 @@ class TensorMap:
     def __neg__(self) -> TensorMap: ...
     def __pos__(self) -> Self: ...
     def share_memory(self) -> Self:
-        """Move the map's data into one shared-memory segment, in place.
+        """Move the map's values into one shared-memory segment, in place.
 
-        Sending the map through multiprocessing then sends only metadata and
-        a file descriptor; the receiver maps the same memory.
+        Sending the map through multiprocessing then sends only metadata (the
+        labels included) and a file descriptor; the receiver maps the same
+        memory.
         """
     def is_shared(self) -> bool:
         """Whether all of the map's data lives in shared memory."""
