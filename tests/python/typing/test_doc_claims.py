@@ -3,6 +3,7 @@ checked against the behaviour it describes."""
 
 import ast
 import inspect
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -58,3 +59,21 @@ def test_use_numpy_does_not_choose_the_array_type():
     for doc in (blockmap.load.__doc__, blockmap.save.__doc__):
         assert "numpy arrays either way" not in doc
     assert "numpy arrays either\nway" not in (ROOT / "docs" / "metatensor.md").read_text()
+
+
+def test_the_torch_dtypes_refused_are_those_docs_torch_md_lists():
+    # docs/torch.md said complex types were refused: complex64 and complex128 are held
+    torch = pytest.importorskip("torch")
+    samples, properties = blockmap.Labels.range("s", 2), blockmap.Labels.range("p", 2)
+    for dtype in (torch.bfloat16, torch.complex32):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch: "ComplexHalf support is experimental"
+            values = torch.zeros(2, 2, dtype=dtype)
+        with pytest.raises(blockmap.BlockMapTypeError, match="unsupported dtype"):
+            blockmap.TensorBlock(values, samples, [], properties)
+    for dtype in (torch.complex64, torch.complex128, torch.float16, torch.bool, torch.uint16):
+        values = torch.ones(2, 2, dtype=dtype)
+        block = blockmap.TensorBlock(values, samples, [], properties)
+        assert block.values is values
+    text = (ROOT / "docs" / "torch.md").read_text()
+    assert "`torch.complex32`; `complex64` and `complex128` are held" in text
