@@ -20,9 +20,9 @@ HERE = Path(__file__).parent
 def mypy(tmp_path_factory):
     cache = tmp_path_factory.mktemp("mypy-cache")
 
-    def run(*paths, env=None):
+    def run(*arguments):
         command = [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(cache)]
-        return subprocess.run([*command, *map(str, paths)], capture_output=True, text=True, env=env)
+        return subprocess.run([*command, *map(str, arguments)], capture_output=True, text=True)
 
     return run
 
@@ -76,3 +76,34 @@ def test_wrong_calls_are_errors(mypy, tmp_path):
         found = [error for error in errors if error.startswith(f"{path}:{line}: ")]
         assert any(message in error for error in found), (line, message, result.stdout)
     assert len(errors) == len(EXPECTED) + 1  # line 7: "TensorBlock" has no "keys" either
+
+
+WITHOUT_TORCH = """\
+import numpy as np
+import blockmap
+
+block = blockmap.TensorBlock(
+    np.zeros((1, 1)), blockmap.Labels.range("s", 1), [], blockmap.Labels.range("p", 1)
+)
+tensor = blockmap.TensorMap(blockmap.Labels.range("k", 1), [block])
+reveal_type(tensor.block(0).values)
+reveal_type(tensor.keys.column("k"))
+equal: bool = blockmap.equal(tensor, tensor)
+summed: blockmap.TensorMap = blockmap.sum_over_samples(tensor, "s")
+"""
+
+
+def test_without_torch_values_are_arrays_or_any(mypy, tmp_path):
+    # torch not followed, as for a user without torch: blockmap's stubs give
+    # no error, and torch.Tensor is Any (a user who has torch sees Tensor,
+    # as test_wrong_calls_are_errors shows)
+    path = tmp_path / "no_torch.py"
+    path.write_text(WITHOUT_TORCH)
+    config = tmp_path / "mypy.ini"
+    config.write_text("[mypy]\n[mypy-torch.*]\nfollow_imports = skip\n")
+    result = mypy("--config-file", config, path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    notes = [line for line in result.stdout.splitlines() if "Revealed type" in line]
+    assert len(notes) == 2, result.stdout
+    assert notes[0].endswith('"numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]] | Any"'), notes
+    assert notes[1].endswith('_32Bit]]] | Any"'), notes
