@@ -8,6 +8,8 @@ and a :class:`TensorMap` is a set of blocks keyed by Labels.
 import functools
 import importlib
 import importlib.util
+import types
+from typing import TYPE_CHECKING
 
 from . import _hooks, _shared
 from ._blockmap import (
@@ -51,6 +53,90 @@ from .io import (
     save_buffer,
     verify,
 )
+
+if TYPE_CHECKING:
+    # what __getattr__ serves, declared for type checkers (the signatures of
+    # the operations are in operations.pyi; tests/python/typing checks both)
+    # isort: off
+    from .metatensor import from_metatensor as from_metatensor
+    from .metatensor_torch import from_metatensor_torch as from_metatensor_torch
+    from .operations import (
+        abs as abs,
+        add as add,
+        allclose as allclose,
+        allclose_block as allclose_block,
+        allclose_block_raise as allclose_block_raise,
+        allclose_raise as allclose_raise,
+        append_dimension as append_dimension,
+        block_from_array as block_from_array,
+        checks_enabled as checks_enabled,
+        detach as detach,
+        detach_block as detach_block,
+        divide as divide,
+        dot as dot,
+        drop_blocks as drop_blocks,
+        drop_empty_blocks as drop_empty_blocks,
+        empty_like as empty_like,
+        empty_like_block as empty_like_block,
+        equal as equal,
+        equal_block as equal_block,
+        equal_block_raise as equal_block_raise,
+        equal_metadata as equal_metadata,
+        equal_metadata_block as equal_metadata_block,
+        equal_metadata_block_raise as equal_metadata_block_raise,
+        equal_metadata_raise as equal_metadata_raise,
+        equal_raise as equal_raise,
+        filter_blocks as filter_blocks,
+        insert_dimension as insert_dimension,
+        is_contiguous as is_contiguous,
+        is_contiguous_block as is_contiguous_block,
+        lstsq as lstsq,
+        make_contiguous as make_contiguous,
+        make_contiguous_block as make_contiguous_block,
+        mean_over_properties as mean_over_properties,
+        mean_over_properties_block as mean_over_properties_block,
+        mean_over_samples as mean_over_samples,
+        mean_over_samples_block as mean_over_samples_block,
+        multiply as multiply,
+        one_hot as one_hot,
+        ones_like as ones_like,
+        ones_like_block as ones_like_block,
+        permute_dimensions as permute_dimensions,
+        pow as pow,
+        random_uniform_like as random_uniform_like,
+        random_uniform_like_block as random_uniform_like_block,
+        remove_dimension as remove_dimension,
+        remove_gradients as remove_gradients,
+        remove_gradients_block as remove_gradients_block,
+        rename_dimension as rename_dimension,
+        requires_grad as requires_grad,
+        requires_grad_block as requires_grad_block,
+        slice as slice,
+        slice_block as slice_block,
+        solve as solve,
+        sort as sort,
+        sort_block as sort_block,
+        std_over_properties as std_over_properties,
+        std_over_properties_block as std_over_properties_block,
+        std_over_samples as std_over_samples,
+        std_over_samples_block as std_over_samples_block,
+        subtract as subtract,
+        sum_over_properties as sum_over_properties,
+        sum_over_properties_block as sum_over_properties_block,
+        sum_over_samples as sum_over_samples,
+        sum_over_samples_block as sum_over_samples_block,
+        unique_metadata as unique_metadata,
+        unique_metadata_block as unique_metadata_block,
+        unsafe_disable_checks as unsafe_disable_checks,
+        unsafe_enable_checks as unsafe_enable_checks,
+        var_over_properties as var_over_properties,
+        var_over_properties_block as var_over_properties_block,
+        var_over_samples as var_over_samples,
+        var_over_samples_block as var_over_samples_block,
+        zeros_like as zeros_like,
+        zeros_like_block as zeros_like_block,
+    )
+    # isort: on
 
 
 def _has_metatensor_operations() -> bool:
@@ -117,9 +203,21 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    names = set(globals()) | {"from_metatensor_torch"}
+    """The public names: ``__all__``, the names served on first use, the
+    public submodules imported so far, and the module's dunder attributes
+    (not ``functools``, ``importlib`` and the other imports of this file)."""
+    names = set(__all__) | {"from_metatensor_torch"}
     if HAS_METATENSOR_OPERATIONS:
         names |= _OPERATIONS | {"operations"}
+    for name, value in globals().items():
+        if name.startswith("__") and name.endswith("__"):
+            names.add(name)
+        elif (
+            isinstance(value, types.ModuleType)
+            and not name.startswith("_")
+            and value.__name__ == f"{__name__}.{name}"
+        ):
+            names.add(name)
     return sorted(names)
 
 

@@ -9,6 +9,7 @@ from typing import IO, Any, ClassVar, Literal, Self, SupportsIndex, TypeAlias, f
 
 import numpy as np
 import numpy.typing as npt
+import torch  # type: ignore[import-not-found, unused-ignore]
 from typing_extensions import Buffer, disjoint_base
 
 __all__ = [
@@ -60,6 +61,12 @@ __version__: str
 _File: TypeAlias = str | os.PathLike[str] | IO[bytes]
 _Data: TypeAlias = TensorMap | TensorBlock | Labels
 _Arrays: TypeAlias = Literal["numpy", "torch"]
+
+# what values are: numpy arrays, or torch tensors for torch-backed objects
+# (``arrays="torch"``, or made from tensors: docs/torch.md); without torch
+# installed, ``torch.Tensor`` is ``Any`` for type checkers
+_Values: TypeAlias = npt.NDArray[Any] | torch.Tensor
+_LabelsValues: TypeAlias = npt.NDArray[np.int32] | torch.Tensor
 
 def save(file: _File, data: _Data, use_numpy: object = False, *, durable: bool = True) -> None:
     """Save a TensorMap, TensorBlock or Labels to a path or binary file object.
@@ -226,8 +233,9 @@ class LabelsEntry:
     def names(self) -> list[str]:
         """Names of the dimensions."""
     @property
-    def values(self) -> npt.NDArray[np.int32]:
-        """The values, a read-only 1-D int32 array viewing the Labels' memory."""
+    def values(self) -> _LabelsValues:
+        """The values, a read-only 1-D int32 array viewing the Labels' memory
+        (for torch-backed Labels, an int32 tensor holding a copy)."""
     @property
     def device(self) -> str:
         """The device of the values: always ``"cpu"``."""
@@ -256,7 +264,7 @@ class Labels:
     def __new__(
         cls,
         names: str | Sequence[str],
-        values: npt.NDArray[np.integer[Any] | np.bool_],
+        values: npt.NDArray[np.integer[Any] | np.bool_] | torch.Tensor,
         assume_unique: bool = False,
     ) -> Labels: ...
     @staticmethod
@@ -272,12 +280,13 @@ class Labels:
     def names(self) -> list[str]:
         """Names of the dimensions."""
     @property
-    def values(self) -> npt.NDArray[np.int32]:
-        """The values, a read-only ``(len(labels), len(names))`` int32 array."""
+    def values(self) -> _LabelsValues:
+        """The values, a read-only ``(len(labels), len(names))`` int32 array
+        (for torch-backed Labels, an int32 tensor holding a copy)."""
     @property
     def device(self) -> str:
         """The device of the values: always ``"cpu"``."""
-    def column(self, dimension: str) -> npt.NDArray[np.int32]:
+    def column(self, dimension: str) -> _LabelsValues:
         """The values of one dimension, as a read-only 1-D view."""
     def entry(self, index: SupportsIndex) -> LabelsEntry:
         """Entry ``index`` (negative: from the end)."""
@@ -293,7 +302,7 @@ class Labels:
         arrays: str | None = None,
         non_blocking: bool = False,
     ) -> Labels:
-        """These Labels (numpy arrays on the CPU: nothing else is supported)."""
+        """These Labels with ``arrays="numpy"`` or ``"torch"`` values, on the CPU."""
     def append(self, name: str, values: npt.NDArray[Any]) -> Labels:
         """New Labels with a last dimension ``name`` of these ``values``."""
     def insert(self, index: SupportsIndex, name: str, values: npt.NDArray[Any]) -> Labels:
@@ -320,7 +329,7 @@ class Labels:
         """Positions of the entries matching one of the entries of ``selection``."""
     def __len__(self) -> int: ...
     @overload
-    def __getitem__(self, index: str, /) -> npt.NDArray[np.int32]: ...
+    def __getitem__(self, index: str, /) -> _LabelsValues: ...
     @overload
     def __getitem__(self, index: SupportsIndex, /) -> LabelsEntry: ...
     def __iter__(self) -> Iterator[LabelsEntry]: ...
@@ -360,13 +369,13 @@ class TensorBlock:
 
     def __new__(
         cls,
-        values: npt.ArrayLike,
+        values: npt.ArrayLike | torch.Tensor,
         samples: Labels,
         components: Sequence[Labels],
         properties: Labels,
     ) -> TensorBlock: ...
     @property
-    def values(self) -> npt.NDArray[Any]:
+    def values(self) -> _Values:
         """The values, viewing the block's memory (assigning raises AttributeError)."""
     @values.setter
     def values(self, value: object) -> None: ...
@@ -390,17 +399,17 @@ class TensorBlock:
     def to(
         self,
         *args: Any,
-        dtype: npt.DTypeLike | None = None,
-        device: str | None = None,
+        dtype: npt.DTypeLike | torch.dtype | None = None,
+        device: str | torch.device | None = None,
         arrays: str | None = None,
         non_blocking: bool = False,
     ) -> TensorBlock:
-        """The block with every array of ``dtype`` (numpy arrays on the CPU only)."""
+        """The block with every array of ``dtype``, as numpy arrays or torch tensors."""
     @property
     def nbytes(self) -> int:
         """Bytes of array data: values, all labels, and gradients (recursively)."""
     def share_memory(self) -> Self:
-        """Move the block's data into one shared-memory segment, in place."""
+        """Move the block's values into one shared-memory segment, in place."""
     def is_shared(self) -> bool:
         """Whether all of the block's data lives in shared memory."""
     def add_gradient(self, parameter: str, gradient: TensorBlock) -> None: ...
@@ -473,10 +482,11 @@ class TensorMap:
     def __neg__(self) -> TensorMap: ...
     def __pos__(self) -> Self: ...
     def share_memory(self) -> Self:
-        """Move the map's data into one shared-memory segment, in place.
+        """Move the map's values into one shared-memory segment, in place.
 
-        Sending the map through multiprocessing then sends only metadata and
-        a file descriptor; the receiver maps the same memory.
+        Sending the map through multiprocessing then sends only metadata (the
+        labels included) and a file descriptor; the receiver maps the same
+        memory.
         """
     def is_shared(self) -> bool:
         """Whether all of the map's data lives in shared memory."""
@@ -512,8 +522,8 @@ class TensorMap:
     def to(
         self,
         *args: Any,
-        dtype: npt.DTypeLike | None = None,
-        device: str | None = None,
+        dtype: npt.DTypeLike | torch.dtype | None = None,
+        device: str | torch.device | None = None,
         arrays: str | None = None,
         non_blocking: bool = False,
     ) -> TensorMap:

@@ -30,7 +30,7 @@ import os
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, load, load_buffer
 from .exceptions import (
@@ -103,7 +103,11 @@ class Dataset(_Dataset):
             raise BlockMapIndexError(f"map {index} is out of range for a dataset of {len(self)}")
         return position
 
-    def __getitem__(self, index: int | slice) -> Any:
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> TensorMap: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[TensorMap]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> TensorMap | list[TensorMap]:
         if isinstance(index, slice):
             return [self._get(i) for i in range(*index.indices(len(self)))]
         return self._get(self._position(index))

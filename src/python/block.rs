@@ -159,7 +159,7 @@ impl PyTensorBlock {
         self.block().nbytes()
     }
 
-    /// Move the block's data (values, labels and gradients) into one shared
+    /// Move the block's values (and its gradients' values) into one shared
     /// memory segment, in place, and return the block (see
     /// ``TensorMap.share_memory``). For a block taken from a map, only this
     /// block object changes, not the map.

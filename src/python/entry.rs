@@ -72,7 +72,7 @@ impl PyLabelsEntry {
         }
     }
 
-    /// The device of the values: always ``"cpu"`` (numpy arrays).
+    /// The device of the values: always ``"cpu"``.
     #[getter]
     #[allow(clippy::unused_self)] // a property: it has a receiver
     fn device(&self) -> &'static str {

@@ -93,8 +93,8 @@ impl FromPyObject<'_, '_> for MmapArg {
 
 /// metatensor-core's ``use_numpy=`` argument of load and save, accepted so
 /// that its callers run unchanged and ignored: it chooses between two
-/// implementations in metatensor-core; blockmap has one, and its arrays are
-/// numpy arrays either way.
+/// implementations in metatensor-core; blockmap has one, and ``arrays=``
+/// alone chooses the array type.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct UseNumpy;
 

@@ -118,7 +118,7 @@ pub fn keys_arg<'a>(keys: Option<&'a Bound<'_, PyLabels>>) -> Option<&'a Labels>
 /// file object is written as it is; syncing it is its owner's choice.
 ///
 /// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap has
-/// one implementation, and its arrays are numpy arrays either way.
+/// one implementation.
 #[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy, *, durable = true), text_signature = "(file, data, use_numpy=False, *, durable=True)")]
 fn py_save(
     py: Python<'_>,
@@ -145,8 +145,8 @@ fn py_save_buffer<'py>(
 
 /// Load a :class:`TensorMap` from a path or a binary file object.
 ///
-/// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap's
-/// arrays are numpy arrays either way.
+/// ``use_numpy`` is metatensor-core's, accepted and ignored: ``arrays=``
+/// alone chooses numpy arrays (the default) or torch tensors.
 ///
 /// With ``mmap=True`` (or ``"r"``; paths only) the file is mapped instead of
 /// read: every uncompressed, aligned, native-endian array is a read-only

@@ -127,7 +127,7 @@ impl PyLabels {
         }
     }
 
-    /// The device of the values: always ``"cpu"`` (numpy arrays).
+    /// The device of the values: always ``"cpu"``.
     #[getter]
     #[allow(clippy::unused_self)] // a property: it has a receiver
     fn device(&self) -> &'static str {
@@ -212,12 +212,12 @@ impl PyLabels {
         ))
     }
 
-    /// These Labels, with their values as ``arrays="numpy"`` on
-    /// ``device="cpu"``: that is all blockmap holds, so the Labels
-    /// themselves. Arguments as metatensor's ``Labels.to`` (a positional
+    /// These Labels, giving their values as ``arrays="numpy"`` arrays or
+    /// ``arrays="torch"`` tensors (over the same int32 memory, which is not
+    /// copied; torch ``values`` are a copy made on each access), on
+    /// ``device="cpu"``; the Labels themselves when nothing changes. Arguments as metatensor's ``Labels.to`` (a positional
     /// string is a device, a numeric dtype a dtype); a ``dtype``, another
-    /// device or array backend is refused with a ``ValueError``
-    /// (``arrays="torch"`` is not supported yet).
+    /// device or an unknown array backend is refused with a ``ValueError``.
     #[pyo3(
         signature = (*args, dtype = None, device = None, arrays = None, non_blocking = None),
         text_signature = "($self, *args, dtype=None, device=None, arrays=None, non_blocking=False)"

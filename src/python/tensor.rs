@@ -126,8 +126,9 @@ impl PyTensorMap {
         self.map().nbytes()
     }
 
-    /// Move the map's data (values, gradients and labels) into one shared
-    /// memory segment, in place, and return the map.
+    /// Move the map's values (of every block and gradient) into one shared
+    /// memory segment, in place, and return the map. Labels stay in memory
+    /// the map owns: they travel with each message (docs/transports.md).
     ///
     /// Done once: a map already in shared memory is left as it is. Sending
     /// the map to another process through ``multiprocessing`` (``Queue``,
