@@ -7,8 +7,10 @@ use pyo3::types::{PyList, PyTuple};
 
 use super::classes::{Arrays, Origin, PyTensorBlock, PyTensorMap};
 use super::errors::{class_repr, invalid, wrong_type, Class};
+use super::ops::block_to;
 use super::shm::{auto_share_threshold, in_dataloader_worker};
 use super::torch::requires_grad;
+use crate::dtype::DType;
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
 
 fn axis(py: Python<'_>, axis: &Bound<'_, PyAny>, trailing: &str) -> PyResult<Axis> {
@@ -53,7 +55,10 @@ fn sequence<'py>(
 ///
 /// Each array is copied once, straight into its place in the result.
 /// Maps of another dtype than the first are converted to it first, as
-/// numpy's assignment would.
+/// metatensor-operations assigns them into arrays of the first's dtype,
+/// when that cast keeps every value (int32 into float64, float32 into
+/// float64); a cast that could change values (float64 into int32 or
+/// float32, int64 into float64) is refused with a ``ValidationError``.
 ///
 /// ``shared=True`` writes the joined arrays straight into one new
 /// shared-memory segment (along samples; along properties the result is
@@ -153,7 +158,10 @@ fn refuse_autograd(py: Python<'_>, blocks: &[crate::block::TensorBlock]) -> PyRe
 }
 
 /// The maps' data, every map in the dtype of the first (converted with
-/// `to(dtype=...)` where it differs).
+/// `to(dtype=...)` where it differs), as metatensor-operations' join
+/// assigns every input into an array of the first's dtype; but where that
+/// cast would change values (float64 into int32 or float32, int64 into
+/// float64, ...) the maps are refused instead.
 fn same_dtype(
     py: Python<'_>,
     maps: &[Bound<'_, PyTensorMap>],
@@ -161,13 +169,14 @@ fn same_dtype(
     let first = maps[0].get().map();
     let dtype = first.blocks().first().map(crate::block::TensorBlock::dtype);
     let mut snapshots = vec![first];
-    for map in &maps[1..] {
+    for (i, map) in maps.iter().enumerate().skip(1) {
         let data = map.get().map();
         match (
             dtype,
             data.blocks().first().map(crate::block::TensorBlock::dtype),
         ) {
             (Some(want), Some(have)) if want != have => {
+                check_lossless(py, have, want, &format!("tensor {i}"), "tensor 0")?;
                 let kwargs = pyo3::types::PyDict::new(py);
                 kwargs.set_item("dtype", want.native_descr())?;
                 let converted = map.call_method("to", (), Some(&kwargs))?;
@@ -177,6 +186,28 @@ fn same_dtype(
         }
     }
     Ok(snapshots)
+}
+
+/// Refuse to cast the values of `what` (of `have`) into the dtype of
+/// `first` (`want`) when the cast would change some of them.
+fn check_lossless(
+    py: Python<'_>,
+    have: DType,
+    want: DType,
+    what: &str,
+    first: &str,
+) -> PyResult<()> {
+    if have.casts_losslessly_to(want) {
+        return Ok(());
+    }
+    Err(invalid(
+        py,
+        format!(
+            "can not join {what} of dtype {have} with {first} of dtype {want}: the joined \
+             values take the dtype of the first input, and {have} values do not all fit in \
+             {want}; convert the inputs first (`.to(dtype=...)`)"
+        ),
+    ))
 }
 
 /// Join ``blocks`` along ``axis``, as metatensor-operations'
@@ -214,6 +245,19 @@ pub fn join_blocks(
     for (item, snapshot) in items.iter().zip(&snapshots) {
         if item.cast::<PyTensorBlock>()?.get().arrays == Arrays::Torch {
             refuse_autograd(py, std::slice::from_ref(&**snapshot))?;
+        }
+    }
+    let want = snapshots[0].dtype();
+    for (i, snapshot) in snapshots.iter_mut().enumerate().skip(1) {
+        let have = snapshot.dtype();
+        if have != want {
+            check_lossless(py, have, want, &format!("block {i}"), "block 0")?;
+            let target = py
+                .import("numpy")?
+                .getattr("dtype")?
+                .call1((want.native_descr(),))?;
+            let converted = block_to(snapshot, Some(&target), arrays == Arrays::Torch)?;
+            *snapshot = crate::arc::Arc::new(converted);
         }
     }
     let refs: Vec<&crate::block::TensorBlock> = snapshots.iter().map(AsRef::as_ref).collect();
