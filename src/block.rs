@@ -241,6 +241,36 @@ impl TensorBlock {
         })
     }
 
+    /// [`deep_copy`](Self::deep_copy), except that the arrays at the
+    /// positions `shared` are shared with this block instead of copied.
+    /// Arrays are numbered values first, then each gradient's (recursively,
+    /// in parameter order), starting at `first`.
+    pub fn deep_copy_except(&self, shared: &[usize], first: usize) -> Result<Self> {
+        fn copy(block: &TensorBlock, shared: &[usize], next: &mut usize) -> Result<TensorBlock> {
+            let values = if shared.contains(next) {
+                block.values.clone()
+            } else {
+                block.values.deep_copy()?
+            };
+            *next += 1;
+            let mut gradients = BTreeMap::new();
+            for (parameter, gradient) in &block.gradients {
+                gradients.insert(parameter.clone(), copy(gradient, shared, next)?);
+            }
+            Ok(TensorBlock {
+                values,
+                samples: block.samples.clone(),
+                components: block.components.clone(),
+                properties: block.properties.clone(),
+                gradients,
+            })
+        }
+        if shared.is_empty() {
+            return self.deep_copy();
+        }
+        copy(self, shared, &mut { first })
+    }
+
     /// Bytes of array data held by this block and its gradients (values
     /// and labels).
     pub fn nbytes(&self) -> usize {

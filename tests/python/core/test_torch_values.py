@@ -235,8 +235,9 @@ def test_requires_grad_survives_pickling_and_non_leaf_tensors_are_refused():
     for protocol in (2, 4, 5):
         with pytest.raises(RuntimeError, match="non-leaf"):
             pickle.dumps(non_leaf, protocol=protocol)
-    with pytest.raises(blockmap.BlockMapRuntimeError, match="graph leaves"):
-        copy.deepcopy(non_leaf)
+    # deep copies clone, as metatensor-core's do: the copy stays in the graph
+    deep = copy.deepcopy(non_leaf).block(0).values
+    assert deep.grad_fn is not None and deep.data_ptr() != leaf.data_ptr()
     assert pickle.loads(pickle.dumps(_map((leaf * 2).detach())))._arrays == "torch"
 
 
@@ -266,6 +267,10 @@ def test_copies_keep_the_backend():
     torch.testing.assert_close(deep.block(0).values.detach(), leaf.detach())
     block = tm.block(0).copy()
     assert isinstance(block.values, torch.Tensor) and block.values.requires_grad
+    # the gradient array does not require grad: copied, not cloned
+    gradient = block.gradient("positions").values
+    assert not gradient.requires_grad
+    assert gradient.data_ptr() != tm.block(0).gradient("positions").values.data_ptr()
 
 
 # read-only memory (a bytes buffer) gives tensors torch warns about once per
