@@ -370,7 +370,7 @@ pub fn with_leaves(
 
 /// The positions (see [`arrays_of`]) of the arrays of `blocks` whose tensor
 /// requires grad, leaf or not.
-fn grad_positions(py: Python<'_>, blocks: &[TensorBlock]) -> PyResult<Vec<usize>> {
+pub fn grad_positions(py: Python<'_>, blocks: &[TensorBlock]) -> PyResult<Vec<usize>> {
     let mut arrays = Vec::new();
     for block in blocks {
         arrays_of(block, &mut arrays);
