@@ -570,4 +570,30 @@ mod tests {
             .unwrap_err()
             .contains("component"));
     }
+
+    #[test]
+    fn deep_copy_except_shares_the_arrays_at_the_positions() {
+        let block = crate::fixtures::block_with_nested_gradients(DType::F8);
+        // values, the gradient's values, the gradient of the gradient's
+        let arrays = |b: &TensorBlock| {
+            let mut out = vec![b.values().buffer().as_ptr()];
+            let mut current = b.clone();
+            while let Some(next) = current.gradients().values().next().cloned() {
+                out.push(next.values().buffer().as_ptr());
+                current = next;
+            }
+            out
+        };
+        let original = arrays(&block);
+        assert!(original.len() >= 2);
+        // numbered from 5: positions 5 and 7 shared, 6 copied
+        let copy = block.deep_copy_except(&[5, 7], 5).unwrap();
+        assert_eq!(copy, block);
+        let copied = arrays(&copy);
+        for (i, (a, b)) in original.iter().zip(&copied).enumerate() {
+            assert_eq!(a == b, i != 1, "array {i}");
+        }
+        let all = block.deep_copy_except(&[], 0).unwrap();
+        assert!(arrays(&all).iter().zip(&original).all(|(a, b)| a != b));
+    }
 }
