@@ -241,6 +241,36 @@ impl TensorBlock {
         })
     }
 
+    /// [`deep_copy`](Self::deep_copy), except that the arrays at the
+    /// positions `shared` are shared with this block instead of copied.
+    /// Arrays are numbered values first, then each gradient's (recursively,
+    /// in parameter order), starting at `first`.
+    pub fn deep_copy_except(&self, shared: &[usize], first: usize) -> Result<Self> {
+        fn copy(block: &TensorBlock, shared: &[usize], next: &mut usize) -> Result<TensorBlock> {
+            let values = if shared.contains(next) {
+                block.values.clone()
+            } else {
+                block.values.deep_copy()?
+            };
+            *next += 1;
+            let mut gradients = BTreeMap::new();
+            for (parameter, gradient) in &block.gradients {
+                gradients.insert(parameter.clone(), copy(gradient, shared, next)?);
+            }
+            Ok(TensorBlock {
+                values,
+                samples: block.samples.clone(),
+                components: block.components.clone(),
+                properties: block.properties.clone(),
+                gradients,
+            })
+        }
+        if shared.is_empty() {
+            return self.deep_copy();
+        }
+        copy(self, shared, &mut { first })
+    }
+
     /// Bytes of array data held by this block and its gradients (values
     /// and labels).
     pub fn nbytes(&self) -> usize {
@@ -539,5 +569,31 @@ mod tests {
             .check_same_structure(&c)
             .unwrap_err()
             .contains("component"));
+    }
+
+    #[test]
+    fn deep_copy_except_shares_the_arrays_at_the_positions() {
+        let block = crate::fixtures::block_with_nested_gradients(DType::F8);
+        // values, the gradient's values, the gradient of the gradient's
+        let arrays = |b: &TensorBlock| {
+            let mut out = vec![b.values().buffer().as_ptr()];
+            let mut current = b.clone();
+            while let Some(next) = current.gradients().values().next().cloned() {
+                out.push(next.values().buffer().as_ptr());
+                current = next;
+            }
+            out
+        };
+        let original = arrays(&block);
+        assert!(original.len() >= 2);
+        // numbered from 5: positions 5 and 7 shared, 6 copied
+        let copy = block.deep_copy_except(&[5, 7], 5).unwrap();
+        assert_eq!(copy, block);
+        let copied = arrays(&copy);
+        for (i, (a, b)) in original.iter().zip(&copied).enumerate() {
+            assert_eq!(a == b, i != 1, "array {i}");
+        }
+        let all = block.deep_copy_except(&[], 0).unwrap();
+        assert!(arrays(&all).iter().zip(&original).all(|(a, b)| a != b));
     }
 }

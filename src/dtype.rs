@@ -104,6 +104,51 @@ impl DType {
         }
     }
 
+    /// Whether every value of this type has an exact equal in `to`: a cast
+    /// into it loses nothing. Stricter than numpy's `"safe"` casting, which
+    /// takes int64 to float64 (whose 53-bit mantissa rounds large
+    /// integers): integers go to floats only when the mantissa holds them.
+    pub fn casts_losslessly_to(self, to: DType) -> bool {
+        // (kind, bits of the value; for floats the mantissa's, with its
+        // implicit bit, for complex numbers that of each part)
+        fn kind(dtype: DType) -> (char, u32, u32) {
+            match dtype {
+                DType::B1 => ('b', 1, 1),
+                DType::U1 => ('u', 8, 8),
+                DType::U2 => ('u', 16, 16),
+                DType::U4 => ('u', 32, 32),
+                DType::U8 => ('u', 64, 64),
+                DType::I1 => ('i', 8, 8),
+                DType::I2 => ('i', 16, 16),
+                DType::I4 => ('i', 32, 32),
+                DType::I8 => ('i', 64, 64),
+                DType::F2 => ('f', 16, 11),
+                DType::F4 => ('f', 32, 24),
+                DType::F8 => ('f', 64, 53),
+                DType::C8 => ('c', 32, 24),
+                DType::C16 => ('c', 64, 53),
+            }
+        }
+        if self == to {
+            return true;
+        }
+        let (from_kind, from_bits, _) = kind(self);
+        let (to_kind, to_bits, to_mantissa) = kind(to);
+        // the magnitude bits of an integer (a sign takes none of them)
+        let magnitude = match from_kind {
+            'b' => 1,
+            'u' => from_bits,
+            _ => from_bits - 1,
+        };
+        match (from_kind, to_kind) {
+            ('b', _) => true,
+            ('u', 'u') | ('i', 'i') | ('f', 'f' | 'c') | ('c', 'c') => to_bits >= from_bits,
+            ('u', 'i') => to_bits > from_bits,
+            ('u' | 'i', 'f' | 'c') => to_mantissa >= magnitude,
+            _ => false,
+        }
+    }
+
     /// The type code without byte order, as in npy `descr` strings: `"f8"`.
     pub fn code(self) -> &'static str {
         match self {
@@ -220,6 +265,33 @@ element!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lossless_casts() {
+        use DType::*;
+        for (from, to) in [
+            (I4, F8),
+            (F4, F8),
+            (U2, I4),
+            (I2, F4),
+            (B1, U1),
+            (U1, F2),
+            (F8, C16),
+        ] {
+            assert!(from.casts_losslessly_to(to), "{from} -> {to}");
+        }
+        for (from, to) in [
+            (F8, I4),
+            (F8, F4),
+            (I8, F8),
+            (I4, F4),
+            (U4, I4),
+            (I1, U8),
+            (C8, F8),
+        ] {
+            assert!(!from.casts_losslessly_to(to), "{from} -> {to}");
+        }
+    }
 
     #[test]
     fn descr_round_trip() {

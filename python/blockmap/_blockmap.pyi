@@ -237,8 +237,8 @@ class LabelsEntry:
         """The values, a read-only 1-D int32 array viewing the Labels' memory
         (for torch-backed Labels, an int32 tensor holding a copy)."""
     @property
-    def device(self) -> str:
-        """The device of the values: always ``"cpu"``."""
+    def device(self) -> Any:
+        """The device of the values: ``"cpu"``, or ``torch.device("cpu")`` for torch values."""
     def print(self) -> str:
         """This entry as a named tuple: ``(name_1=value_1, name_2=value_2)``."""
     def __len__(self) -> int: ...
@@ -284,8 +284,8 @@ class Labels:
         """The values, a read-only ``(len(labels), len(names))`` int32 array
         (for torch-backed Labels, an int32 tensor holding a copy)."""
     @property
-    def device(self) -> str:
-        """The device of the values: always ``"cpu"``."""
+    def device(self) -> Any:
+        """The device of the values: ``"cpu"``, or ``torch.device("cpu")`` for torch values."""
     def column(self, dimension: str) -> _LabelsValues:
         """The values of one dimension, as a read-only 1-D view."""
     def entry(self, index: SupportsIndex) -> LabelsEntry:
@@ -388,10 +388,11 @@ class TensorBlock:
     @property
     def shape(self) -> tuple[int, ...]: ...
     @property
-    def dtype(self) -> np.dtype[Any]: ...
+    def dtype(self) -> Any:
+        """A numpy dtype, or a ``torch.dtype`` for torch values."""
     @property
-    def device(self) -> str:
-        """Always ``"cpu"``."""
+    def device(self) -> Any:
+        """``"cpu"``, or ``torch.device("cpu")`` for torch values."""
     @property
     def is_view(self) -> bool:
         """Whether the block is a view inside a map or another block."""
@@ -512,10 +513,11 @@ class TensorMap:
     def components_to_properties(self, dimensions: str | Sequence[str]) -> TensorMap:
         """Move component dimensions to the front of the properties."""
     @property
-    def dtype(self) -> np.dtype[Any] | None: ...
+    def dtype(self) -> Any:
+        """A numpy dtype, or a ``torch.dtype`` for torch values (None without blocks)."""
     @property
-    def device(self) -> str:
-        """Always ``"cpu"``."""
+    def device(self) -> Any:
+        """``"cpu"``, or ``torch.device("cpu")`` for torch values."""
     @property
     def is_view(self) -> bool:
         """Always False."""

@@ -14,9 +14,16 @@ the other way around. What blockmap adds:
   native-endian entries instead of copying them.
 
 The functions are the native module's (also at the top of :mod:`blockmap`);
-this module gathers them. See ``docs/format.md`` for the format as blockmap
+this module gathers them, and adds metatensor-core's ``metatensor.io``
+functions that choose the array type through a ``create_array`` callback
+(``load_custom_array`` and its buffer and block forms, with
+``create_numpy_array`` / ``create_torch_array``), mapped onto
+``load(..., arrays=...)``. See ``docs/format.md`` for the format as blockmap
 writes and reads it.
 """
+
+import sys
+from typing import Any
 
 from ._blockmap import (
     load,
@@ -29,8 +36,109 @@ from ._blockmap import (
     save_buffer,
     verify,
 )
+from .exceptions import BlockMapTypeError
+
+
+class _ArrayCreator:
+    """The array type a ``create_array`` argument stands for.
+
+    In metatensor-core, ``create_numpy_array`` and ``create_torch_array``
+    are C callbacks its loader calls for each array; blockmap loads into its
+    own memory and gives it out as numpy arrays or torch tensors, so these
+    two name the array type, for :func:`load_custom_array` and its forms.
+    """
+
+    def __init__(self, arrays: str) -> None:
+        self.arrays = arrays
+        self.__name__ = f"create_{arrays}_array"
+        self.__qualname__ = self.__name__
+        self.__doc__ = (
+            f"metatensor-core's ``metatensor.io.{self.__name__}``: given as ``create_array`` "
+            f"to :func:`load_custom_array` (or its buffer and block forms), loads "
+            f"{arrays} arrays. Not called: blockmap loads into its own memory."
+        )
+
+    def __repr__(self) -> str:
+        return f"<blockmap.io.{self.__name__}>"
+
+    def __call__(self, *args: Any) -> None:
+        raise BlockMapTypeError(
+            f"blockmap.io.{self.__name__} is not called: give it to "
+            f"blockmap.io.load_custom_array (or its buffer and block forms) as "
+            f"create_array, which then loads {self.arrays} arrays"
+        )
+
+
+create_numpy_array = _ArrayCreator("numpy")
+create_torch_array = _ArrayCreator("torch")
+
+
+def _arrays(create_array: Any) -> str:
+    """``"numpy"`` or ``"torch"`` for blockmap's or metatensor-core's
+    ``create_numpy_array`` / ``create_torch_array``."""
+    if isinstance(create_array, _ArrayCreator):
+        return create_array.arrays
+    metatensor_io = sys.modules.get("metatensor.io")
+    if metatensor_io is not None:
+        for arrays in ("numpy", "torch"):
+            if create_array is getattr(metatensor_io, f"create_{arrays}_array", None):
+                return arrays
+    raise BlockMapTypeError(
+        "create_array must be create_numpy_array or create_torch_array (blockmap's or "
+        "metatensor.io's): blockmap loads into numpy arrays or torch tensors and does not "
+        f"call other array callbacks, got {create_array!r}"
+    )
+
+
+def load_custom_array(path: Any, create_array: Any) -> Any:
+    """metatensor-core's ``metatensor.io.load_custom_array``: the map saved
+    at ``path``, with arrays of the type ``create_array`` names
+    (:data:`create_numpy_array` or :data:`create_torch_array`, blockmap's or
+    metatensor-core's): ``load(path, arrays=...)``."""
+    return load(path, arrays=_arrays(create_array))
+
+
+def _writable(buffer: Any) -> Any:
+    """``buffer``, copied once into a ``bytearray`` when it is read-only:
+    metatensor-core's callbacks fill fresh, writable arrays (and torch has
+    no read-only tensors), where ``load_buffer`` would view read-only
+    memory."""
+    try:
+        readonly = memoryview(buffer).readonly
+    except TypeError:
+        return buffer  # refused by the loader with its own error
+    return bytearray(buffer) if readonly else buffer
+
+
+def load_buffer_custom_array(buffer: Any, create_array: Any) -> Any:
+    """metatensor-core's ``load_buffer_custom_array``:
+    ``load_buffer(buffer, arrays=...)`` (a read-only buffer is copied once:
+    the arrays are writable there)."""
+    arrays = _arrays(create_array)
+    return load_buffer(_writable(buffer), arrays=arrays)
+
+
+def load_block_custom_array(path: Any, create_array: Any) -> Any:
+    """metatensor-core's ``load_block_custom_array``:
+    ``load_block(path, arrays=...)``."""
+    return load_block(path, arrays=_arrays(create_array))
+
+
+def load_block_buffer_custom_array(buffer: Any, create_array: Any) -> Any:
+    """metatensor-core's ``load_block_buffer_custom_array``:
+    ``load_block_buffer(buffer, arrays=...)`` (a read-only buffer is copied
+    once: the arrays are writable there)."""
+    arrays = _arrays(create_array)
+    return load_block_buffer(_writable(buffer), arrays=arrays)
+
 
 __all__ = [
+    "create_numpy_array",
+    "create_torch_array",
+    "load_block_buffer_custom_array",
+    "load_block_custom_array",
+    "load_buffer_custom_array",
+    "load_custom_array",
     "load",
     "load_block",
     "load_block_buffer",

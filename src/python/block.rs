@@ -1,6 +1,5 @@
 //! The methods of `blockmap.TensorBlock`.
 
-use numpy::PyArrayDescr;
 use pyo3::exceptions::PyAttributeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyMemoryView, PyTuple};
@@ -12,8 +11,8 @@ use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, to_dtype};
 use super::torch::{
-    arrays_arg, reduce_as_torch, requires_grad, to_python_array, values_from_python, with_leaves,
-    DEEPCOPY_RULE, PICKLE_RULE,
+    arrays_arg, deep_copies, reduce_as_torch, requires_grad, to_python_array, values_from_python,
+    PICKLE_RULE,
 };
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
@@ -109,11 +108,12 @@ impl PyTensorBlock {
         self.block().values().shape()[0]
     }
 
-    /// The device of every array in the block: always ``"cpu"``.
+    /// The device of every array in the block: ``"cpu"``, or
+    /// ``torch.device("cpu")`` when the values are torch tensors (as
+    /// metatensor-core gives it).
     #[getter]
-    #[allow(clippy::unused_self)] // a Python property takes the object
-    fn device(&self) -> &'static str {
-        "cpu"
+    fn device<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::torch::device_of(py, self.arrays)
     }
 
     /// Whether this block is a view inside a :class:`TensorMap` or another
@@ -147,10 +147,11 @@ impl PyTensorBlock {
         PyTuple::new(py, self.block().values().shape())
     }
 
-    /// numpy dtype of the values.
+    /// dtype of the values: a numpy dtype, or a ``torch.dtype`` when the
+    /// values are torch tensors (as metatensor-core gives it).
     #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyArrayDescr>> {
-        PyArrayDescr::new(py, self.block().dtype().native_descr())
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::torch::dtype_of(py, self.block().dtype(), self.arrays)
     }
 
     /// Bytes of array data in this block, its labels and its gradients.
@@ -350,14 +351,10 @@ impl PyTensorBlock {
             return Ok(self.__copy__());
         }
         let block = self.block();
-        let flagged = match self.arrays {
-            Arrays::Torch => requires_grad(py, std::slice::from_ref(&*block), DEEPCOPY_RULE)?,
-            Arrays::Numpy => Vec::new(),
+        let copy = match self.arrays {
+            Arrays::Torch => deep_copies(py, std::slice::from_ref(&*block))?.remove(0),
+            Arrays::Numpy => super::gil::detached(py, || block.deep_copy())?,
         };
-        let mut copy = super::gil::detached(py, || block.deep_copy())?;
-        if !flagged.is_empty() {
-            copy = with_leaves(py, std::slice::from_ref(&copy), &flagged)?.remove(0);
-        }
         Ok(PyTensorBlock::new_view(copy, Origin::Standalone).with_arrays(self.arrays))
     }
 

@@ -415,6 +415,13 @@ type Maybe<'py> = Option<Bound<'py, PyAny>>;
 /// string is a device, a `numpy.dtype` or anything `numpy.dtype()` makes a
 /// numeric dtype of is a dtype; each at most once (`ValueError`), anything
 /// else is a `TypeError`. `None` (or `Some(None)`) when not given.
+/// Whether `obj` is a `torch.<class>` (a `torch.device`, a `torch.dtype`),
+/// without importing torch.
+pub fn is_torch(obj: &Bound<'_, PyAny>, class: &str) -> PyResult<bool> {
+    let type_ = obj.get_type();
+    Ok(type_.module()?.to_str()? == "torch" && type_.name()?.to_str()? == class)
+}
+
 pub fn to_arguments<'py>(
     context: &str,
     args: &Bound<'py, PyTuple>,
@@ -426,27 +433,28 @@ pub fn to_arguments<'py>(
     let numpy = py.import("numpy")?;
     let dtype_class = numpy.getattr("dtype")?;
     for positional in args.iter() {
-        let is_dtype = if positional.is_instance_of::<PyString>() {
-            if !is_none(&device) {
-                return Err(invalid(
-                    py,
-                    format!("can not give a device twice in {context}"),
-                ));
-            }
-            device = Some(positional);
-            continue;
-        } else if positional.is_instance(&dtype_class)? {
-            true
-        } else {
-            match dtype_class.call1((&positional,)) {
-                Ok(as_dtype) => numpy
-                    .getattr("issubdtype")?
-                    .call1((as_dtype, numpy.getattr("number")?))?
-                    .is_truthy()?,
-                Err(error) if error.is_instance_of::<PyTypeError>(py) => false,
-                Err(error) => return Err(error),
-            }
-        };
+        let is_dtype =
+            if positional.is_instance_of::<PyString>() || is_torch(&positional, "device")? {
+                if !is_none(&device) {
+                    return Err(invalid(
+                        py,
+                        format!("can not give a device twice in {context}"),
+                    ));
+                }
+                device = Some(positional);
+                continue;
+            } else if positional.is_instance(&dtype_class)? || is_torch(&positional, "dtype")? {
+                true
+            } else {
+                match dtype_class.call1((&positional,)) {
+                    Ok(as_dtype) => numpy
+                        .getattr("issubdtype")?
+                        .call1((as_dtype, numpy.getattr("number")?))?
+                        .is_truthy()?,
+                    Err(error) if error.is_instance_of::<PyTypeError>(py) => false,
+                    Err(error) => return Err(error),
+                }
+            };
         if !is_dtype {
             return Err(wrong_type(
                 py,

@@ -72,11 +72,11 @@ impl PyLabelsEntry {
         }
     }
 
-    /// The device of the values: always ``"cpu"``.
+    /// The device of the values: ``"cpu"``, or ``torch.device("cpu")``
+    /// when they are torch tensors (as metatensor-core gives it).
     #[getter]
-    #[allow(clippy::unused_self)] // a property: it has a receiver
-    fn device(&self) -> &'static str {
-        "cpu"
+    fn device<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::torch::device_of(py, self.arrays)
     }
 
     /// This entry as a named tuple: ``(name_1=value_1, name_2=value_2)``.

@@ -3,12 +3,14 @@
 //! exception types), then the core's join with the GIL released.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::classes::{Arrays, Origin, PyTensorBlock, PyTensorMap};
 use super::errors::{class_repr, invalid, wrong_type, Class};
+use super::ops::block_to;
 use super::shm::{auto_share_threshold, in_dataloader_worker};
-use super::torch::requires_grad;
+use super::torch::grad_positions;
+use crate::dtype::DType;
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
 
 fn axis(py: Python<'_>, axis: &Bound<'_, PyAny>, trailing: &str) -> PyResult<Axis> {
@@ -52,8 +54,14 @@ fn sequence<'py>(
 /// joined labels holding the index of the map each entry came from.
 ///
 /// Each array is copied once, straight into its place in the result.
+/// When some input tensor requires grad, the maps are joined by
+/// metatensor-operations' ``join`` on blockmap's classes instead (tensor
+/// operations that autograd follows, as for metatensor-core's maps).
 /// Maps of another dtype than the first are converted to it first, as
-/// numpy's assignment would.
+/// metatensor-operations assigns them into arrays of the first's dtype,
+/// when that cast keeps every value (int32 into float64, float32 into
+/// float64); a cast that could change values (float64 into int32 or
+/// float32, int64 into float64) is refused with a ``ValidationError``.
 ///
 /// ``shared=True`` writes the joined arrays straight into one new
 /// shared-memory segment (along samples; along properties the result is
@@ -93,6 +101,7 @@ pub fn join<'py>(
     if maps.len() == 1 {
         return Ok(items[0].clone());
     }
+    let different_keys_name = different_keys;
     let different_keys = match different_keys {
         "error" => DifferentKeys::Error,
         "intersection" => DifferentKeys::Intersection,
@@ -109,10 +118,28 @@ pub fn join<'py>(
     };
     let snapshots = same_dtype(py, &maps)?;
     let arrays = maps[0].get().arrays;
+    let mut autograd = false;
     for (map, snapshot) in maps.iter().zip(&snapshots) {
-        if map.get().arrays == Arrays::Torch {
-            refuse_autograd(py, snapshot.blocks())?;
+        autograd = autograd
+            || (map.get().arrays == Arrays::Torch && needs_autograd(py, snapshot.blocks())?);
+    }
+    if autograd {
+        if shared == Some(true) {
+            return Err(invalid(py, SHARED_AUTOGRAD));
         }
+        let list = PyList::empty(py);
+        for snapshot in &snapshots {
+            let map = crate::tensor::TensorMap::clone(snapshot);
+            list.append(Bound::new(
+                py,
+                PyTensorMap::with_arrays(map, Arrays::Torch),
+            )?)?;
+        }
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("axis", axis_name(axis))?;
+        kwargs.set_item("different_keys", different_keys_name)?;
+        kwargs.set_item("add_dimension", add_dimension)?;
+        return operation(py, "join")?.call((list,), Some(&kwargs));
     }
     let refs: Vec<&crate::tensor::TensorMap> = snapshots.iter().map(AsRef::as_ref).collect();
     let shared = match shared {
@@ -140,20 +167,53 @@ pub fn join<'py>(
     Ok(Bound::new(py, PyTensorMap::with_arrays(joined, arrays))?.into_any())
 }
 
-/// Join copies arrays in Rust, where autograd cannot follow: tensors that
-/// require grad are refused rather than silently detached.
-fn refuse_autograd(py: Python<'_>, blocks: &[crate::block::TensorBlock]) -> PyResult<()> {
-    let rule = "blockmap.join copies the arrays without autograd, and some of these tensors \
-                require grad: join them with blockmap.operations.join (torch.cat), or \
-                detach them first";
-    if !requires_grad(py, blocks, rule)?.is_empty() {
-        return Err(Class::BlockMapRuntimeError.err(py, rule));
+/// Whether some tensor of `blocks` requires grad: the join then goes
+/// through metatensor-operations' (see [`operation`]), since the core's
+/// copies are outside autograd.
+pub(super) fn needs_autograd(
+    py: Python<'_>,
+    blocks: &[crate::block::TensorBlock],
+) -> PyResult<bool> {
+    Ok(!grad_positions(py, blocks)?.is_empty())
+}
+
+const SHARED_AUTOGRAD: &str = "can not join tensors that require grad into shared memory \
+    (`shared=True`): autograd does not cross processes; detach them first";
+
+fn axis_name(axis: Axis) -> &'static str {
+    match axis {
+        Axis::Samples => "samples",
+        Axis::Properties => "properties",
     }
-    Ok(())
+}
+
+/// metatensor-operations' `name` running on blockmap's classes
+/// (`blockmap.operations`), where torch tensors that require grad are
+/// joined by tensor operations autograd follows, as metatensor-operations
+/// joins metatensor-core's maps.
+pub(super) fn operation<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py, PyAny>> {
+    let installed = py
+        .import("blockmap")?
+        .getattr("HAS_METATENSOR_OPERATIONS")?
+        .is_truthy()?;
+    if !installed {
+        return Err(Class::BlockMapRuntimeError.err(
+            py,
+            format!(
+                "blockmap.{name} of tensors that require grad goes through \
+                 metatensor-operations' {name} (tensor operations autograd follows), which \
+                 is not installed: `pip install metatensor-operations`, or detach the tensors"
+            ),
+        ));
+    }
+    py.import("blockmap.operations")?.getattr(name)
 }
 
 /// The maps' data, every map in the dtype of the first (converted with
-/// `to(dtype=...)` where it differs).
+/// `to(dtype=...)` where it differs), as metatensor-operations' join
+/// assigns every input into an array of the first's dtype; but where that
+/// cast would change values (float64 into int32 or float32, int64 into
+/// float64, ...) the maps are refused instead.
 fn same_dtype(
     py: Python<'_>,
     maps: &[Bound<'_, PyTensorMap>],
@@ -161,13 +221,14 @@ fn same_dtype(
     let first = maps[0].get().map();
     let dtype = first.blocks().first().map(crate::block::TensorBlock::dtype);
     let mut snapshots = vec![first];
-    for map in &maps[1..] {
+    for (i, map) in maps.iter().enumerate().skip(1) {
         let data = map.get().map();
         match (
             dtype,
             data.blocks().first().map(crate::block::TensorBlock::dtype),
         ) {
             (Some(want), Some(have)) if want != have => {
+                check_lossless(py, have, want, &format!("tensor {i}"), "tensor 0")?;
                 let kwargs = pyo3::types::PyDict::new(py);
                 kwargs.set_item("dtype", want.native_descr())?;
                 let converted = map.call_method("to", (), Some(&kwargs))?;
@@ -179,16 +240,38 @@ fn same_dtype(
     Ok(snapshots)
 }
 
+/// Refuse to cast the values of `what` (of `have`) into the dtype of
+/// `first` (`want`) when the cast would change some of them.
+fn check_lossless(
+    py: Python<'_>,
+    have: DType,
+    want: DType,
+    what: &str,
+    first: &str,
+) -> PyResult<()> {
+    if have.casts_losslessly_to(want) {
+        return Ok(());
+    }
+    Err(invalid(
+        py,
+        format!(
+            "can not join {what} of dtype {have} with {first} of dtype {want}: the joined \
+             values take the dtype of the first input, and {have} values do not all fit in \
+             {want}; convert the inputs first (`.to(dtype=...)`)"
+        ),
+    ))
+}
+
 /// Join ``blocks`` along ``axis``, as metatensor-operations'
 /// ``join_blocks``.
 #[pyfunction]
 #[pyo3(signature = (blocks, axis, add_dimension = None))]
-pub fn join_blocks(
-    py: Python<'_>,
-    blocks: &Bound<'_, PyAny>,
-    axis: &Bound<'_, PyAny>,
+pub fn join_blocks<'py>(
+    py: Python<'py>,
+    blocks: &Bound<'py, PyAny>,
+    axis: &Bound<'py, PyAny>,
     add_dimension: Option<&str>,
-) -> PyResult<PyTensorBlock> {
+) -> PyResult<Bound<'py, PyAny>> {
     let items = sequence(py, blocks, "blocks")?;
     let mut snapshots = Vec::with_capacity(items.len());
     for item in &items {
@@ -211,14 +294,45 @@ pub fn join_blocks(
     }
     let axis = self::axis(py, axis, "")?;
     let arrays = items[0].cast::<PyTensorBlock>()?.get().arrays;
-    for (item, snapshot) in items.iter().zip(&snapshots) {
-        if item.cast::<PyTensorBlock>()?.get().arrays == Arrays::Torch {
-            refuse_autograd(py, std::slice::from_ref(&**snapshot))?;
+    let want = snapshots[0].dtype();
+    for (i, snapshot) in snapshots.iter_mut().enumerate().skip(1) {
+        let have = snapshot.dtype();
+        if have != want {
+            check_lossless(py, have, want, &format!("block {i}"), "block 0")?;
+            let target = py
+                .import("numpy")?
+                .getattr("dtype")?
+                .call1((want.native_descr(),))?;
+            let converted = block_to(snapshot, Some(&target), arrays == Arrays::Torch)?;
+            *snapshot = crate::arc::Arc::new(converted);
         }
+    }
+    let mut autograd = false;
+    for (item, snapshot) in items.iter().zip(&snapshots) {
+        autograd = autograd
+            || (item.cast::<PyTensorBlock>()?.get().arrays == Arrays::Torch
+                && needs_autograd(py, std::slice::from_ref(&**snapshot))?);
+    }
+    if autograd {
+        let list = PyList::empty(py);
+        for snapshot in &snapshots {
+            let block = crate::block::TensorBlock::clone(snapshot);
+            list.append(
+                PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(Arrays::Torch),
+            )?;
+        }
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("axis", axis_name(axis))?;
+        kwargs.set_item("add_dimension", add_dimension)?;
+        return operation(py, "join_blocks")?.call((list,), Some(&kwargs));
     }
     let refs: Vec<&crate::block::TensorBlock> = snapshots.iter().map(AsRef::as_ref).collect();
     let joined = py.detach(|| core_join::join_blocks(&refs, axis, add_dimension))?;
-    Ok(PyTensorBlock::new_view(joined, Origin::Standalone).with_arrays(arrays))
+    Ok(Bound::new(
+        py,
+        PyTensorBlock::new_view(joined, Origin::Standalone).with_arrays(arrays),
+    )?
+    .into_any())
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -127,11 +127,11 @@ impl PyLabels {
         }
     }
 
-    /// The device of the values: always ``"cpu"``.
+    /// The device of the values: ``"cpu"``, or ``torch.device("cpu")``
+    /// when they are torch tensors (as metatensor-core gives it).
     #[getter]
-    #[allow(clippy::unused_self)] // a property: it has a receiver
-    fn device(&self) -> &'static str {
-        "cpu"
+    fn device<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::torch::device_of(py, self.arrays)
     }
 
     /// The values of one dimension (a column of ``values``), as a
@@ -212,12 +212,12 @@ impl PyLabels {
         ))
     }
 
-    /// These Labels, giving their values as ``arrays="numpy"`` arrays or
-    /// ``arrays="torch"`` tensors (over the same int32 memory, which is not
-    /// copied; torch ``values`` are a copy made on each access), on
-    /// ``device="cpu"``; the Labels themselves when nothing changes. Arguments as metatensor's ``Labels.to`` (a positional
-    /// string is a device, a numeric dtype a dtype); a ``dtype``, another
-    /// device or an unknown array backend is refused with a ``ValueError``.
+    /// These Labels giving their values as ``arrays`` (``"numpy"`` or
+    /// ``"torch"``) on the CPU (``"cpu"`` or ``torch.device("cpu")``).
+    /// Arguments as metatensor's ``Labels.to`` (a positional string or
+    /// ``torch.device`` is a device, a numeric numpy or torch dtype a
+    /// dtype); a ``dtype``, another device or array backend is refused with
+    /// a ``ValueError``.
     #[pyo3(
         signature = (*args, dtype = None, device = None, arrays = None, non_blocking = None),
         text_signature = "($self, *args, dtype=None, device=None, arrays=None, non_blocking=False)"

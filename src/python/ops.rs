@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyString, PyTuple};
 
 use super::array::{from_python, to_numpy};
 use super::classes::PyLabels;
-use super::convert::extract_names;
+use super::convert::{extract_names, is_torch};
 use super::errors::{invalid, type_name, wrong_type};
 use crate::block::TensorBlock;
 use crate::dtype::{ByteOrder, DType};
@@ -158,12 +158,6 @@ pub fn to_dtype<'py>(
             Ok(dtype)
         })
         .transpose()
-}
-
-/// Whether `obj` is a `torch.<class>` (a `torch.device`, a `torch.dtype`).
-fn is_torch(obj: &Bound<'_, PyAny>, class: &str) -> PyResult<bool> {
-    let type_ = obj.get_type();
-    Ok(type_.module()?.to_str()? == "torch" && type_.name()?.to_str()? == class)
 }
 
 /// The numpy dtype of a `torch.dtype` (`torch.float64` is `float64`), or

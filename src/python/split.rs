@@ -9,8 +9,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use super::classes::{Origin, PyLabels, PyTensorBlock, PyTensorMap};
+use super::classes::{Arrays, Origin, PyLabels, PyTensorBlock, PyTensorMap};
 use super::errors::{class_repr, from_callee, invalid, wrong_type};
+use super::join::{needs_autograd, operation};
 use crate::block::TensorBlock;
 use crate::labels::Labels;
 use crate::ops::join::Axis;
@@ -158,7 +159,7 @@ pub fn split<'py>(
     tensor: &Bound<'py, PyAny>,
     axis: &Bound<'py, PyAny>,
     selections: &Bound<'py, PyAny>,
-) -> PyResult<Vec<PyTensorMap>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let Ok(map) = tensor.cast::<PyTensorMap>() else {
         return Err(wrong_type(
             py,
@@ -172,8 +173,12 @@ pub fn split<'py>(
     // metatensor-operations checks against `tensor.block(0)`
     let first = tensor.call_method1("block", (0,))?;
     let first = first.cast::<PyTensorBlock>()?.get().block();
+    let (axis_arg, selections_arg) = (axis, selections);
     let (axis, selections) = check_arguments(py, &first, axis, selections)?;
     let map = map.get().map();
+    if arrays == Arrays::Torch && needs_autograd(py, map.blocks())? {
+        return operation(py, "split")?.call1((tensor, axis_arg, selections_arg));
+    }
     let mut groups = Vec::with_capacity(map.blocks().len());
     for block in map.blocks() {
         groups.push(positions(py, block, axis, &selections)?);
@@ -194,21 +199,22 @@ pub fn split<'py>(
             .map(|blocks| TensorMap::new(map.keys().clone(), blocks))
             .collect()
     })?;
-    Ok(maps
-        .into_iter()
-        .map(|m| PyTensorMap::with_arrays(m, arrays))
-        .collect())
+    let list = PyList::empty(py);
+    for map in maps {
+        list.append(PyTensorMap::with_arrays(map, arrays))?;
+    }
+    Ok(list.into_any())
 }
 
 /// Split ``block`` into one block per selection along ``axis``, as
 /// metatensor-operations' ``split_block``.
 #[pyfunction]
-pub fn split_block(
-    py: Python<'_>,
-    block: &Bound<'_, PyAny>,
-    axis: &Bound<'_, PyAny>,
-    selections: &Bound<'_, PyAny>,
-) -> PyResult<Vec<PyTensorBlock>> {
+pub fn split_block<'py>(
+    py: Python<'py>,
+    block: &Bound<'py, PyAny>,
+    axis: &Bound<'py, PyAny>,
+    selections: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
     let Ok(block) = block.cast::<PyTensorBlock>() else {
         return Err(wrong_type(
             py,
@@ -219,14 +225,20 @@ pub fn split_block(
         ));
     };
     let arrays = block.get().arrays;
+    let object = block;
     let block = block.get().block();
+    let (axis_arg, selections_arg) = (axis, selections);
     let (axis, selections) = check_arguments(py, &block, axis, selections)?;
+    if arrays == Arrays::Torch && needs_autograd(py, std::slice::from_ref(&*block))? {
+        return operation(py, "split_block")?.call1((object, axis_arg, selections_arg));
+    }
     let groups = positions(py, &block, axis, &selections)?;
     let blocks = py.detach(|| core_split(&block, axis, &groups))?;
-    Ok(blocks
-        .into_iter()
-        .map(|b| PyTensorBlock::new_view(b, Origin::Standalone).with_arrays(arrays))
-        .collect())
+    let list = PyList::empty(py);
+    for block in blocks {
+        list.append(PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays))?;
+    }
+    Ok(list.into_any())
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeMap;
 
-use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 
@@ -12,9 +11,7 @@ use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
 use super::selection::{self, block_index, describe, resolve, Selection};
-use super::torch::{
-    arrays_arg, map_with_leaves, reduce_as_torch, requires_grad, DEEPCOPY_RULE, PICKLE_RULE,
-};
+use super::torch::{arrays_arg, deep_copies, reduce_as_torch, requires_grad, PICKLE_RULE};
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 use crate::ops;
@@ -385,21 +382,22 @@ impl PyTensorMap {
         Ok(PyTensorMap::with_arrays(result, self.arrays))
     }
 
-    /// The dtype of every array in the map (None for a map without blocks).
+    /// The dtype of every array in the map (None for a map without
+    /// blocks): a numpy dtype, or a ``torch.dtype`` for torch tensors.
     #[getter]
-    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyArrayDescr>>> {
+    fn dtype<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         self.map()
             .blocks()
             .first()
-            .map(|block| PyArrayDescr::new(py, block.dtype().native_descr()))
+            .map(|block| super::torch::dtype_of(py, block.dtype(), self.arrays))
             .transpose()
     }
 
-    /// The device of every array in the map: always ``"cpu"``.
+    /// The device of every array in the map: ``"cpu"``, or
+    /// ``torch.device("cpu")`` for torch tensors.
     #[getter]
-    #[allow(clippy::unused_self)] // a Python property takes the object
-    fn device(&self) -> &'static str {
-        "cpu"
+    fn device<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        super::torch::device_of(py, self.arrays)
     }
 
     /// Whether this map is a view inside another object: never.
@@ -585,15 +583,14 @@ impl PyTensorMap {
         if !deep {
             return Ok(self.__copy__());
         }
-        let flagged = match self.arrays {
-            Arrays::Torch => requires_grad(py, map.blocks(), DEEPCOPY_RULE)?,
-            Arrays::Numpy => Vec::new(),
+        let copy = match self.arrays {
+            Arrays::Torch => {
+                let blocks = deep_copies(py, map.blocks())?;
+                with_info(TensorMap::new(map.keys().clone(), blocks)?, &map)?
+            }
+            Arrays::Numpy => super::gil::detached(py, || map.deep_copy())?,
         };
-        let copy = super::gil::detached(py, || map.deep_copy())?;
-        Ok(PyTensorMap::with_arrays(
-            map_with_leaves(py, &copy, &flagged)?,
-            self.arrays,
-        ))
+        Ok(PyTensorMap::with_arrays(copy, self.arrays))
     }
 
     /// ``copy.deepcopy(tensor)``: the same as :meth:`copy`.

@@ -50,6 +50,56 @@ pub fn torch(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .map(|module| module.bind(py))
 }
 
+/// The `torch.dtype` of `dtype` (`torch.float64` for F8).
+pub fn torch_dtype(py: Python<'_>, dtype: crate::dtype::DType) -> PyResult<Bound<'_, PyAny>> {
+    use crate::dtype::DType;
+    let name = match dtype {
+        DType::F2 => "float16",
+        DType::F4 => "float32",
+        DType::F8 => "float64",
+        DType::I1 => "int8",
+        DType::I2 => "int16",
+        DType::I4 => "int32",
+        DType::I8 => "int64",
+        DType::U1 => "uint8",
+        DType::U2 => "uint16",
+        DType::U4 => "uint32",
+        DType::U8 => "uint64",
+        DType::B1 => "bool",
+        DType::C8 => "complex64",
+        DType::C16 => "complex128",
+    };
+    torch(py)?.getattr(name)
+}
+
+/// `torch.device("cpu")`, the device of every torch-backed array.
+pub fn cpu_device(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    torch(py)?.getattr("device")?.call1(("cpu",))
+}
+
+/// The `dtype` property of an object giving `arrays`: a numpy dtype, or a
+/// `torch.dtype` for torch-backed objects, as metatensor-core gives.
+pub fn dtype_of(
+    py: Python<'_>,
+    dtype: crate::dtype::DType,
+    arrays: Arrays,
+) -> PyResult<Bound<'_, PyAny>> {
+    match arrays {
+        Arrays::Numpy => Ok(numpy::PyArrayDescr::new(py, dtype.native_descr())?.into_any()),
+        Arrays::Torch => torch_dtype(py, dtype),
+    }
+}
+
+/// The `device` property of an object giving `arrays`: the string `"cpu"`,
+/// or `torch.device("cpu")` for torch-backed objects, as metatensor-core
+/// gives.
+pub fn device_of(py: Python<'_>, arrays: Arrays) -> PyResult<Bound<'_, PyAny>> {
+    match arrays {
+        Arrays::Numpy => Ok(pyo3::types::PyString::new(py, "cpu").into_any()),
+        Arrays::Torch => cpu_device(py),
+    }
+}
+
 /// Whether `obj` is a torch tensor (without importing torch: a tensor only
 /// exists once torch is imported).
 pub fn is_tensor(obj: &Bound<'_, PyAny>) -> PyResult<bool> {
@@ -75,15 +125,35 @@ pub fn values_from_python(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Array
 
 /// What keeps the memory of a block made from a tensor alive: the buffer
 /// export of the numpy view of the tensor's memory, and the tensor, given
-/// back by `values` while the array is exactly its memory.
+/// back by `values` while the array is exactly its memory and the tensor
+/// still is that memory (see [`original`]).
 #[derive(Debug)]
 pub struct TorchOwner {
     /// the export of `tensor.detach().numpy()` (held for its memory)
     #[allow(dead_code)]
     export: pyo3::buffer::PyUntypedBuffer,
     tensor: Py<PyAny>,
+    /// the tensor's `dtype` when it was taken (torch dtypes are singletons)
+    dtype: Py<PyAny>,
     ptr: usize,
     shape: Vec<usize>,
+}
+
+impl TorchOwner {
+    /// Whether the tensor still is the memory the block holds: the same
+    /// data pointer, shape, dtype and C-contiguous strides. `t.set_(other)`,
+    /// `t.data = other` or `t.resize_(...)` give the tensor other storage
+    /// after the block took its memory; the block keeps the memory it
+    /// checked against its labels.
+    fn still_holds(&self, py: Python<'_>) -> PyResult<bool> {
+        let tensor = self.tensor.bind(py);
+        let ptr: usize = tensor.call_method0("data_ptr")?.extract()?;
+        if ptr != self.ptr || !tensor.getattr("dtype")?.is(self.dtype.bind(py)) {
+            return Ok(false);
+        }
+        let shape: Vec<usize> = tensor.getattr("shape")?.extract()?;
+        Ok(shape == self.shape && tensor.call_method0("is_contiguous")?.is_truthy()?)
+    }
 }
 
 /// Bring a CPU tensor into blockmap: its memory is held (no copy) when it
@@ -145,6 +215,7 @@ pub fn from_tensor(tensor: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
             ),
         )
     })?;
+    let dtype = tensor.getattr("dtype")?.unbind();
     let tensor = tensor.unbind();
     from_python_array(&view, what, |export, shape| {
         Box::new(TorchOwner {
@@ -152,30 +223,40 @@ pub fn from_tensor(tensor: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
             shape: shape.to_vec(),
             export,
             tensor,
+            dtype,
         })
     })
 }
 
 /// The tensor a block gives back for `array`: the tensor it was made from
-/// when the array is exactly that tensor's memory, otherwise
-/// `torch.from_numpy` of a view of the memory (writable when the memory
-/// is; torch warns once when it is not, as for any read-only array).
+/// when the array is exactly that tensor's memory and the tensor still is
+/// (see [`TorchOwner::still_holds`]), otherwise `torch.from_numpy` of a
+/// view of the memory (writable when the memory is; torch warns once when
+/// it is not, as for any read-only array). A tensor whose storage was
+/// swapped after the block took it is thus never given back: the block
+/// gives, saves, pickles, copies and joins the memory it holds, which its
+/// labels describe.
 pub fn to_tensor<'py>(py: Python<'py>, array: &Array) -> PyResult<Bound<'py, PyAny>> {
-    if let Some(owner) = original(array) {
+    if let Some(owner) = original(py, array)? {
         return Ok(owner.tensor.bind(py).clone());
     }
     let view = to_numpy(py, array)?;
     torch(py)?.call_method1("from_numpy", (view,))
 }
 
-/// The owner of `array` when the array is exactly the tensor it holds.
-fn original(array: &Array) -> Option<&TorchOwner> {
-    array
+/// The owner of `array` when the array is exactly the tensor it holds, and
+/// the tensor still is that memory.
+fn original<'a>(py: Python<'_>, array: &'a Array) -> PyResult<Option<&'a TorchOwner>> {
+    let Some(owner) = array
         .buffer()
         .foreign_owner::<TorchOwner>()
         .filter(|owner| {
             owner.ptr == array.buffer().as_ptr() as usize && owner.shape == array.shape()
         })
+    else {
+        return Ok(None);
+    };
+    Ok(owner.still_holds(py)?.then_some(owner))
 }
 
 /// `values` of the array type `arrays`.
@@ -219,7 +300,7 @@ pub fn requires_grad(py: Python<'_>, blocks: &[TensorBlock], rule: &str) -> PyRe
     }
     let mut flagged = Vec::new();
     for (i, array) in arrays.iter().enumerate() {
-        let Some(owner) = original(array) else {
+        let Some(owner) = original(py, array)? else {
             continue;
         };
         let tensor = owner.tensor.bind(py);
@@ -240,26 +321,19 @@ pub const PICKLE_RULE: &str = "Cowardly refusing to serialize non-leaf tensor wh
     want to transfer the data, call detach() on the tensor before serializing (e.g., putting \
     it on the queue).";
 
-/// torch's rule for `copy.deepcopy`.
-pub const DEEPCOPY_RULE: &str = "Only Tensors created explicitly by the user (graph leaves) \
-    support the deepcopy protocol at the moment.";
-
 /// `block` with the arrays at `flagged` (positions from `*next` on, see
-/// [`arrays_of`]) replaced by new leaf tensors that require grad, over the
-/// same memory.
-fn block_with_leaves(
-    py: Python<'_>,
+/// [`arrays_of`]) replaced by what `make` gives for them (their position
+/// and array).
+fn block_replacing(
     block: &TensorBlock,
     flagged: &[usize],
     next: &mut usize,
+    make: &mut dyn FnMut(usize, &Array) -> PyResult<Array>,
 ) -> PyResult<TensorBlock> {
     let position = *next;
     *next += 1;
     let values = if flagged.contains(&position) {
-        let tensor = to_tensor(py, block.values())?;
-        let leaf = tensor.call_method0("detach")?;
-        leaf.call_method1("requires_grad_", (true,))?;
-        from_tensor(&leaf, "values")?
+        make(position, block.values())?
     } else {
         block.values().clone()
     };
@@ -270,7 +344,7 @@ fn block_with_leaves(
         block.properties().clone(),
     )?;
     for (parameter, gradient) in block.gradients() {
-        rebuilt.add_gradient(parameter, block_with_leaves(py, gradient, flagged, next)?)?;
+        rebuilt.add_gradient(parameter, block_replacing(gradient, flagged, next, make)?)?;
     }
     Ok(rebuilt)
 }
@@ -282,9 +356,63 @@ pub fn with_leaves(
     flagged: &[usize],
 ) -> PyResult<Vec<TensorBlock>> {
     let mut next = 0;
+    let mut leaf = |_: usize, array: &Array| {
+        let tensor = to_tensor(py, array)?;
+        let leaf = tensor.call_method0("detach")?;
+        leaf.call_method1("requires_grad_", (true,))?;
+        from_tensor(&leaf, "values")
+    };
     blocks
         .iter()
-        .map(|block| block_with_leaves(py, block, flagged, &mut next))
+        .map(|block| block_replacing(block, flagged, &mut next, &mut leaf))
+        .collect()
+}
+
+/// The positions (see [`arrays_of`]) of the arrays of `blocks` whose tensor
+/// requires grad, leaf or not.
+pub fn grad_positions(py: Python<'_>, blocks: &[TensorBlock]) -> PyResult<Vec<usize>> {
+    let mut arrays = Vec::new();
+    for block in blocks {
+        arrays_of(block, &mut arrays);
+    }
+    let mut flagged = Vec::new();
+    for (i, array) in arrays.iter().enumerate() {
+        if let Some(owner) = original(py, array)? {
+            if owner
+                .tensor
+                .bind(py)
+                .getattr("requires_grad")?
+                .is_truthy()?
+            {
+                flagged.push(i);
+            }
+        }
+    }
+    Ok(flagged)
+}
+
+/// Deep copies of `blocks`, as metatensor-core makes them of torch arrays:
+/// the tensors that require grad (leaves or not) copied by `clone()`, so
+/// that the copies stay in the autograd graph, every other array copied in
+/// Rust with the GIL released.
+pub fn deep_copies(py: Python<'_>, blocks: &[TensorBlock]) -> PyResult<Vec<TensorBlock>> {
+    let flagged = grad_positions(py, blocks)?;
+    let mut arrays = Vec::new();
+    for block in blocks {
+        arrays_of(block, &mut arrays);
+    }
+    let mut clone = |position: usize, _: &Array| {
+        let tensor = to_tensor(py, arrays[position])?;
+        from_tensor(&tensor.call_method0("clone")?, "values")
+    };
+    let mut next = 0;
+    blocks
+        .iter()
+        .map(|block| {
+            // the arrays that are cloned are shared, not copied, here
+            let copy = super::gil::detached(py, || block.deep_copy_except(&flagged, next))?;
+            block_replacing(&copy, &flagged, &mut next, &mut clone)
+        })
         .collect()
 }
 

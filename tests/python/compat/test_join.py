@@ -2,6 +2,8 @@
 metatensor-operations' join and join_blocks on the same data in
 metatensor-core: results entry by entry, errors by type."""
 
+import warnings
+
 import numpy as np
 import pytest
 from tensor_oracle import BlockSpec, Spec, assert_same, block, build, column, expected_type, labels
@@ -246,12 +248,98 @@ def test_gradients_of_gradients_are_not_implemented(rng):
     same_join(lambda lib, maps: lib.join(maps, "samples", add_dimension="t"), ours, theirs)
 
 
-def test_dtypes_follow_the_first_map(rng):
-    a = _map(rng, [0], column("s", [0]), column("n", [0, 1]), dtype=np.float32)
-    b = _map(rng, [0], column("s", [1]), column("n", [0, 1]), dtype=np.float64)
+@pytest.mark.parametrize("second", [np.float32, np.int32, np.int16])
+def test_lossless_dtypes_follow_the_first_map(rng, second):
+    a = _map(rng, [0], column("s", [0]), column("n", [0, 1]), dtype=np.float64)
+    b = _map(rng, [0], column("s", [1]), column("n", [0, 1]), dtype=second)
     ours, theirs = _maps([a, b])
     result = same_join(lambda lib, maps: lib.join(maps, "samples"), ours, theirs)
-    assert result.block(0).values.dtype == np.float32
+    assert result.block(0).values.dtype == np.float64
+
+
+def _one_column(lib, values, dtype, start, torch_values=False):
+    values = np.array(values, dtype=dtype).reshape(-1, 1)
+    if torch_values:
+        import torch
+
+        values = torch.from_numpy(values)
+    samples = lib.Labels(["s"], np.arange(start, start + len(values)).reshape(-1, 1))
+    block = lib.TensorBlock(values, samples, [], lib.Labels(["p"], np.array([[0]])))
+    return lib.TensorMap(lib.Labels(["k"], np.array([[0]])), [block])
+
+
+# the examples of the issue: metatensor-operations assigns every input into
+# an array of the first's dtype, which changes these values
+LOSSY = [
+    (np.int32, np.float64, [0.7, 1e10]),
+    (np.float32, np.float64, [1e300]),
+    (np.int32, np.int64, [2**40]),
+    (np.float64, np.int64, [2**53 + 1]),
+]
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize(("first", "second", "values"), LOSSY)
+def test_lossy_dtypes_are_refused(first, second, values, backend):
+    torch_values = backend == "torch"
+    if torch_values:
+        pytest.importorskip("torch")
+
+    def maps(lib):
+        return [
+            _one_column(lib, [1], first, 0, torch_values),
+            _one_column(lib, values, second, 1, torch_values),
+        ]
+
+    # the oracle changes the values ...
+    with np.errstate(all="ignore"):
+        theirs = operations.join(maps(metatensor), "samples").block(0).values
+    assert [v.item() for v in np.asarray(theirs)[1:, 0]] != values
+    # ... blockmap refuses, for maps and for blocks
+    with pytest.raises(blockmap.ValidationError, match="do not all fit"):
+        blockmap.join(maps(blockmap), "samples")
+    blocks = [m.block(0) for m in maps(blockmap)]
+    with pytest.raises(blockmap.ValidationError, match="do not all fit"):
+        blockmap.join_blocks(blocks, "samples")
+
+
+def test_lossless_cast_rule_against_numpy():
+    """``join_blocks`` accepts exactly the dtype pairs whose cast keeps the
+    extreme values of the second dtype (checked here through numpy), and
+    gives those values in the first's dtype."""
+    dtypes = [np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16]
+    dtypes += [np.uint32, np.uint64, np.float16, np.float32, np.float64]
+    dtypes += [np.complex64, np.complex128]
+
+    def extremes(dtype):
+        if dtype is np.bool_:
+            return [False, True]
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            return [info.min, info.max, info.max - 1]
+        info = np.finfo(dtype)
+        extremes = [info.max, info.tiny, 1 + info.eps, -info.max]
+        if np.issubdtype(dtype, np.complexfloating):
+            extremes.append(1j)
+        return extremes
+
+    for first in dtypes:
+        for second in dtypes:
+            values = np.array(extremes(second), dtype=second)
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", np.exceptions.ComplexWarning)
+                cast = values.astype(first)
+            # Python compares ints, floats and complex numbers exactly
+            kept = [x.item() for x in cast] == [x.item() for x in values]
+            a = _one_column(blockmap, [1], first, 0)
+            b = _one_column(blockmap, values, second, 1)
+            if kept:
+                joined = blockmap.join_blocks([a.block(0), b.block(0)], "samples").values
+                assert joined.dtype == first
+                assert [x.item() for x in joined[1:, 0]] == [x.item() for x in values]
+            else:
+                with pytest.raises(blockmap.ValidationError):
+                    blockmap.join_blocks([a.block(0), b.block(0)], "samples")
 
 
 @pytest.mark.parametrize("axis", ["samples", "properties"])

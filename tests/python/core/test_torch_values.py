@@ -235,8 +235,9 @@ def test_requires_grad_survives_pickling_and_non_leaf_tensors_are_refused():
     for protocol in (2, 4, 5):
         with pytest.raises(RuntimeError, match="non-leaf"):
             pickle.dumps(non_leaf, protocol=protocol)
-    with pytest.raises(blockmap.BlockMapRuntimeError, match="graph leaves"):
-        copy.deepcopy(non_leaf)
+    # deep copies clone, as metatensor-core's do: the copy stays in the graph
+    deep = copy.deepcopy(non_leaf).block(0).values
+    assert deep.grad_fn is not None and deep.data_ptr() != leaf.data_ptr()
     assert pickle.loads(pickle.dumps(_map((leaf * 2).detach())))._arrays == "torch"
 
 
@@ -266,6 +267,10 @@ def test_copies_keep_the_backend():
     torch.testing.assert_close(deep.block(0).values.detach(), leaf.detach())
     block = tm.block(0).copy()
     assert isinstance(block.values, torch.Tensor) and block.values.requires_grad
+    # the gradient array does not require grad: copied, not cloned
+    gradient = block.gradient("positions").values
+    assert not gradient.requires_grad
+    assert gradient.data_ptr() != tm.block(0).gradient("positions").values.data_ptr()
 
 
 # read-only memory (a bytes buffer) gives tensors torch warns about once per
@@ -340,7 +345,7 @@ def test_dask_frames_keep_the_backend():
         bmdask.deserialize(header, frames)
 
 
-def test_join_and_split_keep_torch_and_refuse_autograd():
+def test_join_and_split_keep_torch():
     maps = [_map(torch.rand(n, 2, dtype=torch.float64)) for n in (2, 3)]
     joined = blockmap.join(maps, axis="samples", add_dimension="batch")
     assert joined._arrays == "torch"
@@ -358,9 +363,44 @@ def test_join_and_split_keep_torch_and_refuse_autograd():
     torch.testing.assert_close(parts[1].block(0).values, maps[1].block(0).values)
     block = blockmap.join_blocks([m.block(0) for m in maps], axis="samples", add_dimension="b")
     assert isinstance(block.values, torch.Tensor)
-    grad = [_map(torch.rand(2, 2, dtype=torch.float64).requires_grad_(True)) for _ in range(2)]
-    with pytest.raises(blockmap.BlockMapRuntimeError, match="autograd"):
-        blockmap.join(grad, axis="samples", add_dimension="batch")
+
+
+@pytest.mark.parametrize("axis", ["samples", "properties"])
+@pytest.mark.parametrize("leaf", [True, False])
+def test_join_and_split_keep_autograd(axis, leaf):
+    """Tensors that require grad are joined and split by
+    metatensor-operations' functions on blockmap's classes (tensor
+    operations autograd follows), with the results the Rust path gives
+    for the same data without grad."""
+    pytest.importorskip("metatensor_operations")
+    leaves = [torch.rand(2, 2, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+    inputs = leaves if leaf else [t * 1 for t in leaves]
+    # the gradient blocks are plain: only the values require grad
+    maps = [_map(t) for t in inputs]
+    plain = [_map(t.detach()) for t in inputs]
+    kwargs = {"add_dimension": "batch"}
+    joined = blockmap.join(maps, axis=axis, **kwargs)
+    assert joined._arrays == "torch"
+    assert joined == blockmap.join(plain, axis=axis, **kwargs)
+    values = joined.block(0).values
+    assert values.grad_fn is not None
+    block = blockmap.join_blocks([m.block(0) for m in maps], axis=axis, **kwargs)
+    assert block.values.grad_fn is not None
+    assert block == blockmap.join_blocks([m.block(0) for m in plain], axis=axis, **kwargs)
+    selections = [blockmap.Labels(["batch"], np.array([[i]], dtype=np.int32)) for i in (0, 1)]
+    parts = blockmap.split(joined, axis=axis, selections=selections)
+    assert [p._arrays for p in parts] == ["torch", "torch"]
+    assert (
+        parts[1] == blockmap.split(blockmap.join(plain, axis=axis, **kwargs), axis, selections)[1]
+    )
+    pieces = blockmap.split_block(block, axis=axis, selections=selections)
+    (values.sum() + 2 * parts[1].block(0).values.sum() + 3 * pieces[0].values.sum()).backward()
+    assert torch.equal(leaves[0].grad, torch.full_like(leaves[0], 4.0))
+    assert torch.equal(leaves[1].grad, torch.full_like(leaves[1], 3.0))
+    with pytest.raises(blockmap.ValidationError, match="shared memory"):
+        blockmap.join(maps, axis=axis, shared=True, **kwargs)
+    # without grad, the Rust path: a copy, no graph
+    assert blockmap.join(plain, axis=axis, **kwargs).block(0).values.grad_fn is None
 
 
 def test_operations_run_on_torch_maps_with_autograd():
