@@ -181,6 +181,8 @@ class DatasetWriter:
 class BlockMapError(Exception):
     """Base class of every error blockmap raises (also ``blockmap.MetatensorError``)."""
 
+    def __init__(self, *args: object, message: str | None = None) -> None: ...
+    def __reduce__(self) -> str | tuple[object, ...]: ...
     @property
     def message(self) -> str:
         """The error message (as ``metatensor.MetatensorError.message``)."""
