@@ -39,6 +39,7 @@ import errno
 import importlib
 import os
 import pickle
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing import context as _context
@@ -179,7 +180,7 @@ def _wait_for_pending_descriptors() -> None:
     try:
         quiet = 0
         while time.monotonic() < deadline:
-            if _queues_still_sending() or _descriptors_pending():
+            if _reducing or _queues_still_sending() or _descriptors_pending():
                 quiet = 0
             else:
                 # twice in a row: a feeder thread may be between taking a
@@ -202,7 +203,25 @@ def _wait_at_exit(force: bool = False) -> None:
         _exit_wait_pid = os.getpid()
 
 
+#: Threads in :func:`_reduce` now (a queue's feeder thread between taking
+#: a message from its buffer and registering its descriptors: the exit wait
+#: must not see "nothing pending" then). A set: adding and discarding are
+#: atomic under the GIL, and no lock is held across a fork.
+_reducing: set[int] = set()
+
+
 def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
+    me = threading.get_ident()
+    nested = me in _reducing
+    _reducing.add(me)
+    try:
+        return _reduce_now(obj)
+    finally:
+        if not nested:
+            _reducing.discard(me)
+
+
+def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     if isinstance(obj, TensorMap) and obj._pickles_as_reference:
         # read from a dataset file and unchanged: a reference to it, which
         # the receiver maps itself (no copy, whatever its size)
@@ -292,6 +311,8 @@ def register() -> None:
     # a child process clears the finalizers it inherited (or registered
     # while it was unpickling its target) when it starts, then runs these
     _util.register_after_fork(_AFTER_FORK, lambda _: _wait_at_exit(force=True))
+    # the threads of the parent that were reducing are not in a child
+    os.register_at_fork(after_in_child=_reducing.clear)
 
 
 #: loky's pickler (joblib's default backend) has its own reducer registry:
