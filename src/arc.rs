@@ -477,7 +477,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
-            let ok = LOCK.lock().map(|guard| *guard == 7).unwrap_or(false);
+            let ok = LOCK.lock().is_ok_and(|guard| *guard == 7);
             // SAFETY: _exit ends the child without running anything of the
             // parent's.
             unsafe { libc::_exit(i32::from(!ok)) };
