@@ -357,6 +357,80 @@ impl<T> Drop for ForkGuard<'_, T> {
     }
 }
 
+/// A value set at most once, read without waiting: a lock-free
+/// `OnceLock` that only offers `get` and `set`. `std::sync::OnceLock::set`
+/// waits for a `set` in progress on another thread, forever in a child
+/// forked in the middle of one; here a `set` is one compare-exchange of a
+/// pointer, and a losing value is dropped.
+pub struct SetOnce<T> {
+    value: std::sync::atomic::AtomicPtr<T>,
+}
+
+impl<T> SetOnce<T> {
+    /// An empty cell.
+    pub const fn new() -> Self {
+        SetOnce {
+            value: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The value, once set.
+    pub fn get(&self) -> Option<&T> {
+        let value = self.value.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `set`
+        // (Release, paired with the Acquire above: the value is fully
+        // written) and is freed only by `drop`, which `&self` excludes.
+        unsafe { value.as_ref() }
+    }
+
+    /// Set the value unless it is set already (then `value` is given back).
+    pub fn set(&self, value: T) -> Result<(), T> {
+        let boxed = Box::into_raw(Box::new(value));
+        match self.value.compare_exchange(
+            std::ptr::null_mut(),
+            boxed,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Ok(()),
+            // SAFETY: `boxed` came from `Box::into_raw` above and was not
+            // published: this is its only owner.
+            Err(_) => Err(*unsafe { Box::from_raw(boxed) }),
+        }
+    }
+}
+
+impl<T> fmt::Debug for SetOnce<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SetOnce")
+            .field("set", &self.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Default for SetOnce<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Drop for SetOnce<T> {
+    fn drop(&mut self) {
+        let value = *self.value.get_mut();
+        if !value.is_null() {
+            // SAFETY: a non-null pointer came from `Box::into_raw` in `set`
+            // and is owned by this cell, dropped once, here.
+            drop(unsafe { Box::from_raw(value) });
+        }
+    }
+}
+
+// SAFETY: as `OnceLock`: the value is shared between threads through
+// `get` (Sync needed) and set or dropped on any thread (Send needed).
+unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+// SAFETY: as for Sync.
+unsafe impl<T: Send> Send for SetOnce<T> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,5 +569,14 @@ mod tests {
             "the child could not take the lock"
         );
         assert_eq!(*LOCK.lock().unwrap(), 7);
+    }
+
+    #[test]
+    fn set_once_keeps_the_first_value() {
+        let cell = SetOnce::new();
+        assert!(cell.get().is_none());
+        assert!(cell.set(vec![1]).is_ok());
+        assert_eq!(cell.set(vec![2]), Err(vec![2]));
+        assert_eq!(cell.get(), Some(&vec![1]));
     }
 }
