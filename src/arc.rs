@@ -24,18 +24,19 @@
 //! Only what the crate uses of `std::sync::Arc` is offered: `new`, `clone`,
 //! `Deref`, `AsRef`, `ptr_eq`, `strong_count` and `make_mut`.
 
+use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::ptr::NonNull;
-use std::sync::atomic::{fence, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Once;
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 /// The fork generation of this process: 0 in the process that loaded
 /// blockmap, one more in each forked child.
 static GENERATION: AtomicU32 = AtomicU32::new(0);
 
-static TRACK_FORKS: Once = Once::new();
+/// Whether the fork handler is registered (see [`track_forks`]).
+static TRACK_FORKS: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn after_fork_in_child() {
     // async-signal-safe: one atomic add, no allocation, no lock
@@ -43,17 +44,27 @@ extern "C" fn after_fork_in_child() {
 }
 
 /// Register the fork handler (once per process; its children inherit it).
+///
+/// Not `std::sync::Once`: a fork while another thread was inside
+/// `call_once` would leave the child's `Once` running forever, and every
+/// call there waiting. Two threads racing here may both register; the
+/// handler then runs twice per fork, which only moves the generation on by
+/// two (all that matters is that it changes). A thread that returns from
+/// here has seen a registration complete, so a fork after anything it
+/// does next bumps the generation.
 fn track_forks() {
-    TRACK_FORKS.call_once(|| {
-        // SAFETY: `after_fork_in_child` is an `extern "C"` function that
-        // lives as long as the program and only does an atomic add, which is
-        // allowed in a child of a multithreaded fork. pthread_atfork can only
-        // fail for lack of memory; then forks are not tracked and objects are
-        // counted as with std's Arc (correct, only not frozen).
-        unsafe {
-            libc::pthread_atfork(None, None, Some(after_fork_in_child));
-        }
-    });
+    if TRACK_FORKS.load(Ordering::Acquire) {
+        return;
+    }
+    // SAFETY: `after_fork_in_child` is an `extern "C"` function that
+    // lives as long as the program and only does an atomic add, which is
+    // allowed in a child of a multithreaded fork. pthread_atfork can only
+    // fail for lack of memory; then forks are not tracked and objects are
+    // counted as with std's Arc (correct, only not frozen).
+    let registered = unsafe { libc::pthread_atfork(None, None, Some(after_fork_in_child)) } == 0;
+    if registered {
+        TRACK_FORKS.store(true, Ordering::Release);
+    }
 }
 
 /// The current fork generation (see the module docs).
@@ -213,6 +224,213 @@ impl<T: std::hash::Hash> std::hash::Hash for Arc<T> {
     }
 }
 
+/// A mutual-exclusion lock that survives `fork()`: a child never waits for
+/// a thread of its parent.
+///
+/// `std::sync::Mutex` held by another thread at a fork stays held forever
+/// in the child (only the forking thread is copied), and the child's next
+/// `lock` hangs. This lock records in its word the fork generation of the
+/// process whose thread holds it: in a later generation the holder does
+/// not exist, and the lock is taken over (as if reset by a `pthread_atfork`
+/// handler, without a registry of every lock). The value is left as the
+/// holder left it: only use it for values that are consistent at every
+/// instant (a pointer swapped whole, a unit).
+///
+/// It also tells re-entry: [`ForkMutex::lock`] refuses, instead of
+/// deadlocking, when the calling thread holds the lock already (a Python
+/// signal handler, run by a long operation that holds it, calling in).
+/// Waiting threads spin, then sleep in growing steps up to a millisecond.
+pub struct ForkMutex<T> {
+    /// 0: free; else (generation + 1) << 32 | the holder's thread number
+    word: AtomicU64,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: as std's Mutex: the value is reached only through a guard, and
+// one guard exists at a time (the word is taken by compare-exchange).
+unsafe impl<T: Send> Send for ForkMutex<T> {}
+// SAFETY: as for Send.
+unsafe impl<T: Send> Sync for ForkMutex<T> {}
+
+impl<T> fmt::Debug for ForkMutex<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ForkMutex")
+            .field("held", &(self.word.load(Ordering::Relaxed) != 0))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A small number naming this thread (never 0), for [`ForkMutex`].
+fn thread_number() -> u32 {
+    static NEXT: AtomicU32 = AtomicU32::new(1);
+    thread_local! {
+        static NUMBER: u32 = NEXT.fetch_add(1, Ordering::Relaxed).max(1);
+    }
+    NUMBER.with(|number| *number)
+}
+
+/// The lock is held by the calling thread already.
+#[derive(Debug)]
+pub struct Reentered;
+
+/// Access to the value of a [`ForkMutex`]; unlocks when dropped.
+#[derive(Debug)]
+pub struct ForkGuard<'a, T> {
+    lock: &'a ForkMutex<T>,
+    word: u64,
+}
+
+impl<T> ForkMutex<T> {
+    /// A new, unlocked lock.
+    pub const fn new(value: T) -> Self {
+        ForkMutex {
+            word: AtomicU64::new(0),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    /// Lock, waiting for another thread of this process that holds it;
+    /// `Err(Reentered)` when this thread holds it.
+    pub fn lock(&self) -> Result<ForkGuard<'_, T>, Reentered> {
+        track_forks();
+        let mine = (u64::from(generation()) + 1) << 32 | u64::from(thread_number());
+        let mut waited = 0u32;
+        loop {
+            let seen = self.word.load(Ordering::Relaxed);
+            let free = seen == 0 || seen >> 32 != mine >> 32;
+            if free {
+                // free, or held in an earlier generation: by a thread of a
+                // parent, which does not exist here
+                if self
+                    .word
+                    .compare_exchange(seen, mine, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    return Ok(ForkGuard {
+                        lock: self,
+                        word: mine,
+                    });
+                }
+                continue;
+            }
+            if seen == mine {
+                return Err(Reentered);
+            }
+            waited = waited.saturating_add(1);
+            if waited < 64 {
+                std::hint::spin_loop();
+            } else if waited < 128 {
+                std::thread::yield_now();
+            } else {
+                let micros = u64::from((waited - 127).min(1000));
+                std::thread::sleep(std::time::Duration::from_micros(micros));
+            }
+        }
+    }
+}
+
+impl<T> Deref for ForkGuard<'_, T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock (its word is in the lock), so
+        // no other guard exists in this process.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> std::ops::DerefMut for ForkGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as for `deref`; `&mut self` makes the access unique.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for ForkGuard<'_, T> {
+    fn drop(&mut self) {
+        // only our own word is cleared: in a child forked while this guard
+        // lived, another thread may have taken the lock over since
+        let _ = self
+            .lock
+            .word
+            .compare_exchange(self.word, 0, Ordering::Release, Ordering::Relaxed);
+    }
+}
+
+/// A value set at most once, read without waiting: a lock-free
+/// `OnceLock` that only offers `get` and `set`. `std::sync::OnceLock::set`
+/// waits for a `set` in progress on another thread, forever in a child
+/// forked in the middle of one; here a `set` is one compare-exchange of a
+/// pointer, and a losing value is dropped.
+pub struct SetOnce<T> {
+    value: std::sync::atomic::AtomicPtr<T>,
+}
+
+impl<T> SetOnce<T> {
+    /// An empty cell.
+    pub const fn new() -> Self {
+        SetOnce {
+            value: std::sync::atomic::AtomicPtr::new(std::ptr::null_mut()),
+        }
+    }
+
+    /// The value, once set.
+    pub fn get(&self) -> Option<&T> {
+        let value = self.value.load(Ordering::Acquire);
+        // SAFETY: a non-null pointer came from `Box::into_raw` in `set`
+        // (Release, paired with the Acquire above: the value is fully
+        // written) and is freed only by `drop`, which `&self` excludes.
+        unsafe { value.as_ref() }
+    }
+
+    /// Set the value unless it is set already (then `value` is given back).
+    pub fn set(&self, value: T) -> Result<(), T> {
+        let boxed = Box::into_raw(Box::new(value));
+        match self.value.compare_exchange(
+            std::ptr::null_mut(),
+            boxed,
+            Ordering::Release,
+            Ordering::Acquire,
+        ) {
+            Ok(_) => Ok(()),
+            // SAFETY: `boxed` came from `Box::into_raw` above and was not
+            // published: this is its only owner.
+            Err(_) => Err(*unsafe { Box::from_raw(boxed) }),
+        }
+    }
+}
+
+impl<T> fmt::Debug for SetOnce<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SetOnce")
+            .field("set", &self.get().is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> Default for SetOnce<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T> Drop for SetOnce<T> {
+    fn drop(&mut self) {
+        let value = *self.value.get_mut();
+        if !value.is_null() {
+            // SAFETY: a non-null pointer came from `Box::into_raw` in `set`
+            // and is owned by this cell, dropped once, here.
+            drop(unsafe { Box::from_raw(value) });
+        }
+    }
+}
+
+// SAFETY: as `OnceLock`: the value is shared between threads through
+// `get` (Sync needed) and set or dropped on any thread (Send needed).
+unsafe impl<T: Send + Sync> Sync for SetOnce<T> {}
+// SAFETY: as for Sync.
+unsafe impl<T: Send> Send for SetOnce<T> {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,5 +528,55 @@ mod tests {
         assert!(libc::WIFEXITED(status));
         assert_eq!(libc::WEXITSTATUS(status), 0, "the child saw counts change");
         assert_eq!(Arc::strong_count(&old), count);
+    }
+
+    #[test]
+    fn fork_mutexes_refuse_reentry_and_are_taken_over_in_a_child() {
+        static LOCK: ForkMutex<u32> = ForkMutex::new(0);
+        let guard = LOCK.lock().unwrap();
+        assert!(LOCK.lock().is_err(), "the holding thread is refused");
+        drop(guard);
+        // another thread holds it across the fork
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            let mut guard = LOCK.lock().unwrap();
+            *guard = 7;
+            held_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        });
+        held_rx.recv().unwrap();
+        // SAFETY: the child only takes the lock, reads an integer and
+        // leaves with _exit (no destructor, no stdio of the parent).
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0);
+        if pid == 0 {
+            let ok = LOCK.lock().is_ok_and(|guard| *guard == 7);
+            // SAFETY: _exit ends the child without running anything of the
+            // parent's.
+            unsafe { libc::_exit(i32::from(!ok)) };
+        }
+        let mut status = 0;
+        // SAFETY: `pid` is our child; `status` is a valid out pointer.
+        let waited = unsafe { libc::waitpid(pid, &raw mut status, 0) };
+        release_tx.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(waited, pid);
+        assert!(libc::WIFEXITED(status));
+        assert_eq!(
+            libc::WEXITSTATUS(status),
+            0,
+            "the child could not take the lock"
+        );
+        assert_eq!(*LOCK.lock().unwrap(), 7);
+    }
+
+    #[test]
+    fn set_once_keeps_the_first_value() {
+        let cell = SetOnce::new();
+        assert!(cell.get().is_none());
+        assert!(cell.set(vec![1]).is_ok());
+        assert_eq!(cell.set(vec![2]), Err(vec![2]));
+        assert_eq!(cell.get(), Some(&vec![1]));
     }
 }

@@ -8,8 +8,15 @@
 //! [`PIECE`] bytes) and after a system call interrupted by a signal
 //! (`EINTR`, never retried blindly), and stops with [`Error::Interrupted`]
 //! when the checker says so.
+//!
+//! Re-entrant: the checker may run code that starts another long operation
+//! on the same thread (a Python signal handler that saves a map while a
+//! save checks for signals). The checker is taken out of the thread's slot
+//! while it runs, so the nested operation finds the slot empty, sets its
+//! own checker and puts the empty slot back; a `check` of the nested
+//! operation never calls the outer checker again.
 
-use std::cell::RefCell;
+use std::cell::Cell;
 
 use crate::error::{Error, Result};
 
@@ -19,33 +26,37 @@ pub const PIECE: usize = 64 << 20;
 type Checker = Box<dyn FnMut() -> bool>;
 
 thread_local! {
-    static CHECKER: RefCell<Option<Checker>> = const { RefCell::new(None) };
+    static CHECKER: Cell<Option<Checker>> = const { Cell::new(None) };
 }
 
 /// Run `work` with `checker` as this thread's checker: it returns true
-/// when the operation must stop.
+/// when the operation must stop. The previous checker (of an operation
+/// this one runs inside, or none) is back in place afterwards.
 pub fn with_checker<R>(checker: impl FnMut() -> bool + 'static, work: impl FnOnce() -> R) -> R {
     struct Reset(Option<Checker>);
     impl Drop for Reset {
         fn drop(&mut self) {
             let previous = self.0.take();
-            CHECKER.with(|cell| *cell.borrow_mut() = previous);
+            CHECKER.with(|cell| cell.set(previous));
         }
     }
-    let previous = CHECKER.with(|cell| cell.borrow_mut().replace(Box::new(checker)));
+    let previous = CHECKER.with(|cell| cell.replace(Some(Box::new(checker))));
     let _reset = Reset(previous);
     work()
 }
 
 /// `Err(Error::Interrupted)` when this thread's checker says to stop.
 pub fn check() -> Result<()> {
-    let stop = CHECKER.with(|cell| {
-        // a checker that calls `check` itself finds the cell borrowed: it
-        // is already being asked
-        cell.try_borrow_mut()
-            .ok()
-            .and_then(|mut checker| checker.as_mut().map(|checker| checker()))
-            .unwrap_or(false)
+    // taken out while it runs (see the module docs): nothing is borrowed
+    // across the call, so whatever it runs may check or set checkers
+    let Some(mut checker) = CHECKER.with(Cell::take) else {
+        return Ok(());
+    };
+    let stop = checker();
+    CHECKER.with(|cell| {
+        // the slot is empty again unless something left a checker there,
+        // which cannot outlive its own `with_checker`: keep ours
+        cell.set(Some(checker));
     });
     if stop {
         Err(Error::Interrupted)
@@ -82,5 +93,33 @@ mod tests {
         assert!(check().is_ok(), "the checker is gone afterwards");
         let other = std::thread::spawn(check).join().unwrap();
         assert!(other.is_ok());
+    }
+
+    #[test]
+    fn a_checker_may_run_operations_that_check() {
+        // as a signal handler that saves a map while a save checks
+        let inner_checks = Rc::new(Cell::new(0));
+        let counted = Rc::clone(&inner_checks);
+        let result = with_checker(
+            move || {
+                let nested_counted = Rc::clone(&counted);
+                let nested = with_checker(
+                    move || {
+                        nested_counted.set(nested_counted.get() + 1);
+                        false
+                    },
+                    || {
+                        check()?;
+                        check()
+                    },
+                );
+                // a check inside the checker itself: no checker to ask
+                nested.is_ok() && check().is_ok()
+            },
+            || check().and_then(|()| check()),
+        );
+        assert!(matches!(result, Err(Error::Interrupted)));
+        assert_eq!(inner_checks.get(), 2);
+        assert!(check().is_ok());
     }
 }

@@ -270,7 +270,12 @@ mod tests {
         let map = map();
         let shared = shared_copy(&map);
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
-        let file = parts.segments[0].shared_segment().unwrap().0.file();
+        let file = parts.segments[0]
+            .shared_segment()
+            .unwrap()
+            .0
+            .file()
+            .unwrap();
         let segment = SharedBytes::open(file.try_clone().unwrap()).unwrap();
         let labels = Buffer::copy_from(&parts.labels).unwrap();
         let Data::Tensor(attached) =
@@ -300,7 +305,12 @@ mod tests {
         let shared = shared_copy(&map);
         let parts = parts(DataRef::Tensor(&shared)).unwrap().unwrap();
         let open = || {
-            let file = parts.segments[0].shared_segment().unwrap().0.file();
+            let file = parts.segments[0]
+                .shared_segment()
+                .unwrap()
+                .0
+                .file()
+                .unwrap();
             vec![SharedBytes::open(file.try_clone().unwrap()).unwrap()]
         };
         let labels = Buffer::copy_from(&parts.labels).unwrap();

@@ -20,6 +20,11 @@ but without changing the sender's arrays). Smaller objects, and every object
 pickled while a process is being started (its arguments: share those with
 ``share_memory()`` first), are pickled as usual.
 
+Sharing degrades instead of failing when descriptors run short: a sender
+with few free descriptors (see :func:`_descriptors_left`) sends the data, and
+a receiver keeps a received segment's descriptor only within a budget (the
+native module closes it once mapped beyond that: docs/transports.md).
+
 A descriptor sent with ``DupFd`` outside of process start-up is held by the
 sender's resource sharer until the receiver unpickles the message; the
 sender must stay alive until then (as with torch's shared tensors). So that
@@ -30,9 +35,11 @@ until every receiver has fetched them.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import pickle
+import threading
 import time
 from collections.abc import Sequence
 from multiprocessing import context as _context
@@ -42,7 +49,7 @@ from typing import Any
 
 from . import _blockmap
 from ._blockmap import Labels, TensorBlock, TensorMap
-from .exceptions import BlockMapError, BlockMapTypeError, ValidationError
+from .exceptions import BlockMapError, BlockMapIOError, BlockMapTypeError, ValidationError
 
 __all__ = [
     "LOKY_REDUCTION_MODULES",
@@ -92,10 +99,36 @@ def get_auto_share_threshold() -> int | None:
     return _auto_share_bytes
 
 
+def _descriptors_left() -> int | None:
+    """How many more descriptors this process may open before its soft
+    ``RLIMIT_NOFILE``, less a margin (an eighth of the limit, at least 16)
+    for everything else it does; ``None`` when unknown or unlimited."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            return None
+        used = len(os.listdir("/proc/self/fd"))
+    except (ImportError, OSError, ValueError):
+        return None
+    return soft - used - max(16, soft // 8)
+
+
+def _descriptors_suffice(count: int) -> bool:
+    """Whether sending ``count`` descriptors (each duplicated and held until
+    the receiver fetches it) leaves this process enough of them."""
+    left = _descriptors_left()
+    return left is None or count <= left
+
+
 def _auto_shared(obj: Shareable) -> Shareable | None:
     """A copy of ``obj`` in a fresh shared segment, when it should travel so."""
     threshold = get_auto_share_threshold()
     if threshold is None or isinstance(obj, Labels) or obj.nbytes < threshold:
+        return None
+    # a segment (one descriptor) and its duplicate until it is fetched
+    if not _descriptors_suffice(2):
         return None
     if _context.get_spawning_popen() is not None:
         # arguments of a process being started: their descriptors must stay
@@ -147,7 +180,7 @@ def _wait_for_pending_descriptors() -> None:
     try:
         quiet = 0
         while time.monotonic() < deadline:
-            if _queues_still_sending() or _descriptors_pending():
+            if _reducing or _queues_still_sending() or _descriptors_pending():
                 quiet = 0
             else:
                 # twice in a row: a feeder thread may be between taking a
@@ -170,7 +203,25 @@ def _wait_at_exit(force: bool = False) -> None:
         _exit_wait_pid = os.getpid()
 
 
+#: Threads in :func:`_reduce` now (a queue's feeder thread between taking
+#: a message from its buffer and registering its descriptors: the exit wait
+#: must not see "nothing pending" then). A set: adding and discarding are
+#: atomic under the GIL, and no lock is held across a fork.
+_reducing: set[int] = set()
+
+
 def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
+    me = threading.get_ident()
+    nested = me in _reducing
+    _reducing.add(me)
+    try:
+        return _reduce_now(obj)
+    finally:
+        if not nested:
+            _reducing.discard(me)
+
+
+def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     if isinstance(obj, TensorMap) and obj._pickles_as_reference:
         # read from a dataset file and unchanged: a reference to it, which
         # the receiver maps itself (no copy, whatever its size)
@@ -184,6 +235,9 @@ def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
         shared = _auto_shared(obj)
         if shared is not None:
             parts = _blockmap._shared_parts(shared)
+    if parts is not None and parts[1] and not _descriptors_suffice(len(parts[1])):
+        # descriptors run short: send the data instead of handles to it
+        parts = None
     if parts is None:
         return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
     # DupFd duplicates each descriptor now: the segment outlives `shared`
@@ -203,9 +257,19 @@ def _rebuild(
     try:
         for handle in handles:
             fds.append(handle.detach())
-    except BaseException:
+    except BaseException as error:
         for fd in fds:
             os.close(fd)
+        if isinstance(error, (OSError, RuntimeError)) and not isinstance(error, BlockMapError):
+            # no descriptor left here (EMFILE on the socket, or the kernel
+            # dropped the one sent: "received 0 items of ancdata"), or the
+            # sender is gone
+            raise BlockMapIOError(
+                getattr(error, "errno", None) or errno.EMFILE,
+                f"could not receive the shared-memory descriptor of a blockmap "
+                f"object ({error}); this process may have run out of file "
+                f"descriptors (ulimit -n), or the sender exited",
+            ) from error
         raise
     # takes ownership of the descriptors, also on error
     return _blockmap._attach_shared(header, fds, places, labels)
@@ -247,6 +311,8 @@ def register() -> None:
     # a child process clears the finalizers it inherited (or registered
     # while it was unpickling its target) when it starts, then runs these
     _util.register_after_fork(_AFTER_FORK, lambda _: _wait_at_exit(force=True))
+    # the threads of the parent that were reducing are not in a child
+    os.register_at_fork(after_in_child=_reducing.clear)
 
 
 #: loky's pickler (joblib's default backend) has its own reducer registry:

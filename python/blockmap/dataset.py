@@ -50,7 +50,18 @@ _Reference = tuple[str, str, str, int, int]
 #: datasets opened from references in this process, by reference: the maps
 #: of one dataset unpickled one at a time open its file once
 _opened: weakref.WeakValueDictionary[_Reference, Dataset] = weakref.WeakValueDictionary()
-_opened_lock = threading.Lock()
+#: re-entrant: a signal handler may unpickle a reference while this thread
+#: holds it; made again in a forked child, where the thread of the parent
+#: that may have held it does not exist
+_opened_lock = threading.RLock()
+
+
+def _new_opened_lock() -> None:
+    global _opened_lock
+    _opened_lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_new_opened_lock)
 
 
 def _open_reference(path: str, mmap: str, id: str, count: int, crc: int) -> Dataset:

@@ -22,8 +22,8 @@
 //! The registry is lock-free (atomics in chunks that are never freed), so
 //! that the handler, which may interrupt any code, never waits on a lock.
 
+use crate::arc::ForkMutex;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering};
-use std::sync::Once;
 
 /// One registered mapping: `start == 0` is a free slot, `CLAIMED` one being
 /// filled in.
@@ -154,10 +154,20 @@ mod handler {
     static mut PAGE_SIZE: usize = 4096;
 
     pub(super) fn install() {
-        // SAFETY: called once (under `Once`), before the handler exists, so
-        // nothing reads the statics while they are written; sigaction gets
-        // a fully initialised action and a place for the previous one.
+        // SAFETY: called under `install`'s lock, before the handler exists
+        // (or returning at once when it does), so nothing reads the statics
+        // while they are written; sigaction gets a fully initialised action
+        // and a place for the previous one, or none to only read.
         unsafe {
+            // already in place (installed by a thread of the parent of a
+            // forked child, which had not noted it yet): `PREVIOUS` was
+            // written by that same sigaction call
+            let mut current: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, std::ptr::null(), &raw mut current) == 0
+                && current.sa_sigaction == on_sigbus as *const () as libc::sighandler_t
+            {
+                return;
+            }
             let page = libc::sysconf(libc::_SC_PAGESIZE);
             if let Ok(page) = usize::try_from(page) {
                 if page.is_power_of_two() {
@@ -264,10 +274,24 @@ mod handler {
     }
 }
 
+/// Install the handler once per process (its children inherit it). Not
+/// under `std::sync::Once`: a fork while another thread was installing would
+/// leave the child's `Once` running forever, and every mapping there
+/// waiting; a [`ForkMutex`] is taken over in the child instead, which then
+/// installs again if the parent had not finished (the action then chains to
+/// the one in place, which is the previous one or blockmap's own: the
+/// handler's own SIGBUS from a thread of the parent cannot be pending in
+/// the child, so the chain ends).
 #[cfg(unix)]
 fn install() {
-    static INSTALLED: Once = Once::new();
-    INSTALLED.call_once(handler::install);
+    static INSTALLED: ForkMutex<bool> = ForkMutex::new(false);
+    // no callback runs under the lock: this thread cannot hold it already
+    if let Ok(mut installed) = INSTALLED.lock() {
+        if !*installed {
+            handler::install();
+            *installed = true;
+        }
+    }
 }
 
 #[cfg(not(unix))]

@@ -266,11 +266,12 @@ impl Buffer {
         }
     }
 
-    /// Where this buffer lies when its owner is a shared-memory segment:
-    /// the segment, and the offset of the buffer's first byte in it.
+    /// Where this buffer lies when its owner is a shared-memory segment
+    /// this process can send on (it holds the segment's descriptor): the
+    /// segment, and the offset of the buffer's first byte in it.
     pub fn shared_segment(&self) -> Option<(&SharedBytes, usize)> {
         match &*self.storage {
-            Storage::Shared(segment) => {
+            Storage::Shared(segment) if segment.file().is_some() => {
                 let offset = self.ptr.as_ptr() as usize - segment.as_slice().as_ptr() as usize;
                 Some((segment, offset))
             }

@@ -8,15 +8,57 @@
 
 use std::fmt;
 use std::fs::File;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::ALIGNMENT;
 use crate::error::{Error, Result};
 
 /// A shared-memory segment, mapped read-write and shared with every other
 /// process that maps it.
+///
+/// The mapping stays valid without the descriptor; the descriptor is only
+/// needed to send the segment on to another process. A segment made here
+/// keeps it; a segment received keeps it only while the process holds few
+/// of them (see [`SharedBytes::open`]), so that receiving thousands of maps
+/// never runs the process out of descriptors.
 pub struct SharedBytes {
-    file: File,
+    file: Option<File>,
     map: memmap2::MmapMut,
+}
+
+/// How many segment descriptors `SharedBytes` values of this process hold.
+static HELD: AtomicUsize = AtomicUsize::new(0);
+
+/// How many descriptors the segments of this process hold open.
+pub fn descriptors_held() -> usize {
+    HELD.load(Ordering::Relaxed)
+}
+
+/// Whether a received segment may keep its descriptor: the segments hold
+/// fewer than a quarter of the process's descriptor limit (`RLIMIT_NOFILE`,
+/// soft).
+fn may_keep_descriptor() -> bool {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limits into the struct it is given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } != 0 {
+        return false;
+    }
+    if limit.rlim_cur == libc::RLIM_INFINITY {
+        return true;
+    }
+    let budget = usize::try_from(limit.rlim_cur / 4).unwrap_or(usize::MAX);
+    descriptors_held() < budget
+}
+
+impl Drop for SharedBytes {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            HELD.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
 }
 
 impl fmt::Debug for SharedBytes {
@@ -92,21 +134,25 @@ impl SharedBytes {
     pub fn create(len: usize) -> Result<Self> {
         let size = len.max(ALIGNMENT);
         let file = sys::create(size as u64).map_err(shm_error("creating shared memory"))?;
-        Self::map(file)
+        Self::map(file, true)
     }
 
     /// Map a segment received from another process (its descriptor).
-    /// Refuses files that are not size-sealed memfds.
+    /// Refuses files that are not size-sealed memfds. The descriptor is
+    /// closed once mapped when the segments of this process already hold a
+    /// quarter of its descriptor limit: the segment can then not be sent on
+    /// (the data holding it is not [shared](Self::file) any more: sending
+    /// it copies), but the mapping is the same.
     pub fn open(file: File) -> Result<Self> {
         if !sys::is_sealed_segment(&file) {
             return Err(Error::invalid(
                 "the file descriptor is not a blockmap shared-memory segment",
             ));
         }
-        Self::map(file)
+        Self::map(file, may_keep_descriptor())
     }
 
-    fn map(file: File) -> Result<Self> {
+    fn map(file: File, keep: bool) -> Result<Self> {
         let len = file
             .metadata()
             .map_err(shm_error("reading the size of shared memory"))?
@@ -120,12 +166,21 @@ impl SharedBytes {
         // by `create`): every page of the mapping stays backed while it lives.
         let map = unsafe { memmap2::MmapOptions::new().map_mut(&file) }
             .map_err(shm_error("mapping shared memory"))?;
+        let file = if keep {
+            HELD.fetch_add(1, Ordering::Relaxed);
+            Some(file)
+        } else {
+            // the mapping stays valid without its descriptor
+            None
+        };
         Ok(SharedBytes { file, map })
     }
 
-    /// The segment's file (a memfd), to hand to another process.
-    pub fn file(&self) -> &File {
-        &self.file
+    /// The segment's file (a memfd), to hand to another process; `None`
+    /// for a received segment whose descriptor was closed (see
+    /// [`SharedBytes::open`]).
+    pub fn file(&self) -> Option<&File> {
+        self.file.as_ref()
     }
 
     /// The bytes.
@@ -164,8 +219,21 @@ mod tests {
         let mut segment = SharedBytes::create(10).unwrap();
         assert_eq!(segment.len(), ALIGNMENT);
         segment.as_mut_slice()[3] = 7;
-        let again = SharedBytes::open(segment.file().try_clone().unwrap()).unwrap();
+        let again = SharedBytes::open(segment.file().unwrap().try_clone().unwrap()).unwrap();
         assert_eq!(again.as_slice()[3], 7);
+    }
+
+    #[test]
+    fn received_segments_keep_descriptors_within_a_budget() {
+        let segment = SharedBytes::create(10).unwrap();
+        let again = SharedBytes::open(segment.file().unwrap().try_clone().unwrap()).unwrap();
+        // far below a quarter of any usual limit: kept
+        assert!(again.file().is_some());
+        assert!(descriptors_held() >= 2);
+        // without a descriptor the mapping is the same memory
+        let mapped = SharedBytes::map(segment.file().unwrap().try_clone().unwrap(), false).unwrap();
+        assert!(mapped.file().is_none());
+        assert_eq!(mapped.len(), segment.len());
     }
 }
 

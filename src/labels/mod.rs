@@ -14,9 +14,8 @@ mod set;
 
 use std::fmt;
 use std::hash::BuildHasher;
-use std::sync::OnceLock;
 
-use crate::arc::Arc;
+use crate::arc::{Arc, SetOnce};
 
 use hashbrown::HashTable;
 
@@ -65,7 +64,9 @@ struct Inner {
     names: Vec<String>,
     values: Array,
     /// row position lookup, built on first use (or by the uniqueness check)
-    index: OnceLock<Index>,
+    /// (a `SetOnce`: never waits, so a child forked while another thread
+    /// stored it never waits for that thread)
+    index: SetOnce<Index>,
 }
 
 struct Index {
@@ -200,7 +201,7 @@ impl Labels {
         let labels = Labels(Arc::new(Inner {
             names,
             values,
-            index: OnceLock::new(),
+            index: SetOnce::new(),
         }));
         if let Some(index) = index {
             // the cell is new and owned here, so this cannot fail

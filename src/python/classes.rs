@@ -4,18 +4,16 @@
 //!
 //! A map or a block is a value that many threads read: every class is
 //! frozen (no borrow flag, so no "already borrowed" errors), and a map or a
-//! block holds its data as an immutable `Arc` behind a mutex that is held
+//! block holds its data as an immutable `Arc` behind a lock that is held
 //! only to take a snapshot (clone the `Arc`) or to swap in a new value.
 //! Long operations (save, share, copy, pickle) work on a snapshot with the
 //! GIL released and lock nobody out; the few that change the object
 //! (`set_info`, `add_gradient`, `share_memory`) build the new value, then
 //! swap it in.
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
 use pyo3::prelude::*;
 
-use crate::arc::Arc;
+use crate::arc::{Arc, ForkGuard, ForkMutex};
 
 use crate::block::TensorBlock;
 use crate::labels::Labels;
@@ -122,26 +120,37 @@ impl PyLabelsEntry {
 
 /// The value behind a map or a block: an immutable snapshot, swapped
 /// whole when the object changes.
+///
+/// Both locks survive `fork()` (a child never waits for a thread of its
+/// parent, see [`ForkMutex`]): a child of a process where another thread
+/// was sharing the object shares it itself.
 #[derive(Debug)]
 pub struct SwapCell<T> {
-    value: Mutex<Arc<T>>,
+    /// held only to clone or replace the pointer: consistent at every
+    /// instant, as a lock taken over in a forked child needs
+    value: ForkMutex<Arc<T>>,
     /// taken (with the GIL released) by `share_memory`, so that two threads
     /// sharing the same object share it once
-    sharing: Mutex<()>,
+    sharing: ForkMutex<()>,
 }
 
 impl<T: Clone> SwapCell<T> {
     pub fn new(value: T) -> Self {
         SwapCell {
-            value: Mutex::new(Arc::new(value)),
-            sharing: Mutex::new(()),
+            value: ForkMutex::new(Arc::new(value)),
+            sharing: ForkMutex::new(()),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Arc<T>> {
-        // a panic while the lock was held cannot leave a half-made value:
-        // the value is only ever replaced whole
-        self.value.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> ForkGuard<'_, Arc<T>> {
+        loop {
+            // held for a pointer copy or swap, which runs no code of anyone
+            // else's (old values are dropped after unlocking): this thread
+            // cannot hold it already
+            if let Ok(guard) = self.value.lock() {
+                return guard;
+            }
+        }
     }
 
     /// The current value (O(1), never waits for a long operation).
@@ -151,7 +160,10 @@ impl<T: Clone> SwapCell<T> {
 
     /// Replace the value.
     pub fn set(&self, value: Arc<T>) {
-        *self.lock() = value;
+        let old = std::mem::replace(&mut *self.lock(), value);
+        // dropped unlocked: dropping may release a Python object, whose
+        // finalizer may read this cell
+        drop(old);
     }
 
     /// Change the value in place (the metadata is cloned first when a
@@ -160,9 +172,12 @@ impl<T: Clone> SwapCell<T> {
         change(Arc::make_mut(&mut self.lock()))
     }
 
-    /// Hold the sharing lock while `work` runs.
+    /// Hold the sharing lock while `work` runs. Re-entered (a signal
+    /// handler sharing the object again while this thread shares it), the
+    /// nested call runs without it: it shares the value it sees, which is
+    /// correct, only not done once.
     pub fn while_sharing<R>(&self, work: impl FnOnce() -> R) -> R {
-        let _guard = self.sharing.lock().unwrap_or_else(PoisonError::into_inner);
+        let _guard = self.sharing.lock().ok();
         work()
     }
 }

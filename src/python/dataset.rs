@@ -3,7 +3,6 @@
 //! and `DatasetWriter`.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, PoisonError};
 
 use pyo3::prelude::*;
 
@@ -14,7 +13,7 @@ use super::file::{FileArg, MmapArg};
 use super::gil::detached;
 use super::io::keys_arg;
 use super::torch::arrays_arg;
-use crate::arc::Arc;
+use crate::arc::{Arc, ForkMutex};
 use crate::buffer::MapMode;
 use crate::dataset;
 
@@ -189,8 +188,19 @@ impl PyDataset {
 #[pyclass(name = "DatasetWriter", module = "blockmap", frozen)]
 #[derive(Debug)]
 pub struct PyDatasetWriter {
-    writer: Mutex<dataset::Writer>,
+    /// survives fork (see `ForkMutex`); a signal handler writing while
+    /// this thread writes is refused
+    writer: ForkMutex<dataset::Writer>,
     path: PathBuf,
+}
+
+/// A `DatasetWriter` called by the thread that is writing with it: from a
+/// signal handler during one of its own writes.
+fn reentered() -> crate::Error {
+    crate::Error::invalid(
+        "the DatasetWriter is in use by this thread already (called from a signal handler \
+         during one of its own writes)",
+    )
 }
 
 impl PyDatasetWriter {
@@ -201,7 +211,7 @@ impl PyDatasetWriter {
     ) -> PyResult<R> {
         let writer = &self.writer;
         detached(py, || {
-            let mut writer = writer.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut writer = writer.lock().map_err(|_| reentered())?;
             work(&mut writer)
         })
     }
@@ -221,7 +231,7 @@ impl PyDatasetWriter {
             }
         })?;
         Ok(PyDatasetWriter {
-            writer: Mutex::new(writer),
+            writer: ForkMutex::new(writer),
             path,
         })
     }
@@ -256,11 +266,8 @@ impl PyDatasetWriter {
     }
 
     /// Number of maps in the dataset so far.
-    fn __len__(&self) -> usize {
-        self.writer
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .len()
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.writer.lock().map_err(|_| reentered())?.len())
     }
 
     /// The path written to.
@@ -271,12 +278,13 @@ impl PyDatasetWriter {
 
     /// The dataset's identity.
     #[getter]
-    fn id(&self) -> String {
-        self.writer
+    fn id(&self) -> PyResult<String> {
+        Ok(self
+            .writer
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+            .map_err(|_| reentered())?
             .id()
-            .to_string()
+            .to_string())
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -291,9 +299,12 @@ impl PyDatasetWriter {
         Ok(false)
     }
 
-    fn __repr__(&self) -> String {
-        let count = self.__len__();
-        format!("DatasetWriter('{}', {count} maps)", self.path.display())
+    fn __repr__(&self) -> PyResult<String> {
+        let count = self.__len__()?;
+        Ok(format!(
+            "DatasetWriter('{}', {count} maps)",
+            self.path.display()
+        ))
     }
 }
 

@@ -36,19 +36,25 @@ fn on_main_thread() -> bool {
 
 /// Run `work` with the GIL released; on the main thread, Python's signal
 /// handlers run between its pieces, and an exception one of them raises
-/// stops it and is raised here.
+/// stops it and is raised here: always, even when `work` went on or failed
+/// otherwise (every pending signal surfaces). Re-entrant: a signal handler
+/// may call blockmap again while `work` checks (its exceptions are its own).
 pub fn detached<T: Send>(py: Python<'_>, work: impl FnOnce() -> Result<T> + Send) -> PyResult<T> {
-    let result = if on_main_thread() {
-        py.detach(|| interrupt::with_checker(signal_raised, work))
-    } else {
-        py.detach(work)
-    };
-    result.map_err(|error| match error {
-        Error::Interrupted => PENDING
-            .with(|pending| pending.borrow_mut().take())
-            .unwrap_or_else(|| PyKeyboardInterrupt::new_err("interrupted")),
-        other => other.into(),
-    })
+    if !on_main_thread() {
+        return py.detach(work).map_err(PyErr::from);
+    }
+    // the exception of an operation this one runs inside (from a signal
+    // handler) is kept aside, and put back afterwards
+    let outer = PENDING.with(RefCell::take);
+    let result = py.detach(|| interrupt::with_checker(signal_raised, work));
+    let raised = PENDING.with(|pending| pending.replace(outer));
+    match (result, raised) {
+        // a handler raised: that is the outcome, whatever `work` made of it
+        (_, Some(error)) => Err(error),
+        (Ok(value), None) => Ok(value),
+        (Err(Error::Interrupted), None) => Err(PyKeyboardInterrupt::new_err("interrupted")),
+        (Err(other), None) => Err(other.into()),
+    }
 }
 
 /// Run Python's signal handlers; true when one raised (kept for `detached`).
@@ -56,7 +62,14 @@ fn signal_raised() -> bool {
     Python::attach(|py| match py.check_signals() {
         Ok(()) => false,
         Err(error) => {
-            PENDING.with(|pending| *pending.borrow_mut() = Some(error));
+            PENDING.with(|pending| {
+                // the first exception is the one raised; a later one (a
+                // handler that ran again because `work` went on) is dropped
+                let mut pending = pending.borrow_mut();
+                if pending.is_none() {
+                    *pending = Some(error);
+                }
+            });
             true
         }
     })

@@ -73,7 +73,7 @@ fn _shared_parts<'py>(
         .segments
         .iter()
         .filter_map(|segment| segment.shared_segment())
-        .map(|(segment, _)| segment.file().as_raw_fd())
+        .filter_map(|(segment, _)| segment.file().map(AsRawFd::as_raw_fd))
         .collect();
     let places = parts
         .places
