@@ -53,7 +53,7 @@ impl Arrays {
 ///
 /// Labels are immutable: every operation (``union``, ``select``,
 /// ``insert``, ``rename``, ...) returns new Labels.
-#[pyclass(name = "Labels", module = "blockmap", frozen)]
+#[pyclass(name = "Labels", module = "blockmap", frozen, weakref)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PyLabels {
     pub labels: Labels,
@@ -83,7 +83,7 @@ impl PyLabels {
 }
 
 /// One entry of a :class:`Labels`.
-#[pyclass(name = "LabelsEntry", module = "blockmap", frozen)]
+#[pyclass(name = "LabelsEntry", module = "blockmap", frozen, weakref)]
 #[derive(Debug)]
 pub struct PyLabelsEntry {
     pub labels: Labels,
@@ -160,6 +160,17 @@ impl<T: Clone> SwapCell<T> {
         change(Arc::make_mut(&mut self.lock()))
     }
 
+    /// The value, when this cell is its only holder and no one holds the
+    /// lock (the garbage collector's traversal: see `gc.rs`).
+    pub fn sole(&self) -> Option<MutexGuard<'_, Arc<T>>> {
+        let guard = match self.value.try_lock() {
+            Ok(guard) => guard,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        };
+        (Arc::strong_count(&guard) == 1).then_some(guard)
+    }
+
     /// Hold the sharing lock while `work` runs.
     pub fn while_sharing<R>(&self, work: impl FnOnce() -> R) -> R {
         let _guard = self.sharing.lock().unwrap_or_else(PoisonError::into_inner);
@@ -185,7 +196,7 @@ pub enum Origin {
 /// numpy array: the block holds a buffer export of it, and in-place edits
 /// through either side are seen by both. Any other input (non-contiguous,
 /// misaligned, big-endian, a list) is copied once into such an array.
-#[pyclass(name = "TensorBlock", module = "blockmap", frozen)]
+#[pyclass(name = "TensorBlock", module = "blockmap", frozen, weakref)]
 #[derive(Debug)]
 pub struct PyTensorBlock {
     pub block: SwapCell<TensorBlock>,
@@ -243,7 +254,7 @@ impl PyTensorBlock {
 /// component and property names and the same gradients. Unlike
 /// metatensor-core, the blocks are not consumed: the block objects stay
 /// usable and share their array memory with the map.
-#[pyclass(name = "TensorMap", module = "blockmap", frozen)]
+#[pyclass(name = "TensorMap", module = "blockmap", frozen, weakref)]
 #[derive(Debug)]
 pub struct PyTensorMap {
     pub map: SwapCell<TensorMap>,

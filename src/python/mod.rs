@@ -20,6 +20,7 @@ mod dataset;
 mod entry;
 mod errors;
 mod file;
+mod gc;
 mod gil;
 mod io;
 mod join;

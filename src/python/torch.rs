@@ -86,6 +86,13 @@ pub struct TorchOwner {
     shape: Vec<usize>,
 }
 
+impl TorchOwner {
+    /// The tensor held (visited by the garbage collector: `classes.rs`).
+    pub fn tensor(&self) -> &Py<PyAny> {
+        &self.tensor
+    }
+}
+
 /// Bring a CPU tensor into blockmap: its memory is held (no copy) when it
 /// is contiguous and aligned; otherwise `tensor.contiguous()` or
 /// `tensor.clone()` makes such a tensor first (one copy, which autograd
