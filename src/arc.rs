@@ -329,6 +329,27 @@ impl<T> ForkMutex<T> {
     }
 }
 
+impl<T> ForkMutex<T> {
+    /// Lock when no thread of this process holds it, without waiting;
+    /// `None` when one does (this thread included).
+    pub fn try_lock(&self) -> Option<ForkGuard<'_, T>> {
+        track_forks();
+        let mine = (u64::from(generation()) + 1) << 32 | u64::from(thread_number());
+        let seen = self.word.load(Ordering::Relaxed);
+        if seen != 0 && seen >> 32 == mine >> 32 {
+            return None;
+        }
+        // free, or held in an earlier generation (by a thread of a parent)
+        self.word
+            .compare_exchange(seen, mine, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| ForkGuard {
+                lock: self,
+                word: mine,
+            })
+    }
+}
+
 impl<T> Deref for ForkGuard<'_, T> {
     type Target = T;
 

@@ -726,23 +726,13 @@ pub(crate) fn labels_from_reader(mut reader: impl Read, size: Option<u64>) -> Re
     .into_labels()
 }
 
-/// Labels from a bare NPY file held in `buffer` (viewed when possible).
+/// Labels from a bare NPY file held in `buffer`: the caller's memory,
+/// which another thread may rewrite meanwhile, so it is read as a file is
+/// (header and values copied once, then parsed and validated from the
+/// copies; labels own what they validated).
 pub(crate) fn labels_from_npy(buffer: &Buffer) -> Result<Labels> {
-    let header = npy::read_header(buffer.as_slice())?;
-    let data_len = header.data_len()?;
-    if header.len.checked_add(data_len) != Some(buffer.len()) {
-        return Err(Error::format(format!(
-            "npy data is {} bytes, but the shape {:?} needs {data_len}",
-            buffer.len().saturating_sub(header.len),
-            header.shape
-        )));
-    }
-    let data = buffer.slice(header.len, data_len)?;
-    Npy {
-        header,
-        payload: Payload::View(data),
-    }
-    .into_labels()
+    let size = buffer.len() as u64;
+    labels_from_reader(Pieces::one(buffer.clone()).reader(), Some(size))
 }
 
 /// The largest info.json accepted (see `limits.rs`).

@@ -1,8 +1,10 @@
 //! The methods of `blockmap.TensorBlock`.
 
 use pyo3::exceptions::PyAttributeError;
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyMemoryView, PyTuple};
+use pyo3::PyTraverseError;
 
 use super::classes::Arrays;
 use super::classes::{Origin, PyLabels, PyTensorBlock};
@@ -19,6 +21,14 @@ use crate::data::{Data, DataRef, Kind};
 
 #[pymethods]
 impl PyTensorBlock {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.traverse(&visit)
+    }
+
+    fn __clear__(&self) {
+        self.clear();
+    }
+
     #[new]
     fn new(
         values: &Bound<'_, PyAny>,

@@ -51,7 +51,7 @@ impl Arrays {
 ///
 /// Labels are immutable: every operation (``union``, ``select``,
 /// ``insert``, ``rename``, ...) returns new Labels.
-#[pyclass(name = "Labels", module = "blockmap", frozen)]
+#[pyclass(name = "Labels", module = "blockmap", frozen, weakref)]
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct PyLabels {
     pub labels: Labels,
@@ -81,7 +81,7 @@ impl PyLabels {
 }
 
 /// One entry of a :class:`Labels`.
-#[pyclass(name = "LabelsEntry", module = "blockmap", frozen)]
+#[pyclass(name = "LabelsEntry", module = "blockmap", frozen, weakref)]
 #[derive(Debug)]
 pub struct PyLabelsEntry {
     pub labels: Labels,
@@ -172,6 +172,13 @@ impl<T: Clone> SwapCell<T> {
         change(Arc::make_mut(&mut self.lock()))
     }
 
+    /// The value, when this cell is its only holder and no thread holds
+    /// the lock (the garbage collector's traversal: see `gc.rs`).
+    pub fn sole(&self) -> Option<ForkGuard<'_, Arc<T>>> {
+        let guard = self.value.try_lock()?;
+        (Arc::strong_count(&guard) == 1).then_some(guard)
+    }
+
     /// Hold the sharing lock while `work` runs. Re-entered (a signal
     /// handler sharing the object again while this thread shares it), the
     /// nested call runs without it: it shares the value it sees, which is
@@ -200,7 +207,7 @@ pub enum Origin {
 /// numpy array: the block holds a buffer export of it, and in-place edits
 /// through either side are seen by both. Any other input (non-contiguous,
 /// misaligned, big-endian, a list) is copied once into such an array.
-#[pyclass(name = "TensorBlock", module = "blockmap", frozen)]
+#[pyclass(name = "TensorBlock", module = "blockmap", frozen, weakref)]
 #[derive(Debug)]
 pub struct PyTensorBlock {
     pub block: SwapCell<TensorBlock>,
@@ -258,7 +265,7 @@ impl PyTensorBlock {
 /// component and property names and the same gradients. Unlike
 /// metatensor-core, the blocks are not consumed: the block objects stay
 /// usable and share their array memory with the map.
-#[pyclass(name = "TensorMap", module = "blockmap", frozen)]
+#[pyclass(name = "TensorMap", module = "blockmap", frozen, weakref)]
 #[derive(Debug)]
 pub struct PyTensorMap {
     pub map: SwapCell<TensorMap>,

@@ -20,6 +20,7 @@ mod dataset;
 mod entry;
 mod errors;
 mod file;
+mod gc;
 mod gil;
 mod io;
 mod join;
@@ -37,6 +38,7 @@ use pyo3::prelude::*;
 
 #[pymodule]
 fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    refuse_sub_interpreters()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(module)?;
     module.add_class::<classes::PyLabels>()?;
@@ -51,4 +53,29 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     split::register(module)?;
     torch::register(module)?;
     Ok(())
+}
+
+/// blockmap keeps Python objects of the interpreter that imported it in
+/// statics (its exception classes, numpy's functions, the reconstructor:
+/// `PyOnceLock`s), and releases the GIL around its work, retaking it from
+/// the same thread (`Python::attach`), which in a sub-interpreter attaches
+/// to the main one. Neither is sound in a sub-interpreter: an import there
+/// (before or after the main interpreter's) raises `ImportError` instead.
+fn refuse_sub_interpreters() -> PyResult<()> {
+    // SAFETY: both only read the interpreter state pointers, with the GIL
+    // held (the module is being initialised).
+    let (current, main) = unsafe {
+        (
+            pyo3::ffi::PyInterpreterState_Get(),
+            pyo3::ffi::PyInterpreterState_Main(),
+        )
+    };
+    if current == main {
+        return Ok(());
+    }
+    Err(pyo3::exceptions::PyImportError::new_err(
+        "blockmap cannot be imported in a sub-interpreter: it supports the main \
+         interpreter only (its native module keeps objects of the interpreter that \
+         imported it); import it in the main interpreter, or use processes instead",
+    ))
 }

@@ -2,8 +2,10 @@
 
 use std::collections::BTreeMap;
 
+use pyo3::gc::PyVisit;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
+use pyo3::PyTraverseError;
 
 use super::classes::{Arrays, Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::convert::{extract_labels, SaturatingInt};
@@ -38,6 +40,14 @@ fn with_info(mut map: TensorMap, like: &TensorMap) -> crate::Result<TensorMap> {
 
 #[pymethods]
 impl PyTensorMap {
+    fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
+        self.traverse(&visit)
+    }
+
+    fn __clear__(&self) {
+        self.clear();
+    }
+
     #[new]
     fn new(keys: &Bound<'_, PyAny>, blocks: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = keys.py();

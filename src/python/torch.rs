@@ -154,6 +154,11 @@ impl TorchOwner {
         let shape: Vec<usize> = tensor.getattr("shape")?.extract()?;
         Ok(shape == self.shape && tensor.call_method0("is_contiguous")?.is_truthy()?)
     }
+
+    /// The tensor held (visited by the garbage collector: `classes.rs`).
+    pub fn tensor(&self) -> &Py<PyAny> {
+        &self.tensor
+    }
 }
 
 /// Bring a CPU tensor into blockmap: its memory is held (no copy) when it
