@@ -552,6 +552,18 @@ mod tests {
     }
 
     #[test]
+    fn fork_mutexes_try_lock_without_waiting() {
+        static LOCK: ForkMutex<u32> = ForkMutex::new(3);
+        let guard = LOCK.try_lock().expect("a free lock is taken");
+        assert_eq!(*guard, 3);
+        assert!(LOCK.try_lock().is_none(), "held by this thread");
+        let other = std::thread::spawn(|| LOCK.try_lock().is_none());
+        assert!(other.join().unwrap(), "held by another thread");
+        drop(guard);
+        assert!(LOCK.try_lock().is_some(), "free again");
+    }
+
+    #[test]
     fn fork_mutexes_refuse_reentry_and_are_taken_over_in_a_child() {
         static LOCK: ForkMutex<u32> = ForkMutex::new(0);
         let guard = LOCK.lock().unwrap();
