@@ -380,6 +380,7 @@ def test_writing_into_a_loaded_buffer_cannot_reach_the_labels(rng):
 
 CONCURRENT_WRITER = """
 import pickle, random, sys, threading
+sys.setswitchinterval(1e-5)  # the scribblers run between the loads' steps
 import numpy as np
 import blockmap
 from helpers.io_cases import make_map
@@ -404,7 +405,10 @@ threads = [threading.Thread(target=scribble) for _ in range(2)]
 for thread in threads:
     thread.start()
 outcomes = set()
-for _ in range(3000):
+# a thousand rounds, with threads switching every 10 us instead of 5 ms (the
+# same class, raced by another process without a GIL, is
+# tests/python/io/test_racing_buffers.py)
+for _ in range(1000):
     for call in (
         lambda: blockmap.load_buffer(archive),
         lambda: blockmap._blockmap._reconstruct(version, header, *buffers),
