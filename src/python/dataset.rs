@@ -49,7 +49,7 @@ impl PyDataset {
         let path = path.into_path(py, "a dataset")?;
         let count = match count {
             None => None,
-            Some(SaturatingInt(count)) => Some(usize::try_from(count).map_err(|_| {
+            Some(count) => Some(usize::try_from(count.0).map_err(|_| {
                 invalid(py, format!("count must be a number of maps, got {count}"))
             })?),
         };

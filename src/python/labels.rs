@@ -85,17 +85,13 @@ impl PyLabels {
     /// One dimension ``name`` with the entries ``0 .. end - 1`` (none when
     /// ``end <= 0``).
     #[staticmethod]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn range(py: Python<'_>, name: &str, end: SaturatingInt) -> PyResult<Self> {
         let end = i32::try_from(end.0.max(0)).map_err(|_| {
             invalid(
                 py,
                 format!(
-                    "range end {} is too large: label values are int32 (at most {})",
-                    if end.0 == i64::MAX {
-                        "beyond 2**63".to_string()
-                    } else {
-                        end.0.to_string()
-                    },
+                    "range end {end} is too large: label values are int32 (at most {})",
                     i32::MAX
                 ),
             )
@@ -164,7 +160,7 @@ impl PyLabels {
                 ),
             )
         })?;
-        let i = check_index(index, self.labels.count())?;
+        let i = check_index(&index, self.labels.count())?;
         Ok(PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays))
     }
 
@@ -189,9 +185,10 @@ impl PyLabels {
     /// most ``max_entries`` entries (all of them when it is negative), the
     /// lines after the first indented by ``indent`` spaces.
     #[pyo3(
-        signature = (max_entries, indent = SaturatingInt(0)),
+        signature = (max_entries, indent = SaturatingInt::new(0)),
         text_signature = "(self, /, max_entries, indent=0)"
     )]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn print(&self, max_entries: SaturatingInt, indent: SaturatingInt) -> PyResult<String> {
         let max_entries = usize::try_from(max_entries.0).ok();
         let indent = usize::try_from(indent.0.max(0)).unwrap_or(usize::MAX);
@@ -201,14 +198,14 @@ impl PyLabels {
     fn __str__(&self) -> PyResult<String> {
         Ok(format!(
             "Labels\n   {}",
-            self.print(SaturatingInt(4), SaturatingInt(3))?
+            self.print(SaturatingInt::new(4), SaturatingInt::new(3))?
         ))
     }
 
     fn __repr__(&self) -> PyResult<String> {
         Ok(format!(
             "Labels\n   {}",
-            self.print(SaturatingInt(-1), SaturatingInt(3))?
+            self.print(SaturatingInt::new(-1), SaturatingInt::new(3))?
         ))
     }
 
@@ -355,7 +352,7 @@ impl PyLabels {
                     ),
                 )
             })?;
-            order.push(check_index(i, size)?);
+            order.push(check_index(&i, size)?);
         }
         Ok(self.derived(self.labels.permute(&order)?))
     }
@@ -543,7 +540,7 @@ impl PyLabels {
                     ),
                 )
             })?;
-        let i = check_index(index, self.labels.count())?;
+        let i = check_index(&index, self.labels.count())?;
         Ok(Bound::new(
             py,
             PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays),

@@ -255,7 +255,7 @@ impl PyTensorMap {
                 format!("a block index must be an int, got {}", type_name(index)),
             )
         })?;
-        Ok(view(&map, block_index(&map, index)?, self.arrays))
+        Ok(view(&map, block_index(&map, &index)?, self.arrays))
     }
 
     /// The blocks at ``indices``, in that order.
@@ -280,7 +280,7 @@ impl PyTensorMap {
                     format!("a block index must be an int, got {}", type_name(&index)),
                 )
             })?;
-            blocks.push(view(&map, block_index(&map, position)?, self.arrays));
+            blocks.push(view(&map, block_index(&map, &position)?, self.arrays));
         }
         Ok(blocks)
     }
@@ -445,6 +445,7 @@ impl PyTensorMap {
     /// The map printed with at most ``max_keys`` keys (all of them when
     /// negative), in metatensor-core's layout.
     #[pyo3(name = "print")]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn print_(&self, max_keys: SaturatingInt) -> String {
         super::repr::tensor(&self.map(), max_keys.0)
     }
