@@ -96,6 +96,20 @@ pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
         })
 }
 
+/// A parameter that takes blockmap's `Labels`: anything else (metatensor's
+/// Labels named with their conversion, see `errors::foreign`) is a
+/// `BlockMapTypeError`, not pyo3's `TypeError` naming two classes `Labels`.
+#[derive(Debug)]
+pub struct LabelsArg(pub Labels);
+
+impl FromPyObject<'_, '_> for LabelsArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        extract_labels(&obj, "the argument").map(LabelsArg)
+    }
+}
+
 /// Label `names` in any of the forms metatensor accepts (its
 /// `_normalize_names_type`): one string (the empty string: no names), or
 /// an iterable of strings; anything else is a type error.

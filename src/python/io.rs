@@ -6,8 +6,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyMemoryView, PySlice};
 
 use super::array::{buffer_from_python, BufferOwner};
-use super::classes::{Arrays, PyLabels};
-use super::convert::{held_from_python, to_python_as};
+use super::classes::Arrays;
+use super::convert::{held_from_python, to_python_as, LabelsArg};
 use super::errors::wrong_type;
 use super::file::{with_mts_extension, FileArg, MmapArg, PyFileIo, UseNumpy};
 use super::gil::detached;
@@ -138,8 +138,8 @@ pub fn load_buffer(
 }
 
 /// The Labels a `keys=` argument selects blocks by.
-pub fn keys_arg<'a>(keys: Option<&'a Bound<'_, PyLabels>>) -> Option<&'a Labels> {
-    keys.map(|keys| &keys.get().labels)
+pub fn keys_arg(keys: Option<LabelsArg>) -> Option<Labels> {
+    keys.map(|keys| keys.0)
 }
 
 /// Save a :class:`TensorMap`, :class:`TensorBlock` or :class:`Labels` to ``file``.
@@ -221,11 +221,18 @@ fn py_load(
     use_numpy: UseNumpy,
     mmap: MmapArg,
     arrays: Option<&str>,
-    keys: Option<&Bound<'_, PyLabels>>,
+    keys: Option<LabelsArg>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load(py, file, Kind::Tensor, mmap, arrays, keys_arg(keys))
+    load(
+        py,
+        file,
+        Kind::Tensor,
+        mmap,
+        arrays,
+        keys_arg(keys).as_ref(),
+    )
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
@@ -261,11 +268,11 @@ fn py_load_buffer(
     buffer: &Bound<'_, PyAny>,
     use_numpy: UseNumpy,
     arrays: Option<&str>,
-    keys: Option<&Bound<'_, PyLabels>>,
+    keys: Option<LabelsArg>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load_buffer(py, buffer, Kind::Tensor, arrays, keys_arg(keys))
+    load_buffer(py, buffer, Kind::Tensor, arrays, keys_arg(keys).as_ref())
 }
 
 /// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.

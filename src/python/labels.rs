@@ -10,7 +10,7 @@ use super::array::to_numpy_read_only;
 use super::classes::{Arrays, PyLabels, PyLabelsEntry};
 use super::convert::{
     check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
-    insert_index, saturating_index, to_arguments, SaturatingInt,
+    insert_index, saturating_index, to_arguments, LabelsArg, SaturatingInt,
 };
 use super::errors::{class_repr, from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
@@ -359,8 +359,9 @@ impl PyLabels {
 
     /// The union with ``other`` (same dimensions): the entries of these
     /// Labels, then those of ``other`` they do not have.
-    fn union(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
-        let other = &other.get().labels;
+    fn union(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (union, _, _) = py.detach(|| self.labels.union(other))?;
         Ok(self.derived(union))
     }
@@ -368,12 +369,9 @@ impl PyLabels {
     /// The union with ``other``, and where each entry of these Labels and
     /// of ``other`` is in it: ``(union, first, second)``, the mappings as
     /// int64 arrays.
-    fn union_and_mapping<'py>(
-        &self,
-        py: Python<'py>,
-        other: &Bound<'py, PyLabels>,
-    ) -> PyResult<Mapped<'py>> {
-        let other = &other.get().labels;
+    fn union_and_mapping<'py>(&self, py: Python<'py>, other: LabelsArg) -> PyResult<Mapped<'py>> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (union, first, second) = py.detach(|| self.labels.union(other))?;
         Ok((
             self.derived(union),
@@ -385,8 +383,9 @@ impl PyLabels {
     /// The intersection with ``other`` (same dimensions): the entries both
     /// have, in the order of the one with fewer entries (of these Labels
     /// when they have as many), as metatensor orders them.
-    fn intersection(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
-        let other = &other.get().labels;
+    fn intersection(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (intersection, _, _) = py.detach(|| self.labels.intersection(other))?;
         Ok(self.derived(intersection))
     }
@@ -398,9 +397,10 @@ impl PyLabels {
     fn intersection_and_mapping<'py>(
         &self,
         py: Python<'py>,
-        other: &Bound<'py, PyLabels>,
+        other: LabelsArg,
     ) -> PyResult<Mapped<'py>> {
-        let other = &other.get().labels;
+        let LabelsArg(other) = other;
+        let other = &other;
         let (intersection, first, second) = py.detach(|| self.labels.intersection(other))?;
         Ok((
             self.derived(intersection),
@@ -411,8 +411,9 @@ impl PyLabels {
 
     /// The set difference with ``other`` (same dimensions): the entries of
     /// these Labels that ``other`` does not have, in their order.
-    fn difference(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
-        let other = &other.get().labels;
+    fn difference(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (difference, _) = py.detach(|| self.labels.difference(other))?;
         Ok(self.derived(difference))
     }
@@ -423,9 +424,10 @@ impl PyLabels {
     fn difference_and_mapping<'py>(
         &self,
         py: Python<'py>,
-        other: &Bound<'py, PyLabels>,
+        other: LabelsArg,
     ) -> PyResult<(Self, Bound<'py, PyArray1<i64>>)> {
-        let other = &other.get().labels;
+        let LabelsArg(other) = other;
+        let other = &other;
         let (difference, first) = py.detach(|| self.labels.difference(other))?;
         Ok((self.derived(difference), PyArray1::from_vec(py, first)))
     }
@@ -439,9 +441,10 @@ impl PyLabels {
     fn select<'py>(
         &self,
         py: Python<'py>,
-        selection: &Bound<'py, PyLabels>,
+        selection: LabelsArg,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let selection = &selection.get().labels;
+        let LabelsArg(selection) = selection;
+        let selection = &selection;
         let selected = py.detach(|| self.labels.select(selection))?;
         let mut positions = Vec::new();
         positions

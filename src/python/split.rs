@@ -92,7 +92,7 @@ fn check_arguments<'py>(
             return Err(wrong_type(
                 py,
                 format!(
-                    "`selection` must be metatensor Labels, an array or List[int], not {}",
+                    "`selection` must be blockmap Labels, an array or List[int], not {}",
                     class_repr(&selection)
                 ),
             ));
@@ -163,7 +163,7 @@ pub fn split<'py>(
         return Err(wrong_type(
             py,
             format!(
-                "`tensor` must be a metatensor TensorMap, not {}",
+                "`tensor` must be a blockmap TensorMap, not {}",
                 class_repr(tensor)
             ),
         ));
@@ -213,7 +213,7 @@ pub fn split_block(
         return Err(wrong_type(
             py,
             format!(
-                "`block` must be a metatensor TensorBlock, not {}",
+                "`block` must be a blockmap TensorBlock, not {}",
                 class_repr(block)
             ),
         ));

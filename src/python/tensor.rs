@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 
 use super::classes::{Arrays, Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
-use super::convert::{extract_labels, SaturatingInt};
+use super::convert::{extract_labels, LabelsArg, SaturatingInt};
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
@@ -537,7 +537,7 @@ impl PyTensorMap {
         use_numpy: UseNumpy,
         mmap: MmapArg,
         arrays: Option<&str>,
-        keys: Option<&Bound<'_, PyLabels>>,
+        keys: Option<LabelsArg>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
@@ -547,7 +547,7 @@ impl PyTensorMap {
             Kind::Tensor,
             mmap,
             arrays,
-            super::io::keys_arg(keys),
+            super::io::keys_arg(keys).as_ref(),
         )
     }
 
@@ -570,11 +570,17 @@ impl PyTensorMap {
         buffer: &Bound<'_, PyAny>,
         use_numpy: UseNumpy,
         arrays: Option<&str>,
-        keys: Option<&Bound<'_, PyLabels>>,
+        keys: Option<LabelsArg>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load_buffer(py, buffer, Kind::Tensor, arrays, super::io::keys_arg(keys))
+        super::io::load_buffer(
+            py,
+            buffer,
+            Kind::Tensor,
+            arrays,
+            super::io::keys_arg(keys).as_ref(),
+        )
     }
 
     /// A copy of the map: with ``deep`` (the default) all array memory is
