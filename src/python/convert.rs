@@ -174,17 +174,9 @@ pub fn extract_label_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResul
         ));
     };
     if count == 0 {
-        // no entries: an empty list, or (stricter than metatensor, which
-        // takes any shape) a 2-D array with one column per name
-        if shape.len() == 2 && shape[1] != n_dims {
-            return Err(invalid(
-                py,
-                format!(
-                    "`names` must have an entry for each column of the `values` array: \
-                     {n_dims} names for values of shape {shape:?}"
-                ),
-            ));
-        }
+        // no entries: any shape and dtype, as metatensor-core takes them
+        // ((0,), (0, 5) for two names, (0, 1, 2), ...), gives values of
+        // shape (0, len(names))
         return Ok(Array::zeros(DType::I4, vec![0, n_dims])?);
     }
     if shape.len() != 2 {
