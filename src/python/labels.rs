@@ -14,7 +14,7 @@ use super::convert::{
 };
 use super::errors::{class_repr, from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
-use super::torch::{is_tensor, label_tensor, torch};
+use super::torch::{arrays_arg, is_tensor, label_tensor};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
 
@@ -238,19 +238,8 @@ impl PyLabels {
         }
         let mut backend = slf.get().arrays;
         if let Some(arrays) = arrays.filter(|a| !a.is_none()) {
-            match arrays.extract::<String>().as_deref() {
-                Ok("numpy") => backend = Arrays::Numpy,
-                Ok("torch") => {
-                    torch(py)?;
-                    backend = Arrays::Torch;
-                }
-                _ => {
-                    return Err(invalid(
-                        py,
-                        format!("unknown array backend: '{}'", arrays.str()?),
-                    ))
-                }
-            }
+            let name = arrays.str()?;
+            backend = arrays_arg(py, Some(name.to_str()?), backend)?;
         }
         if let Some(device) = device {
             let name = device.str()?;
