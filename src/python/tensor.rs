@@ -699,7 +699,12 @@ impl PyTensorMap {
 
     /// metatensor's layout, with every key.
     fn __repr__(&self) -> String {
-        super::repr::tensor(&self.map(), -1)
+        let map = self.map();
+        format!(
+            "{}\n    {}",
+            super::repr::tensor(&map, -1),
+            super::repr::arrays(map.blocks().iter(), self.arrays)
+        )
     }
 
     /// metatensor's layout, with at most 7 keys.
