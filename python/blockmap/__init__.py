@@ -176,13 +176,21 @@ _OPERATIONS = frozenset(
 )
 
 
+# the bridges from metatensor's objects, imported on first use
+_BRIDGES = {
+    "from_metatensor": "blockmap.metatensor",
+    "from_metatensor_torch": "blockmap.metatensor_torch",
+}
+
+
 def __getattr__(name: str) -> object:
     """``blockmap.<op>``: metatensor-operations' ``op`` on blockmap's classes,
     imported on first use (see :mod:`blockmap.operations`);
+    ``blockmap.from_metatensor`` (:mod:`blockmap.metatensor`) and
     ``blockmap.from_metatensor_torch`` (:mod:`blockmap.metatensor_torch`,
-    which imports torch only when called)."""
-    if name == "from_metatensor_torch":
-        value = importlib.import_module("blockmap.metatensor_torch").from_metatensor_torch
+    which imports torch only when called); the submodules' names stay."""
+    if name in _BRIDGES:
+        value = getattr(importlib.import_module(_BRIDGES[name]), name)
         globals()[name] = value
         return value
     if name in _OPERATIONS or name == "operations":
@@ -206,7 +214,7 @@ def __dir__() -> list[str]:
     """The public names: ``__all__``, the names served on first use, the
     public submodules imported so far, and the module's dunder attributes
     (not ``functools``, ``importlib`` and the other imports of this file)."""
-    names = set(__all__) | {"from_metatensor_torch"}
+    names = set(__all__) | set(_BRIDGES)
     if HAS_METATENSOR_OPERATIONS:
         names |= _OPERATIONS | {"operations"}
     for name, value in globals().items():

@@ -48,6 +48,7 @@ __all__ = [
     "_as_torch",
     "_reconstruct",
     "_set_pickle_piece_size",
+    "_foreign",
     "_shared_parts",
     "_attach_shared",
     "_set_auto_share_threshold",
@@ -125,6 +126,7 @@ def _reconstruct(version: int, *args: Any) -> Any:
     """Rebuild a pickled Labels, TensorBlock or TensorMap (see docs/pickle.md)."""
 
 def _set_pickle_piece_size(nbytes: int) -> int: ...
+def _foreign(obj: object) -> str | None: ...
 def _shared_parts(
     data: _Data,
 ) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None], bytes] | None: ...

@@ -48,7 +48,7 @@ from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Any
 
 from . import _blockmap
-from ._blockmap import Labels, TensorBlock, TensorMap
+from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 from .exceptions import BlockMapError, BlockMapIOError, BlockMapTypeError, ValidationError
 
 __all__ = [
@@ -289,7 +289,7 @@ def share_memory(obj: Any) -> Any:
         return metatensor.share_memory(obj)
     raise BlockMapTypeError(
         f"share_memory takes a TensorMap or a TensorBlock (blockmap's or "
-        f"metatensor-core's), not {type(obj).__name__}"
+        f"metatensor-core's), not {_foreign(obj) or type(obj).__name__}"
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from distributed.protocol import dask_deserialize, dask_serialize
 
-from ._blockmap import Labels, TensorBlock, TensorMap, _as_torch, _reconstruct
+from ._blockmap import Labels, TensorBlock, TensorMap, _as_torch, _foreign, _reconstruct
 from .exceptions import BlockMapTypeError, FormatError
 
 __all__ = ["deserialize", "register", "serialize"]
@@ -34,7 +34,7 @@ def serialize(obj: Serializable) -> tuple[dict[str, Any], list[Any]]:
     if not isinstance(obj, (TensorMap, TensorBlock, Labels)):
         raise BlockMapTypeError(
             f"blockmap.dask.serialize takes a TensorMap, TensorBlock or Labels, "
-            f"got {type(obj).__name__}"
+            f"got {_foreign(obj) or type(obj).__name__}"
         )
     torch: dict[str, Any] = {}
     if obj._arrays == "torch":

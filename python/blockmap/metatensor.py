@@ -38,7 +38,7 @@ import weakref
 from typing import Any
 
 from . import _hooks
-from ._blockmap import Labels, TensorBlock, TensorMap
+from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 from .exceptions import BlockMapTypeError
 
 __all__ = ["from_metatensor", "is_registered", "register", "share_memory", "to_metatensor"]
@@ -179,13 +179,13 @@ def share_memory(obj: Any) -> Any:
     if not _REGISTERED:
         raise BlockMapTypeError(
             "sharing metatensor-core's objects needs blockmap.metatensor.register() "
-            "first: it is what makes them cross multiprocessing as shared memory"
+            "first: it is what makes them cross multiprocessing as shared memory (or "
+            "convert it with `blockmap.from_metatensor(x)` and share blockmap's object)"
         )
     mts = _metatensor()
     if not isinstance(obj, (mts.TensorMap, mts.TensorBlock)):
-        raise BlockMapTypeError(
-            f"share_memory takes a TensorMap or a TensorBlock, not {type(obj).__name__}"
-        )
+        name = _foreign(obj) or type(obj).__name__
+        raise BlockMapTypeError(f"share_memory takes a TensorMap or a TensorBlock, not {name}")
     shared = from_metatensor(obj).share_memory()
     return _remember_shared(to_metatensor(shared), shared)
 

@@ -21,6 +21,7 @@ objects, in the same process. ``NotEqualError`` is
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import sys
 import types
@@ -29,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from . import exceptions
-from ._blockmap import Labels, TensorBlock, TensorMap
+from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 
 __all__: list[str] = []
 
@@ -66,7 +67,17 @@ def _make_backend() -> types.ModuleType:
 
     def isinstance_metatensor(value: Any, typename: str) -> bool:
         assert typename in ("Labels", "TensorBlock", "TensorMap")
-        return isinstance(value, backend.__dict__[typename])
+        if isinstance(value, backend.__dict__[typename]):
+            return True
+        # every type check of the operations: metatensor's own objects are
+        # refused naming their conversion, never as "must be a metatensor
+        # TensorMap, not <class 'metatensor.TensorMap'>"
+        foreign = _foreign(value)
+        if foreign is not None:
+            raise exceptions.BlockMapTypeError(
+                f"blockmap's operations take blockmap's {typename}, not {foreign}"
+            )
+        return False
 
     def _version_at_least(version: str, expected: str) -> bool:
         def parse(text: str) -> tuple[int, ...]:
@@ -117,6 +128,32 @@ def _load() -> None:
         and not isinstance(value, types.ModuleType)
     )
     module.__doc__ = _DOC
+    for name in module.__all__:
+        value = module.__dict__[name]
+        if isinstance(value, types.FunctionType):
+            module.__dict__[name] = _refusing_foreign(value)
+
+
+def _refusing_foreign(function: Any) -> Any:
+    """``function``, refusing metatensor's own objects (alone or in a list
+    or tuple) with a message naming their conversion: metatensor-operations
+    would otherwise take them in some places (``equal`` compares any two
+    maps through their methods) and fail in others with messages such as
+    "must be a metatensor TensorMap, not <class 'metatensor.TensorMap'>"."""
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        for value in (*args, *kwargs.values()):
+            items = value if isinstance(value, list | tuple) else (value,)
+            for item in items:
+                foreign = _foreign(item)
+                if foreign is not None:
+                    raise exceptions.BlockMapTypeError(
+                        f"blockmap.{function.__name__} takes blockmap's objects, not {foreign}"
+                    )
+        return function(*args, **kwargs)
+
+    return wrapper
 
 
 _DOC = __doc__

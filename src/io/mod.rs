@@ -141,6 +141,20 @@ pub fn save_path(path: &Path, data: DataRef<'_>, durable: bool) -> Result<()> {
 
 fn from_source(source: &mut impl read::Source, kind: Kind, keys: Option<&Labels>) -> Result<Data> {
     check_selection(kind, keys)?;
+    let names = source.names();
+    // the other kind of archive: say which loader reads it
+    if kind == Kind::Tensor && !names.contains("keys.npy") && names.contains("values.npy") {
+        return Err(Error::format(
+            "this archive holds a TensorBlock saved on its own (values.npy at its root, \
+             no keys.npy), not a TensorMap: load it with load_block",
+        ));
+    }
+    if kind == Kind::Block && !names.contains("values.npy") && names.contains("keys.npy") {
+        return Err(Error::format(
+            "this archive holds a TensorMap (keys.npy, no values.npy at its root), not a \
+             TensorBlock: load it with load",
+        ));
+    }
     match kind {
         Kind::Tensor => read::tensor(source, keys).map(Data::Tensor),
         Kind::Block => read::block(source, "", None, 0).map(Data::Block),
@@ -148,6 +162,51 @@ fn from_source(source: &mut impl read::Source, kind: Kind, keys: Option<&Labels>
             "labels are a bare NPY file, not an archive: they are read by `load_buffer_checked`",
         )),
     }
+}
+
+/// The zip local header signature, the first bytes of an `.mts` archive.
+const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
+
+/// `error`, a failure to read data of `kind` whose first bytes are `head`,
+/// said again when those bytes show the other format: a bare NPY file
+/// (Labels saved on their own) where an archive was expected, or an
+/// archive where Labels were: which loader reads it.
+fn other_format(error: Error, kind: Kind, head: &[u8]) -> Error {
+    if !matches!(error, Error::Format(_)) {
+        return error;
+    }
+    if kind != Kind::Labels && head.starts_with(npy::MAGIC) {
+        return Error::format(
+            "this is a bare .npy file (Labels saved on their own), not an .mts archive: \
+             load it with load_labels",
+        );
+    }
+    if kind == Kind::Labels && head.starts_with(ZIP_MAGIC) {
+        return Error::format(
+            "this is an .mts (zip) archive (a TensorMap or a TensorBlock), not Labels saved \
+             on their own: load it with load or load_block",
+        );
+    }
+    error
+}
+
+/// The first bytes of `reader` (at most 8), its position left where it was.
+fn head_of<R: Read + Seek>(reader: &mut R) -> [u8; 8] {
+    let mut head = [0u8; 8];
+    if let Ok(start) = reader.stream_position() {
+        let mut filled = 0;
+        while filled < head.len() {
+            match reader.read(&mut head[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        if reader.seek(std::io::SeekFrom::Start(start)).is_err() {
+            // the error the load then meets is its own
+            return [0u8; 8];
+        }
+    }
+    head
 }
 
 /// Load from a reader: every array is copied once into memory blockmap
@@ -159,7 +218,18 @@ pub fn load<R: Read + Seek>(reader: R, kind: Kind) -> Result<Data> {
 /// [`load`], of the blocks whose keys match `keys` only (see
 /// [`Labels::select`]): the central directory and the keys are read, then
 /// the selected blocks' entries, and nothing else.
-pub fn load_selected<R: Read + Seek>(reader: R, kind: Kind, keys: Option<&Labels>) -> Result<Data> {
+pub fn load_selected<R: Read + Seek>(
+    mut reader: R,
+    kind: Kind,
+    keys: Option<&Labels>,
+) -> Result<Data> {
+    let head = head_of(&mut reader);
+    load_reader(reader, kind, keys).map_err(|error| other_format(error, kind, &head))
+}
+
+/// [`load_selected`], without reading the first bytes again for messages
+/// (a path's load reads them only when it fails).
+fn load_reader<R: Read + Seek>(reader: R, kind: Kind, keys: Option<&Labels>) -> Result<Data> {
     check_selection(kind, keys)?;
     if kind == Kind::Labels {
         // a header, then the bytes it announces (and nothing after them)
@@ -190,11 +260,18 @@ pub fn load_buffer_selected(
     keys: Option<&Labels>,
 ) -> Result<Data> {
     check_selection(kind, keys)?;
+    let mut head = [0u8; 8];
+    let bytes = buffer.as_slice();
+    let n = bytes.len().min(head.len());
+    head[..n].copy_from_slice(&bytes[..n]);
+    let other = |error| other_format(error, kind, &head);
     if kind == Kind::Labels {
-        return read::labels_from_npy(&buffer).map(Data::Labels);
+        return read::labels_from_npy(&buffer)
+            .map(Data::Labels)
+            .map_err(other);
     }
     from_source(
-        &mut read::BufferSource::new(Pieces::one(buffer), check_crc)?,
+        &mut read::BufferSource::new(Pieces::one(buffer), check_crc).map_err(other)?,
         kind,
         keys,
     )
@@ -297,7 +374,16 @@ pub fn load_path_selected(
 ) -> Result<Data> {
     check_selection(kind, keys)?;
     let file = open_regular(path)?;
-    let in_file = |e: Error| e.context(format!("'{}'", path.display()));
+    let in_file = |e: Error| {
+        // the first bytes, read only when the load failed
+        let mut head = [0u8; 8];
+        if matches!(e, Error::Format(_)) {
+            if let Ok(mut again) = open_regular(path) {
+                head = head_of(&mut again);
+            }
+        }
+        other_format(e, kind, &head).context(format!("'{}'", path.display()))
+    };
     if kind == Kind::Labels {
         let size = file
             .metadata()
@@ -308,7 +394,7 @@ pub fn load_path_selected(
             .map_err(in_file);
     }
     let Some(mode) = mmap else {
-        return load_selected(BufReader::with_capacity(1 << 16, file), kind, keys).map_err(in_file);
+        return load_reader(BufReader::with_capacity(1 << 16, file), kind, keys).map_err(in_file);
     };
     // blockmap itself only replaces files by renaming (see `save_path`),
     // never truncating them under a mapping; another program that does is

@@ -94,6 +94,15 @@ impl<W: Write> Write for Fuse<W> {
             .inner
             .write(data)
             .inspect_err(|_| self.blown.set(true))?;
+        if n == 0 && !data.is_empty() {
+            // a writer that takes nothing has failed (`write_all` says so);
+            // blown now, or the zip writer would try it again on drop
+            self.blown.set(true);
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                "failed to write whole buffer",
+            ));
+        }
         self.advance(n);
         Ok(n)
     }

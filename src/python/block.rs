@@ -394,6 +394,16 @@ impl PyTensorBlock {
 
     /// metatensor's layout: shape, label names and gradients.
     fn __repr__(&self) -> String {
+        let block = self.block();
+        format!(
+            "{}\n    {}",
+            super::repr::block(&block, &self.parameters),
+            super::repr::arrays(std::iter::once(&*block), self.arrays)
+        )
+    }
+
+    /// metatensor's layout (``print(block)``), as metatensor-core's repr.
+    fn __str__(&self) -> String {
         super::repr::block(&self.block(), &self.parameters)
     }
 }

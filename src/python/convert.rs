@@ -96,6 +96,20 @@ pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
         })
 }
 
+/// A parameter that takes blockmap's `Labels`: anything else (metatensor's
+/// Labels named with their conversion, see `errors::foreign`) is a
+/// `BlockMapTypeError`, not pyo3's `TypeError` naming two classes `Labels`.
+#[derive(Debug)]
+pub struct LabelsArg(pub Labels);
+
+impl FromPyObject<'_, '_> for LabelsArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        extract_labels(&obj, "the argument").map(LabelsArg)
+    }
+}
+
 /// Label `names` in any of the forms metatensor accepts (its
 /// `_normalize_names_type`): one string (the empty string: no names), or
 /// an iterable of strings; anything else is a type error.
@@ -160,17 +174,9 @@ pub fn extract_label_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResul
         ));
     };
     if count == 0 {
-        // no entries: an empty list, or (stricter than metatensor, which
-        // takes any shape) a 2-D array with one column per name
-        if shape.len() == 2 && shape[1] != n_dims {
-            return Err(invalid(
-                py,
-                format!(
-                    "`names` must have an entry for each column of the `values` array: \
-                     {n_dims} names for values of shape {shape:?}"
-                ),
-            ));
-        }
+        // no entries: any shape and dtype, as metatensor-core takes them
+        // ((0,), (0, 5) for two names, (0, 1, 2), ...), gives values of
+        // shape (0, len(names))
         return Ok(Array::zeros(DType::I4, vec![0, n_dims])?);
     }
     if shape.len() != 2 {
@@ -333,7 +339,7 @@ pub fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<(Vec<i32>, bool)> {
                 ),
             )
         })?;
-        if let Ok(value) = i32::try_from(index) {
+        if let Ok(value) = i32::try_from(index.value) {
             values.push(value);
         } else {
             values.push(0);
@@ -343,27 +349,48 @@ pub fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<(Vec<i32>, bool)> {
     Ok((values, fits))
 }
 
-/// An integer index of `obj` (anything with `__index__`), saturated to the
-/// range of `isize` (such an index is out of range anyway); `None` when
+/// A Python integer used as an index: its value saturated to the range of
+/// `isize` (such an index is out of range anyway), and, when it did not
+/// fit, the number as given, which messages show.
+#[derive(Clone, Debug)]
+pub struct PyIndex {
+    /// the index, saturated
+    pub value: isize,
+    /// the decimal digits of an index beyond `isize`
+    given: Option<Box<str>>,
+}
+
+impl std::fmt::Display for PyIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.given {
+            Some(given) => f.write_str(given),
+            None => write!(f, "{}", self.value),
+        }
+    }
+}
+
+/// The integer index of `obj` (anything with `__index__`); `None` when
 /// `obj` is not an integer.
-pub fn saturating_index(obj: &Bound<'_, PyAny>) -> Option<isize> {
-    if let Ok(index) = obj.extract::<isize>() {
-        return Some(index);
+pub fn saturating_index(obj: &Bound<'_, PyAny>) -> Option<PyIndex> {
+    if let Ok(value) = obj.extract::<isize>() {
+        return Some(PyIndex { value, given: None });
     }
     let index = obj.call_method0("__index__").ok()?;
-    Some(if index.lt(0).ok()? {
+    let value = if index.lt(0).ok()? {
         isize::MIN
     } else {
         isize::MAX
-    })
+    };
+    let given = index.str().ok().map(|s| s.to_string().into_boxed_str());
+    Some(PyIndex { value, given })
 }
 
 /// Resolve a Python index (negative from the end) into `0..len`.
-pub fn check_index(index: isize, len: usize) -> PyResult<usize> {
-    let resolved = if index < 0 {
-        index.checked_add_unsigned(len)
+pub fn check_index(index: &PyIndex, len: usize) -> PyResult<usize> {
+    let resolved = if index.value < 0 {
+        index.value.checked_add_unsigned(len)
     } else {
-        Some(index)
+        Some(index.value)
     };
     resolved
         .and_then(|i| usize::try_from(i).ok())
@@ -391,10 +418,10 @@ pub fn insert_index(index: &Bound<'_, PyAny>, size: usize) -> PyResult<usize> {
             ),
         )
     })?;
-    let resolved = if i < 0 {
-        i.checked_add_unsigned(size)
+    let resolved = if i.value < 0 {
+        i.value.checked_add_unsigned(size)
     } else {
-        Some(i)
+        Some(i.value)
     };
     resolved
         .and_then(|i| usize::try_from(i).ok())
@@ -478,19 +505,37 @@ pub fn to_arguments<'py>(
 /// stands for (how many entries to print, a range's end) mean "all of
 /// them" or "too many" beyond it, never another number, and a Python int
 /// of any size is refused or taken by blockmap's own checks rather than
-/// with an `OverflowError` from the conversion.
-#[derive(Clone, Copy, Debug)]
-pub struct SaturatingInt(pub i64);
+/// with an `OverflowError` from the conversion. Shown (`Display`) as the
+/// number given.
+#[derive(Clone, Debug)]
+pub struct SaturatingInt(pub i64, Option<Box<str>>);
+
+impl SaturatingInt {
+    /// `value`, as given.
+    pub const fn new(value: i64) -> Self {
+        SaturatingInt(value, None)
+    }
+}
+
+impl std::fmt::Display for SaturatingInt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.1 {
+            Some(given) => f.write_str(given),
+            None => write!(f, "{}", self.0),
+        }
+    }
+}
 
 impl FromPyObject<'_, '_> for SaturatingInt {
     type Error = PyErr;
 
     fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
         match obj.extract::<i64>() {
-            Ok(value) => Ok(SaturatingInt(value)),
-            Err(error) if error.is_instance_of::<PyOverflowError>(obj.py()) => {
-                Ok(SaturatingInt(if obj.lt(0)? { i64::MIN } else { i64::MAX }))
-            }
+            Ok(value) => Ok(SaturatingInt::new(value)),
+            Err(error) if error.is_instance_of::<PyOverflowError>(obj.py()) => Ok(SaturatingInt(
+                if obj.lt(0)? { i64::MIN } else { i64::MAX },
+                obj.str().ok().map(|s| s.to_string().into_boxed_str()),
+            )),
             Err(_) => Err(wrong_type(
                 obj.py(),
                 format!("expected an integer, got {}", type_name(&obj)),

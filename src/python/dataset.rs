@@ -6,9 +6,9 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use super::classes::{Arrays, PyLabels, PyTensorMap};
-use super::convert::SaturatingInt;
-use super::errors::{invalid, wrong_type};
+use super::classes::{Arrays, PyTensorMap};
+use super::convert::{LabelsArg, SaturatingInt};
+use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
 use super::gil::detached;
 use super::io::keys_arg;
@@ -48,7 +48,7 @@ impl PyDataset {
         let path = path.into_path(py, "a dataset")?;
         let count = match count {
             None => None,
-            Some(SaturatingInt(count)) => Some(usize::try_from(count).map_err(|_| {
+            Some(count) => Some(usize::try_from(count.0).map_err(|_| {
                 invalid(py, format!("count must be a number of maps, got {count}"))
             })?),
         };
@@ -142,7 +142,7 @@ impl PyDataset {
     fn _get(
         slf: &Bound<'_, Self>,
         index: usize,
-        keys: Option<&Bound<'_, PyLabels>>,
+        keys: Option<LabelsArg>,
         arrays: Option<&str>,
     ) -> PyResult<Py<PyTensorMap>> {
         let py = slf.py();
@@ -158,6 +158,7 @@ impl PyDataset {
         }
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
         let keys = keys_arg(keys);
+        let keys = keys.as_ref();
         let inner = &this.inner;
         let map = detached(py, || inner.get(index, keys))?;
         let object = if keys.is_none() && this.mode == MapMode::ReadOnly && arrays == Arrays::Numpy
@@ -241,13 +242,7 @@ impl PyDatasetWriter {
         let tensor = tensor.cast::<PyTensorMap>().map_err(|_| {
             wrong_type(
                 py,
-                format!(
-                    "a dataset holds TensorMaps, not {}",
-                    tensor
-                        .get_type()
-                        .name()
-                        .map_or_else(|_| "?".into(), |n| n.to_string())
-                ),
+                format!("a dataset holds TensorMaps, not {}", type_name(tensor)),
             )
         })?;
         let map = tensor.get().map();

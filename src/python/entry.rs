@@ -126,7 +126,7 @@ impl PyLabelsEntry {
                     ),
                 )
             })?;
-            check_index(index, self.labels.size())?
+            check_index(&index, self.labels.size())?
         };
         INT32
             .import(py, "numpy", "int32")?

@@ -198,26 +198,98 @@ impl From<Error> for PyErr {
     }
 }
 
-/// The name of `obj`'s type, for error messages.
+/// The name of `obj`'s type, for error messages; for an object of
+/// metatensor-core or metatensor-torch, its library's name for it and the
+/// conversion to blockmap's (see [`foreign`]).
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    if let Some(foreign) = foreign(obj) {
+        return foreign;
+    }
     obj.get_type()
         .name()
         .map_or_else(|_| "?".into(), |n| n.to_string())
 }
 
 /// `repr(type(obj))`, as Python's own messages name a type
-/// (`<class 'numpy.ndarray'>`).
+/// (`<class 'numpy.ndarray'>`); for an object of metatensor-core or
+/// metatensor-torch, as [`type_name`].
 pub fn class_repr(obj: &Bound<'_, PyAny>) -> String {
+    if let Some(foreign) = foreign(obj) {
+        return foreign;
+    }
     obj.get_type()
         .repr()
         .map_or_else(|_| type_name(obj), |r| r.to_string())
 }
 
+/// The classes of metatensor's data model, as both libraries name them.
+const FOREIGN_CLASSES: [&str; 4] = ["Labels", "LabelsEntry", "TensorBlock", "TensorMap"];
+
+/// For a `Labels`, `LabelsEntry`, `TensorBlock` or `TensorMap` of
+/// metatensor-core (a class of the module `metatensor`) or metatensor-torch
+/// (a `torch.ScriptObject` of the `TorchScript` class
+/// `__torch__.torch.classes.metatensor.<name>`, or a class of a module
+/// `metatensor.torch...`): the object named as its library names it, and
+/// the conversion to blockmap's, so that no message says "must be a
+/// `TensorBlock`, got `TensorBlock`". Found without importing either library.
+/// `None` for any other object.
+pub fn foreign(obj: &Bound<'_, PyAny>) -> Option<String> {
+    let class = obj.get_type();
+    let module = class.module().ok()?;
+    let module = module.to_str().ok()?;
+    let name = class.name().ok()?;
+    let name = name.to_str().ok()?;
+    let (library, name) = if module == "torch" && name == "ScriptObject" {
+        let qualified: String = obj
+            .call_method0("_type")
+            .and_then(|t| t.call_method0("qualified_name"))
+            .and_then(|n| n.extract())
+            .ok()?;
+        let name = qualified.strip_prefix("__torch__.torch.classes.metatensor.")?;
+        let name = FOREIGN_CLASSES.iter().find(|&&n| n == name)?;
+        ("metatensor.torch", *name)
+    } else if module == "metatensor.torch" || module.starts_with("metatensor.torch.") {
+        (
+            "metatensor.torch",
+            *FOREIGN_CLASSES.iter().find(|&&n| n == name)?,
+        )
+    } else if module == "metatensor" || module.starts_with("metatensor.") {
+        ("metatensor", *FOREIGN_CLASSES.iter().find(|&&n| n == name)?)
+    } else {
+        return None;
+    };
+    let (owner, function) = if library == "metatensor" {
+        ("metatensor-core", "from_metatensor")
+    } else {
+        ("metatensor-torch", "from_metatensor_torch")
+    };
+    let convert = if name == "LabelsEntry" {
+        format!(
+            "give its values (`list(entry)`) or convert its Labels with \
+             `blockmap.{function}(labels)`"
+        )
+    } else {
+        format!("convert it with `blockmap.{function}(x)`")
+    };
+    Some(format!(
+        "{library}.{name} ({owner}'s class, not blockmap's: {convert})"
+    ))
+}
+
+/// ``_foreign(obj)``: for metatensor's objects, their name and conversion
+/// as blockmap's messages give them (see [`foreign`]), else `None`; for
+/// the messages of blockmap's Python code.
+#[pyfunction]
+fn _foreign(obj: &Bound<'_, PyAny>) -> Option<String> {
+    foreign(obj)
+}
+
 /// Add the exception classes to the native module too (they are the ones
-/// of `blockmap.exceptions`).
+/// of `blockmap.exceptions`), and `_foreign`.
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     for class in Class::ALL {
         module.add(class.name(), class.get(module.py())?)?;
     }
+    module.add_function(wrap_pyfunction!(_foreign, module)?)?;
     Ok(())
 }

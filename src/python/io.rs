@@ -3,11 +3,11 @@
 //! are saved and loaded with the GIL released.
 
 use pyo3::prelude::*;
-use pyo3::types::PyMemoryView;
+use pyo3::types::{PyMemoryView, PySlice};
 
 use super::array::{buffer_from_python, BufferOwner};
-use super::classes::{Arrays, PyLabels};
-use super::convert::{held_from_python, to_python_as};
+use super::classes::Arrays;
+use super::convert::{held_from_python, to_python_as, LabelsArg};
 use super::errors::wrong_type;
 use super::file::{with_mts_extension, FileArg, MmapArg, PyFileIo, UseNumpy};
 use super::gil::detached;
@@ -26,7 +26,7 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>, durable: bool)
             detached(py, || io::save_path(&path, data, durable))
         }
         FileArg::File(file) => {
-            if file.call_method0("seekable").and_then(|s| s.is_truthy())? {
+            if seekable(&file)? {
                 let writer = PyFileIo::new(file)?;
                 io::save(writer, data)
                     .and_then(|mut writer| {
@@ -35,11 +35,55 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>, durable: bool)
                     })
                     .map_err(PyFileIo::error)
             } else {
-                let archive = save_buffer(py, data)?;
-                file.call_method1("write", (archive,)).map(drop)
+                write_whole(&file, &save_buffer(py, data)?)
             }
         }
     }
+}
+
+/// Whether `file.seekable()` says so (a file object without the method
+/// cannot seek, as for `io.IOBase`'s users).
+fn seekable(file: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if !file.hasattr("seekable")? {
+        return Ok(false);
+    }
+    file.call_method0("seekable")?.is_truthy()
+}
+
+/// Write all of `archive` to a file object that cannot seek: raw files
+/// may write less than asked (again with the rest), and one that writes
+/// nothing has failed (`BlockMapIOError`, as from a seekable one).
+fn write_whole(file: &Bound<'_, PyAny>, archive: &Bound<'_, PyMemoryView>) -> PyResult<()> {
+    let len = archive.len()?;
+    let mut done = 0;
+    while done < len {
+        let rest = if done == 0 {
+            archive.clone().into_any()
+        } else {
+            // a memoryview is at most isize::MAX bytes long
+            let start = isize::try_from(done).unwrap_or(isize::MAX);
+            archive.get_item(PySlice::new(file.py(), start, isize::MAX, 1))?
+        };
+        let written = file.call_method1("write", (rest,))?;
+        // buffered files return None or the length
+        let written = if written.is_none() {
+            len - done
+        } else {
+            written.extract::<usize>().unwrap_or(0).min(len - done)
+        };
+        if written == 0 {
+            return Err(crate::Error::io(
+                "writing the archive",
+                std::io::Error::new(
+                    std::io::ErrorKind::WriteZero,
+                    "failed to write whole buffer",
+                ),
+            )
+            .into());
+        }
+        done += written;
+    }
+    Ok(())
 }
 
 /// The archive of `data` in a memoryview over memory blockmap owns.
@@ -68,7 +112,7 @@ pub fn load(
             if mmap.0.is_some() {
                 return Err(wrong_type(py, "mmap needs a path, not a file object"));
             }
-            if keys.is_some() && file.call_method0("seekable")?.is_truthy()? {
+            if keys.is_some() && seekable(&file)? {
                 // only the directory, the keys and the selected blocks are
                 // read, through file.read and file.seek
                 let data =
@@ -94,8 +138,8 @@ pub fn load_buffer(
 }
 
 /// The Labels a `keys=` argument selects blocks by.
-pub fn keys_arg<'a>(keys: Option<&'a Bound<'_, PyLabels>>) -> Option<&'a Labels> {
-    keys.map(|keys| &keys.get().labels)
+pub fn keys_arg(keys: Option<LabelsArg>) -> Option<Labels> {
+    keys.map(|keys| keys.0)
 }
 
 /// Save a :class:`TensorMap`, :class:`TensorBlock` or :class:`Labels` to ``file``.
@@ -177,11 +221,18 @@ fn py_load(
     use_numpy: UseNumpy,
     mmap: MmapArg,
     arrays: Option<&str>,
-    keys: Option<&Bound<'_, PyLabels>>,
+    keys: Option<LabelsArg>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load(py, file, Kind::Tensor, mmap, arrays, keys_arg(keys))
+    load(
+        py,
+        file,
+        Kind::Tensor,
+        mmap,
+        arrays,
+        keys_arg(keys).as_ref(),
+    )
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
@@ -217,11 +268,11 @@ fn py_load_buffer(
     buffer: &Bound<'_, PyAny>,
     use_numpy: UseNumpy,
     arrays: Option<&str>,
-    keys: Option<&Bound<'_, PyLabels>>,
+    keys: Option<LabelsArg>,
 ) -> PyResult<Py<PyAny>> {
     let _ = use_numpy;
     let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-    load_buffer(py, buffer, Kind::Tensor, arrays, keys_arg(keys))
+    load_buffer(py, buffer, Kind::Tensor, arrays, keys_arg(keys).as_ref())
 }
 
 /// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.

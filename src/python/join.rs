@@ -87,7 +87,7 @@ pub fn join<'py>(
             wrong_type(
                 py,
                 format!(
-                    "`tensors` elements must be metatensor TensorMap, not {}",
+                    "`tensors` elements must be blockmap TensorMap, not {}",
                     class_repr(item)
                 ),
             )
@@ -279,7 +279,7 @@ pub fn join_blocks<'py>(
             wrong_type(
                 py,
                 format!(
-                    "`blocks` elements must be metatensor TensorBlock, not {}",
+                    "`blocks` elements must be blockmap TensorBlock, not {}",
                     class_repr(item)
                 ),
             )

@@ -10,11 +10,11 @@ use super::array::to_numpy_read_only;
 use super::classes::{Arrays, PyLabels, PyLabelsEntry};
 use super::convert::{
     check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
-    insert_index, saturating_index, to_arguments, SaturatingInt,
+    insert_index, saturating_index, to_arguments, LabelsArg, SaturatingInt,
 };
 use super::errors::{class_repr, from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
-use super::torch::{is_tensor, label_tensor, torch};
+use super::torch::{arrays_arg, is_tensor, label_tensor};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
 
@@ -85,17 +85,13 @@ impl PyLabels {
     /// One dimension ``name`` with the entries ``0 .. end - 1`` (none when
     /// ``end <= 0``).
     #[staticmethod]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn range(py: Python<'_>, name: &str, end: SaturatingInt) -> PyResult<Self> {
         let end = i32::try_from(end.0.max(0)).map_err(|_| {
             invalid(
                 py,
                 format!(
-                    "range end {} is too large: label values are int32 (at most {})",
-                    if end.0 == i64::MAX {
-                        "beyond 2**63".to_string()
-                    } else {
-                        end.0.to_string()
-                    },
+                    "range end {end} is too large: label values are int32 (at most {})",
                     i32::MAX
                 ),
             )
@@ -164,7 +160,7 @@ impl PyLabels {
                 ),
             )
         })?;
-        let i = check_index(index, self.labels.count())?;
+        let i = check_index(&index, self.labels.count())?;
         Ok(PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays))
     }
 
@@ -189,9 +185,10 @@ impl PyLabels {
     /// most ``max_entries`` entries (all of them when it is negative), the
     /// lines after the first indented by ``indent`` spaces.
     #[pyo3(
-        signature = (max_entries, indent = SaturatingInt(0)),
+        signature = (max_entries, indent = SaturatingInt::new(0)),
         text_signature = "(self, /, max_entries, indent=0)"
     )]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn print(&self, max_entries: SaturatingInt, indent: SaturatingInt) -> PyResult<String> {
         let max_entries = usize::try_from(max_entries.0).ok();
         let indent = usize::try_from(indent.0.max(0)).unwrap_or(usize::MAX);
@@ -201,14 +198,14 @@ impl PyLabels {
     fn __str__(&self) -> PyResult<String> {
         Ok(format!(
             "Labels\n   {}",
-            self.print(SaturatingInt(4), SaturatingInt(3))?
+            self.print(SaturatingInt::new(4), SaturatingInt::new(3))?
         ))
     }
 
     fn __repr__(&self) -> PyResult<String> {
         Ok(format!(
             "Labels\n   {}",
-            self.print(SaturatingInt(-1), SaturatingInt(3))?
+            self.print(SaturatingInt::new(-1), SaturatingInt::new(3))?
         ))
     }
 
@@ -241,19 +238,8 @@ impl PyLabels {
         }
         let mut backend = slf.get().arrays;
         if let Some(arrays) = arrays.filter(|a| !a.is_none()) {
-            match arrays.extract::<String>().as_deref() {
-                Ok("numpy") => backend = Arrays::Numpy,
-                Ok("torch") => {
-                    torch(py)?;
-                    backend = Arrays::Torch;
-                }
-                _ => {
-                    return Err(invalid(
-                        py,
-                        format!("unknown array backend: '{}'", arrays.str()?),
-                    ))
-                }
-            }
+            let name = arrays.str()?;
+            backend = arrays_arg(py, Some(name.to_str()?), backend)?;
         }
         if let Some(device) = device {
             let name = device.str()?;
@@ -355,15 +341,16 @@ impl PyLabels {
                     ),
                 )
             })?;
-            order.push(check_index(i, size)?);
+            order.push(check_index(&i, size)?);
         }
         Ok(self.derived(self.labels.permute(&order)?))
     }
 
     /// The union with ``other`` (same dimensions): the entries of these
     /// Labels, then those of ``other`` they do not have.
-    fn union(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
-        let other = &other.get().labels;
+    fn union(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (union, _, _) = py.detach(|| self.labels.union(other))?;
         Ok(self.derived(union))
     }
@@ -371,12 +358,9 @@ impl PyLabels {
     /// The union with ``other``, and where each entry of these Labels and
     /// of ``other`` is in it: ``(union, first, second)``, the mappings as
     /// int64 arrays.
-    fn union_and_mapping<'py>(
-        &self,
-        py: Python<'py>,
-        other: &Bound<'py, PyLabels>,
-    ) -> PyResult<Mapped<'py>> {
-        let other = &other.get().labels;
+    fn union_and_mapping<'py>(&self, py: Python<'py>, other: LabelsArg) -> PyResult<Mapped<'py>> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (union, first, second) = py.detach(|| self.labels.union(other))?;
         Ok((
             self.derived(union),
@@ -388,8 +372,9 @@ impl PyLabels {
     /// The intersection with ``other`` (same dimensions): the entries both
     /// have, in the order of the one with fewer entries (of these Labels
     /// when they have as many), as metatensor orders them.
-    fn intersection(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
-        let other = &other.get().labels;
+    fn intersection(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (intersection, _, _) = py.detach(|| self.labels.intersection(other))?;
         Ok(self.derived(intersection))
     }
@@ -401,9 +386,10 @@ impl PyLabels {
     fn intersection_and_mapping<'py>(
         &self,
         py: Python<'py>,
-        other: &Bound<'py, PyLabels>,
+        other: LabelsArg,
     ) -> PyResult<Mapped<'py>> {
-        let other = &other.get().labels;
+        let LabelsArg(other) = other;
+        let other = &other;
         let (intersection, first, second) = py.detach(|| self.labels.intersection(other))?;
         Ok((
             self.derived(intersection),
@@ -414,8 +400,9 @@ impl PyLabels {
 
     /// The set difference with ``other`` (same dimensions): the entries of
     /// these Labels that ``other`` does not have, in their order.
-    fn difference(&self, py: Python<'_>, other: &Bound<'_, PyLabels>) -> PyResult<Self> {
-        let other = &other.get().labels;
+    fn difference(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
+        let LabelsArg(other) = other;
+        let other = &other;
         let (difference, _) = py.detach(|| self.labels.difference(other))?;
         Ok(self.derived(difference))
     }
@@ -426,9 +413,10 @@ impl PyLabels {
     fn difference_and_mapping<'py>(
         &self,
         py: Python<'py>,
-        other: &Bound<'py, PyLabels>,
+        other: LabelsArg,
     ) -> PyResult<(Self, Bound<'py, PyArray1<i64>>)> {
-        let other = &other.get().labels;
+        let LabelsArg(other) = other;
+        let other = &other;
         let (difference, first) = py.detach(|| self.labels.difference(other))?;
         Ok((self.derived(difference), PyArray1::from_vec(py, first)))
     }
@@ -442,9 +430,10 @@ impl PyLabels {
     fn select<'py>(
         &self,
         py: Python<'py>,
-        selection: &Bound<'py, PyLabels>,
+        selection: LabelsArg,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
-        let selection = &selection.get().labels;
+        let LabelsArg(selection) = selection;
+        let selection = &selection;
         let selected = py.detach(|| self.labels.select(selection))?;
         let mut positions = Vec::new();
         positions
@@ -543,7 +532,7 @@ impl PyLabels {
                     ),
                 )
             })?;
-        let i = check_index(index, self.labels.count())?;
+        let i = check_index(&index, self.labels.count())?;
         Ok(Bound::new(
             py,
             PyLabelsEntry::new(self.labels.clone(), i).with_arrays(self.arrays),

@@ -120,9 +120,8 @@ pub fn to_dtype<'py>(
         }
         dtype = Some(positional);
     }
-    match arrays {
-        None | Some("numpy" | "torch") => {}
-        Some(other) => return Err(invalid(py, format!("unknown array backend: '{other}'"))),
+    if let Some(name) = arrays {
+        super::torch::arrays_named(py, name)?;
     }
     if let Some(device) = device {
         let name = device.str()?.to_string();

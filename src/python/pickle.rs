@@ -103,12 +103,14 @@ fn _reconstruct(
     args: &Bound<'_, PyTuple>,
 ) -> PyResult<Py<PyAny>> {
     let format_error = |message: String| Class::FormatError.err(py, message);
-    let version = saturating_index(version).ok_or_else(|| {
-        format_error(format!(
-            "the pickle format version must be an integer, got {}",
-            type_name(version)
-        ))
-    })?;
+    let version = saturating_index(version)
+        .ok_or_else(|| {
+            format_error(format!(
+                "the pickle format version must be an integer, got {}",
+                type_name(version)
+            ))
+        })?
+        .value;
     match version {
         1 | 3 => {
             let Some(header) = args.iter().next() else {

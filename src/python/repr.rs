@@ -1,10 +1,60 @@
 //! The text of `repr(block)`, `repr(tensor)`, `str(tensor)` and
-//! `tensor.print(max_keys)`, laid out as metatensor-core prints them.
+//! `tensor.print(max_keys)`, laid out as metatensor-core prints them; the
+//! reprs end with what a user cannot otherwise see (see [`arrays`]).
 
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
+use super::classes::Arrays;
 use crate::block::TensorBlock;
+use crate::buffer::OwnerKind;
 use crate::tensor::TensorMap;
+
+/// The line the reprs of maps and blocks end with: the array type they
+/// give, the dtypes, whether the values are writable, and where their
+/// memory is (`arrays: numpy, float64, read-only, mapped from a file`),
+/// over every values array of `blocks` and their gradients.
+pub fn arrays<'a>(blocks: impl Iterator<Item = &'a TensorBlock>, arrays: Arrays) -> String {
+    fn walk(
+        block: &TensorBlock,
+        dtypes: &mut BTreeSet<String>,
+        access: &mut BTreeSet<&'static str>,
+        kinds: &mut BTreeSet<&'static str>,
+    ) {
+        let values = block.values();
+        dtypes.insert(values.dtype().to_string());
+        let buffer = values.buffer();
+        access.insert(if buffer.is_writable() {
+            "writable"
+        } else {
+            "read-only"
+        });
+        kinds.insert(match buffer.owner_kind() {
+            OwnerKind::Rust => "in memory",
+            OwnerKind::Mapped => "mapped from a file",
+            OwnerKind::Foreign => "viewing another object's memory",
+            OwnerKind::Shared => "in shared memory",
+        });
+        for gradient in block.gradients().values() {
+            walk(gradient, dtypes, access, kinds);
+        }
+    }
+    let (mut dtypes, mut access, mut kinds) = (BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for block in blocks {
+        walk(block, &mut dtypes, &mut access, &mut kinds);
+    }
+    let mut parts = vec![arrays.name().to_string()];
+    for set in [
+        dtypes.into_iter().collect::<Vec<_>>(),
+        access.into_iter().map(String::from).collect(),
+        kinds.into_iter().map(String::from).collect(),
+    ] {
+        if !set.is_empty() {
+            parts.push(set.join(" and "));
+        }
+    }
+    format!("arrays: {}", parts.join(", "))
+}
 
 /// `(2, 3)`, as Python prints a tuple of ints.
 fn shape(block: &TensorBlock) -> String {

@@ -7,7 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
 use super::classes::{PyLabels, PyLabelsEntry};
-use super::convert::{check_index, saturating_index};
+use super::convert::{check_index, saturating_index, PyIndex};
 use super::errors::{out_of_range, overflow, type_name, wrong_type};
 use crate::array::Array;
 use crate::labels::Labels;
@@ -16,9 +16,9 @@ use crate::tensor::TensorMap;
 /// A selection, read.
 pub enum Selection {
     /// one block, by position (negative from the end)
-    Index(isize),
+    Index(PyIndex),
     /// blocks by position
-    Indices(Vec<isize>),
+    Indices(Vec<PyIndex>),
     /// the blocks whose keys match one of the entries
     Keys(Labels),
 }
@@ -58,8 +58,8 @@ pub fn read(
         return from_dict(dict);
     }
     // `True` is the integer 1 in Python, and metatensor-core takes it so
-    if selection.is_instance_of::<PyBool>() || saturating_index(selection).is_some() {
-        return Ok(Selection::Index(saturating_index(selection).unwrap_or(0)));
+    if let Some(index) = saturating_index(selection) {
+        return Ok(Selection::Index(index));
     }
     if indices && !selection.is_instance_of::<PyString>() && !selection.is_instance_of::<PyBytes>()
     {
@@ -141,7 +141,7 @@ fn from_dict(dict: &Bound<'_, PyDict>) -> PyResult<Selection> {
 }
 
 /// Resolve a Python index into the map's blocks.
-pub fn block_index(map: &TensorMap, index: isize) -> PyResult<usize> {
+pub fn block_index(map: &TensorMap, index: &PyIndex) -> PyResult<usize> {
     check_index(index, map.blocks().len()).map_err(|_| {
         Python::attach(|py| {
             out_of_range(
@@ -158,8 +158,8 @@ pub fn block_index(map: &TensorMap, index: isize) -> PyResult<usize> {
 /// The positions of the blocks `selection` picks.
 pub fn resolve(map: &TensorMap, selection: &Selection) -> PyResult<Vec<usize>> {
     match selection {
-        Selection::Index(index) => Ok(vec![block_index(map, *index)?]),
-        Selection::Indices(indices) => indices.iter().map(|&i| block_index(map, i)).collect(),
+        Selection::Index(index) => Ok(vec![block_index(map, index)?]),
+        Selection::Indices(indices) => indices.iter().map(|i| block_index(map, i)).collect(),
         Selection::Keys(labels) => Ok(map.select(labels)?),
     }
 }
@@ -168,7 +168,10 @@ pub fn resolve(map: &TensorMap, selection: &Selection) -> PyResult<Vec<usize>> {
 pub fn describe(selection: &Selection) -> String {
     match selection {
         Selection::Index(i) => format!("index {i}"),
-        Selection::Indices(indices) => format!("indices {indices:?}"),
+        Selection::Indices(indices) => {
+            let shown: Vec<String> = indices.iter().map(ToString::to_string).collect();
+            format!("indices [{}]", shown.join(", "))
+        }
         Selection::Keys(labels) if labels.is_empty() => "a selection without entries".into(),
         Selection::Keys(labels) => {
             let pairs: Vec<String> = labels

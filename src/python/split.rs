@@ -93,7 +93,7 @@ fn check_arguments<'py>(
             return Err(wrong_type(
                 py,
                 format!(
-                    "`selection` must be metatensor Labels, an array or List[int], not {}",
+                    "`selection` must be blockmap Labels, an array or List[int], not {}",
                     class_repr(&selection)
                 ),
             ));
@@ -164,7 +164,7 @@ pub fn split<'py>(
         return Err(wrong_type(
             py,
             format!(
-                "`tensor` must be a metatensor TensorMap, not {}",
+                "`tensor` must be a blockmap TensorMap, not {}",
                 class_repr(tensor)
             ),
         ));
@@ -219,7 +219,7 @@ pub fn split_block<'py>(
         return Err(wrong_type(
             py,
             format!(
-                "`block` must be a metatensor TensorBlock, not {}",
+                "`block` must be a blockmap TensorBlock, not {}",
                 class_repr(block)
             ),
         ));

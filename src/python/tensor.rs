@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 use pyo3::PyTraverseError;
 
 use super::classes::{Arrays, Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
-use super::convert::{extract_labels, SaturatingInt};
+use super::convert::{extract_labels, LabelsArg, SaturatingInt};
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
@@ -263,7 +263,7 @@ impl PyTensorMap {
                 format!("a block index must be an int, got {}", type_name(index)),
             )
         })?;
-        Ok(view(&map, block_index(&map, index)?, self.arrays))
+        Ok(view(&map, block_index(&map, &index)?, self.arrays))
     }
 
     /// The blocks at ``indices``, in that order.
@@ -288,7 +288,7 @@ impl PyTensorMap {
                     format!("a block index must be an int, got {}", type_name(&index)),
                 )
             })?;
-            blocks.push(view(&map, block_index(&map, position)?, self.arrays));
+            blocks.push(view(&map, block_index(&map, &position)?, self.arrays));
         }
         Ok(blocks)
     }
@@ -454,6 +454,7 @@ impl PyTensorMap {
     /// The map printed with at most ``max_keys`` keys (all of them when
     /// negative), in metatensor-core's layout.
     #[pyo3(name = "print")]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn print_(&self, max_keys: SaturatingInt) -> String {
         super::repr::tensor(&self.map(), max_keys.0)
     }
@@ -545,7 +546,7 @@ impl PyTensorMap {
         use_numpy: UseNumpy,
         mmap: MmapArg,
         arrays: Option<&str>,
-        keys: Option<&Bound<'_, PyLabels>>,
+        keys: Option<LabelsArg>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
@@ -555,7 +556,7 @@ impl PyTensorMap {
             Kind::Tensor,
             mmap,
             arrays,
-            super::io::keys_arg(keys),
+            super::io::keys_arg(keys).as_ref(),
         )
     }
 
@@ -578,11 +579,17 @@ impl PyTensorMap {
         buffer: &Bound<'_, PyAny>,
         use_numpy: UseNumpy,
         arrays: Option<&str>,
-        keys: Option<&Bound<'_, PyLabels>>,
+        keys: Option<LabelsArg>,
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load_buffer(py, buffer, Kind::Tensor, arrays, super::io::keys_arg(keys))
+        super::io::load_buffer(
+            py,
+            buffer,
+            Kind::Tensor,
+            arrays,
+            super::io::keys_arg(keys).as_ref(),
+        )
     }
 
     /// A copy of the map: with ``deep`` (the default) all array memory is
@@ -700,7 +707,12 @@ impl PyTensorMap {
 
     /// metatensor's layout, with every key.
     fn __repr__(&self) -> String {
-        super::repr::tensor(&self.map(), -1)
+        let map = self.map();
+        format!(
+            "{}\n    {}",
+            super::repr::tensor(&map, -1),
+            super::repr::arrays(map.blocks().iter(), self.arrays)
+        )
     }
 
     /// metatensor's layout, with at most 7 keys.

@@ -26,27 +26,47 @@ use crate::array::Array;
 use crate::block::TensorBlock;
 use crate::tensor::TensorMap;
 
-/// The array type an `arrays=` argument names (already checked by
-/// `ops::to_dtype` or here), `current` when it is `None`.
+/// The array type an `arrays=` argument names, `current` when it is
+/// `None`; torch is imported for `"torch"` (see [`torch`]).
 pub fn arrays_arg(py: Python<'_>, arrays: Option<&str>, current: Arrays) -> PyResult<Arrays> {
-    match arrays {
-        None => Ok(current),
-        Some("numpy") => Ok(Arrays::Numpy),
-        Some("torch") => {
-            torch(py)?;
-            Ok(Arrays::Torch)
-        }
-        Some(other) => Err(invalid(py, format!("unknown array backend: '{other}'"))),
+    let Some(name) = arrays else {
+        return Ok(current);
+    };
+    let arrays = arrays_named(py, name)?;
+    if arrays == Arrays::Torch {
+        torch(py)?;
+    }
+    Ok(arrays)
+}
+
+/// The array type `name` names, checked (every `arrays=` goes through
+/// here), without importing torch: a `ValueError` (as metatensor's "unknown
+/// array backend") listing the valid values for anything else.
+pub fn arrays_named(py: Python<'_>, name: &str) -> PyResult<Arrays> {
+    match name {
+        "numpy" => Ok(Arrays::Numpy),
+        "torch" => Ok(Arrays::Torch),
+        other => Err(invalid(
+            py,
+            format!("unknown array backend: '{other}' (arrays must be 'numpy' or 'torch')"),
+        )),
     }
 }
 
 static TORCH: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
-/// The torch module (imported on first use; its `ImportError` when torch is
-/// not installed: it is the optional extra `blockmap[torch]`).
+/// The torch module, imported on first use. When torch is not installed
+/// (it is the optional extra `blockmap[torch]`): Python's
+/// `ModuleNotFoundError` (`name="torch"`), saying how to install it.
 pub fn torch(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     TORCH
-        .get_or_try_init(py, || py.import("torch").map(Bound::unbind))
+        .get_or_try_init(py, || match py.import("torch") {
+            Ok(module) => Ok(module.unbind()),
+            Err(error) if error.is_instance_of::<pyo3::exceptions::PyImportError>(py) => {
+                Err(torch_missing(py, error))
+            }
+            Err(error) => Err(error),
+        })
         .map(|module| module.bind(py))
 }
 
@@ -97,6 +117,28 @@ pub fn device_of(py: Python<'_>, arrays: Arrays) -> PyResult<Bound<'_, PyAny>> {
     match arrays {
         Arrays::Numpy => Ok(pyo3::types::PyString::new(py, "cpu").into_any()),
         Arrays::Torch => cpu_device(py),
+    }
+}
+
+/// The `ModuleNotFoundError` of a torch option without torch, as Python's
+/// own (the class and `name` that code checking for a missing module
+/// catches), saying how to install it; `cause` is the import's error.
+fn torch_missing(py: Python<'_>, cause: PyErr) -> PyErr {
+    let message = "arrays='torch' gives torch tensors, and torch is not installed: \
+                   `pip install torch` (or `pip install blockmap[torch]`)";
+    let made = (|| {
+        let kwargs = PyDict::new(py);
+        kwargs.set_item("name", "torch")?;
+        let class = py.import("builtins")?.getattr("ModuleNotFoundError")?;
+        class.call((message,), Some(&kwargs))
+    })();
+    match made {
+        Ok(value) => {
+            let error = PyErr::from_value(value);
+            error.set_cause(py, Some(cause));
+            error
+        }
+        Err(error) => error,
     }
 }
 

@@ -364,7 +364,10 @@ TEXT_MAPS = {
 @pytest.mark.parametrize("case", TEXT_MAPS)
 def test_text(case):
     ours, theirs = build(TEXT_MAPS[case]())
-    assert repr(ours) == repr(theirs)
+    # repr adds one line to metatensor's: what metatensor's does not show
+    text, arrays = repr(ours).rsplit("\n", 1)
+    assert text == repr(theirs)
+    assert arrays.startswith("    arrays: numpy")
     assert str(ours) == str(theirs)
     for max_keys in (-1, 0, 1, 2, 3, 7, 100):
         assert ours.print(max_keys) == theirs.print(max_keys), max_keys

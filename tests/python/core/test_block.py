@@ -643,6 +643,36 @@ def test_repr(make_block, make_gradient):
 def test_repr_layout(make_block):
     # metatensor-core's layout, which does not show the dtype
     block, _ = make_block(dtype=np.int16)
-    assert repr(block) == (
+    assert str(block) == (
         "TensorBlock with shape (3, 2)\n    samples: [system, atom]\n    properties: [n]"
     )
+    # repr adds what a user cannot otherwise see
+    assert repr(block) == (
+        str(block) + "\n    arrays: numpy, int16, writable, viewing another object's memory"
+    )
+
+
+def test_repr_shows_backend_dtype_access_and_storage(tmp_path):
+    import blockmap
+
+    block = TensorBlock(
+        np.zeros((2, 3), dtype=np.float32), Labels.range("s", 2), [], Labels.range("p", 3)
+    )
+    tensor = blockmap.TensorMap(Labels.range("k", 1), [block])
+    path = tmp_path / "map.mts"
+    blockmap.save(path, tensor)
+    read_only = np.zeros((2, 3))
+    read_only.flags.writeable = False
+    cases = {
+        "numpy, float32, writable, viewing another object's memory": repr(block),
+        "numpy, float32, writable, in memory": repr(blockmap.load(path)),
+        "numpy, float32, read-only, mapped from a file": repr(blockmap.load(path, mmap=True)),
+        "numpy, float32, writable, mapped from a file": repr(blockmap.load(path, mmap="c")),
+        "torch, float32, writable, in memory": repr(blockmap.load(path, arrays="torch")),
+        "numpy, float64, read-only, viewing another object's memory": repr(
+            TensorBlock(read_only, Labels.range("s", 2), [], Labels.range("p", 3))
+        ),
+        "numpy, float32, writable, in shared memory": repr(blockmap.load(path).share_memory()),
+    }
+    for line, text in cases.items():
+        assert text.endswith("\n    arrays: " + line), text

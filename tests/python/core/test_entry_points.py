@@ -22,6 +22,9 @@ import pytest
 
 import blockmap
 import blockmap.exceptions
+import blockmap.metatensor
+import blockmap.metatensor_torch
+import blockmap.operations
 from blockmap._blockmap import _set_pickle_piece_size
 
 # blockmap.dask needs distributed: without it (an installed wheel tested
@@ -338,3 +341,185 @@ def test_the_binding_raises_only_blockmap_classes():
                 if match.group(1) not in allowed:
                     found.append(f"{path.name}:{number}: {line.strip()}")
     assert found == []
+
+
+# ------------------------------------------------ metatensor's own objects
+
+
+def _foreign_objects():
+    """metatensor-core's and metatensor-torch's Labels, LabelsEntry,
+    TensorBlock and TensorMap, by kind, with the conversion a message must
+    name."""
+    import metatensor
+
+    def core(labels, block, tensor):
+        keys = metatensor.Labels(tensor.keys.names, tensor.keys.values)
+
+        def labels_of(labels):
+            return metatensor.Labels(labels.names, labels.values)
+
+        def block_of(block):
+            return metatensor.TensorBlock(
+                block.values,
+                labels_of(block.samples),
+                [labels_of(c) for c in block.components],
+                labels_of(block.properties),
+            )
+
+        return {
+            "Labels": labels_of(labels),
+            "LabelsEntry": labels_of(labels)[0],
+            "TensorBlock": block_of(block),
+            "TensorMap": metatensor.TensorMap(keys, [block_of(b) for b in tensor]),
+        }
+
+    labels, block, tensor = _labels(), _block(), _map()
+    objects = {("metatensor", "blockmap.from_metatensor("): core(labels, block, tensor)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch_objects = {
+            kind: blockmap.metatensor_torch.to_metatensor_torch(obj)
+            if kind != "LabelsEntry"
+            else None
+            for kind, obj in {
+                "Labels": labels,
+                "TensorBlock": block,
+                "TensorMap": tensor,
+                "LabelsEntry": None,
+            }.items()
+        }
+    torch_objects["LabelsEntry"] = torch_objects["Labels"][0]
+    objects[("metatensor.torch", "blockmap.from_metatensor_torch(")] = torch_objects
+    return objects
+
+
+FOREIGN = _foreign_objects()
+
+# the parameters that take blockmap's objects, and the kind each takes
+# (a list: a list of that kind)
+BLOCKMAP_PARAMETERS = {
+    "data": "TensorMap",
+    "obj": "TensorMap",
+    "other": "Labels",
+    "selection": "Labels",
+    "keys_to_move": "Labels",
+    "keys": "Labels",
+    "blocks": ["TensorBlock"],
+    "samples": "Labels",
+    "components": ["Labels"],
+    "properties": "Labels",
+    "gradient": "TensorBlock",
+    "entry": "LabelsEntry",
+    "maps": ["TensorMap"],
+    "tensors": ["TensorMap"],
+    "tensor": "TensorMap",
+    "block": "TensorBlock",
+    "selections": ["Labels"],
+}
+
+
+def _foreign_calls(function, plausible, objects):
+    """(description, call) with one metatensor object where ``function``
+    takes one of blockmap's, every other argument of the right kind."""
+    try:
+        signature = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return
+    parameters = [
+        p
+        for p in signature.values()
+        if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    for i, parameter in enumerate(parameters):
+        kind = BLOCKMAP_PARAMETERS.get(parameter.name)
+        if kind is None:
+            continue
+        foreign = [objects[kind[0]]] if isinstance(kind, list) else objects[kind]
+        if parameter.kind == parameter.KEYWORD_ONLY:
+            positional = [plausible[p.name] for p in parameters if p.default is p.empty]
+            yield (
+                parameter.name,
+                lambda a=positional, k={parameter.name: foreign}: function(*a, **k),
+            )
+        elif parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            before = [plausible[p.name] for p in parameters[:i]]
+            after = [plausible[p.name] for p in parameters[i + 1 :] if p.default is p.empty]
+            yield parameter.name, lambda a=[*before, foreign, *after]: function(*a)
+
+
+# where a metatensor object is a valid argument: a LabelsEntry is a
+# sequence of integers, as an entry may be given
+ACCEPTS_FOREIGN = {("Labels.position", "entry")}
+
+
+def _refused_naming_the_conversion(what, call, library, conversion):
+    """Whether ``call`` raised BlockMapTypeError naming the object's library
+    class and its conversion (False: it accepted the object)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            call()
+    except blockmap.BlockMapTypeError as error:
+        message = str(error)
+        assert conversion in message or "list(entry)" in message, f"{what}: {message}"
+        assert f"{library}." in message, f"{what}: {message}"
+        return True
+    except BaseException as error:
+        raise AssertionError(f"{what}: {type(error).__name__}: {error}") from error
+    return False
+
+
+@pytest.mark.parametrize(
+    ("name", "function", "count"), ENTRY_POINTS, ids=[name for name, _, _ in ENTRY_POINTS]
+)
+def test_metatensor_objects_are_refused_naming_the_conversion(
+    name, function, count, tmp_path, monkeypatch
+):
+    if " class." in name and count == 2:
+        # an unbound method given a metatensor object as `self`: Python's
+        # own descriptor check refuses it before blockmap's code runs
+        return
+    monkeypatch.chdir(tmp_path)
+    plausible = _plausible(tmp_path)
+    for (library, conversion), objects in FOREIGN.items():
+        for parameter, call in _foreign_calls(function, plausible, objects):
+            what = f"{name}({parameter}={library} object)"
+            refused = _refused_naming_the_conversion(what, call, library, conversion)
+            assert refused != ((name, parameter) in ACCEPTS_FOREIGN), what
+
+
+def test_metatensor_objects_given_to_the_python_entry_points(tmp_path):
+    tensor, block = _map(), _block()
+    checked = 0
+    for (library, conversion), objects in FOREIGN.items():
+        calls = {
+            "DatasetWriter.write": lambda o=objects, n=library: blockmap.DatasetWriter(
+                tmp_path / f"{n}.data"
+            ).write(o["TensorMap"]),
+            "share_memory": lambda o=objects: blockmap.share_memory(o["TensorMap"]),
+            "dask.serialize": lambda o=objects: blockmap.dask.serialize(o["TensorBlock"]),
+            "equal(ours, theirs)": lambda o=objects: blockmap.equal(tensor, o["TensorMap"]),
+            "equal(theirs, ours)": lambda o=objects: blockmap.equal(o["TensorMap"], tensor),
+            "allclose_block": lambda o=objects: blockmap.allclose_block(block, o["TensorBlock"]),
+            "add": lambda o=objects: blockmap.add(tensor, o["TensorMap"]),
+            "drop_blocks": lambda o=objects: blockmap.drop_blocks(tensor, o["Labels"]),
+            "operations.join": lambda o=objects: blockmap.operations.join(
+                [tensor, o["TensorMap"]], "samples"
+            ),
+            "TensorMap(keys, [block])": lambda o=objects: blockmap.TensorMap(
+                blockmap.Labels.range("k", 1), [o["TensorBlock"]]
+            ),
+        }
+        for what, call in calls.items():
+            assert _refused_naming_the_conversion(what, call, library, conversion), what
+            checked += 1
+    assert checked == 20
+
+
+def test_the_conversions_named_are_at_the_top_level():
+    # lazily: `import blockmap` imports neither metatensor nor torch
+    assert "from_metatensor" in dir(blockmap)
+    assert blockmap.from_metatensor is blockmap.metatensor.from_metatensor
+    assert blockmap.from_metatensor_torch is blockmap.metatensor_torch.from_metatensor_torch
+    labels = FOREIGN[("metatensor", "blockmap.from_metatensor(")]["Labels"]
+    assert blockmap.from_metatensor(labels) == _labels()

@@ -193,6 +193,32 @@ def test_block_index_out_of_range(tm):
         tm.block(4)
 
 
+HUGE_INDEX_CALLS = {
+    "keys[i]": lambda tm, i: tm.keys[i],
+    "keys.entry(i)": lambda tm, i: tm.keys.entry(i),
+    "entry[i]": lambda tm, i: tm.keys[0][i],
+    "block(i)": lambda tm, i: tm.block(i),
+    "blocks([0, i])": lambda tm, i: tm.blocks([0, i]),
+    "tm[i]": lambda tm, i: tm[i],
+    "block_by_id(i)": lambda tm, i: tm.block_by_id(i),
+    "blocks_by_id([i])": lambda tm, i: tm.blocks_by_id([i]),
+    "insert(i, ...)": lambda tm, i: tm.keys.insert(i, "new", np.arange(len(tm.keys))),
+    "permute([i, 0])": lambda tm, i: tm.keys.permute([i, 0]),
+}
+
+
+@pytest.mark.parametrize("call", HUGE_INDEX_CALLS.values(), ids=HUGE_INDEX_CALLS.keys())
+@pytest.mark.parametrize("index", [2**70, -(2**70), 2**63, 2**1000])
+def test_an_index_out_of_range_is_reported_as_given(tm, call, index):
+    with pytest.raises(blockmap.BlockMapIndexError, match=f"{index}( |$)"):
+        call(tm, index)
+
+
+def test_a_range_end_too_large_is_reported_as_given():
+    with pytest.raises(blockmap.ValidationError, match=f"range end {2**70} is too large"):
+        Labels.range("a", 2**70)
+
+
 def test_block_by_dict(tm):
     assert _n_samples(tm.block({"o3_lambda": 1, "center_type": 6})) == 4
     assert _n_samples(tm.block({"center_type": 8})) == 5

@@ -422,3 +422,52 @@ def test_to_dtype_of_tensors_is_followed_by_autograd():
     assert values.dtype == torch.float32 and values.requires_grad
     values.sum().backward()
     assert torch.equal(t.grad, torch.ones_like(t))
+
+
+def test_an_unknown_arrays_value_lists_the_valid_ones(tmp_path):
+    from helpers.arrays_calls import arrays_calls
+
+    calls = arrays_calls(tmp_path)
+    assert len(calls) == 12
+    for name, call in calls.items():
+        with pytest.raises(blockmap.ValidationError) as error:
+            call("pytorch")
+        assert str(error.value) == (
+            "unknown array backend: 'pytorch' (arrays must be 'numpy' or 'torch')"
+        ), name
+        call("numpy")
+
+
+WITHOUT_TORCH = """
+import sys
+sys.modules["torch"] = None  # as when torch is not installed
+import pathlib, tempfile
+import blockmap
+sys.path.insert(0, sys.argv[1])
+from helpers.arrays_calls import arrays_calls
+calls = arrays_calls(pathlib.Path(tempfile.mkdtemp()))
+for name, call in calls.items():
+    call("numpy")
+    try:
+        call("torch")
+    except ModuleNotFoundError as error:
+        assert error.name == "torch", (name, error.name)
+        assert "`pip install torch` (or `pip install blockmap[torch]`)" in str(error), name
+        assert isinstance(error.__cause__, ImportError), name
+    else:
+        raise AssertionError(name + ": no ModuleNotFoundError")
+print(len(calls))
+"""
+
+
+def test_arrays_torch_without_torch_says_how_to_install_it():
+    import os
+
+    result = subprocess.run(
+        [sys.executable, "-c", WITHOUT_TORCH, os.path.dirname(os.path.dirname(__file__))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "12"

@@ -1181,3 +1181,47 @@ def test_pathlike_objects_are_paths(tmp_path, rng):
     assert os.listdir(tmp_path) == ["data.mts"]
     assert_identical(blockmap.load(PathLike(tmp_path / "data.mts")), tensor)
     assert_identical(blockmap.load(PathLike(tmp_path / "data.mts"), mmap=True), tensor)
+
+
+# ------------------------------------------------ the other kind of file
+
+
+_LOADER_OF = {"map": "load", "block": "load_block", "labels": "load_labels"}
+_NAMED_AS = {
+    "map": "holds a TensorMap",
+    "block": "holds a TensorBlock saved on its own",
+    "labels": "bare .npy file (Labels saved on their own)",
+}
+
+
+@pytest.mark.parametrize("form", ["path", "mmap", "file object", "buffer"])
+@pytest.mark.parametrize("loader", ["load", "load_block", "load_labels"])
+@pytest.mark.parametrize("saved", ["map", "block", "labels"])
+def test_loading_the_other_kind_names_the_loader_that_reads_it(tmp_path, saved, loader, form):
+    if _LOADER_OF[saved] == loader or (form == "mmap" and loader == "load_labels"):
+        return
+    keys = blockmap.Labels(["k"], np.array([[0]], dtype=np.int32))
+    block = blockmap.TensorBlock(
+        np.zeros((2, 3)), blockmap.Labels.range("s", 2), [], blockmap.Labels.range("p", 3)
+    )
+    obj = {"map": blockmap.TensorMap(keys, [block]), "block": block, "labels": keys}[saved]
+    path = tmp_path / "saved.mts"
+    blockmap.save(path, obj)
+    load = getattr(blockmap, loader)
+    with pytest.raises(blockmap.FormatError) as error:
+        if form == "path":
+            load(path)
+        elif form == "mmap":
+            load(path, mmap=True)
+        elif form == "file object":
+            with open(path, "rb") as file:
+                load(file)
+        else:
+            getattr(blockmap, loader + "_buffer")(path.read_bytes())
+    message = str(error.value)
+    if saved == "labels" or loader == "load_labels":
+        expected = _NAMED_AS["labels"] if saved == "labels" else ".mts (zip) archive"
+        wanted = "load_labels" if saved == "labels" else "load or load_block"
+    else:
+        expected, wanted = _NAMED_AS[saved], _LOADER_OF[saved]
+    assert expected in message and message.endswith(f"load it with {wanted}"), message

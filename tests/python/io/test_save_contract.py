@@ -332,6 +332,56 @@ def test_every_failing_write_of_a_file_object_raises_and_prints_nothing(tensor, 
     assert captured.err == "" and captured.out == ""
 
 
+class _FullFile(_FailingFile):
+    """A file object whose writes take nothing from the ``n``-th on (a full
+    device under a raw file): ``write`` returns 0."""
+
+    def __init__(self, full_at, seekable):
+        super().__init__(fail_at=-1)
+        self.full_at = full_at
+        self.can_seek = seekable
+
+    def seekable(self):
+        return self.can_seek
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes >= self.full_at:
+            return 0
+        # a raw file may take part of what it is given
+        return self.stream.write(bytes(data)[: max(1, len(data) - 1)])
+
+
+@pytest.mark.parametrize("seekable", [True, False], ids=["seekable", "stream"])
+def test_a_file_object_that_writes_nothing_raises_and_prints_nothing(tensor, capfd, seekable):
+    total = _FullFile(full_at=2**62, seekable=seekable)
+    blockmap.save(total, tensor)
+    assert total.stream.getvalue() == bytes(blockmap.save_buffer(tensor))
+    # the first writes, one in 7 of the others, and the last ones (the
+    # central directory, written when the zip writer finishes)
+    last = total.writes
+    ns = {*range(1, min(20, last)), *range(20, last, 7), *range(max(1, last - 40), last + 1)}
+    for n in sorted(ns):
+        with pytest.raises(blockmap.BlockMapIOError, match="failed to write whole buffer"):
+            blockmap.save(_FullFile(full_at=n, seekable=seekable), tensor)
+    captured = capfd.readouterr()
+    assert captured.err == "" and captured.out == ""
+
+
+def test_a_file_object_without_seekable_is_written_as_a_stream(tensor):
+    class Stream:
+        def __init__(self):
+            self.data = bytearray()
+
+        def write(self, data):
+            self.data += data
+            return len(data)
+
+    stream = Stream()
+    blockmap.save(stream, tensor)
+    assert bytes(stream.data) == bytes(blockmap.save_buffer(tensor))
+
+
 FAILING_PATH_SAVES = """
 import os, resource, signal, sys
 import blockmap
