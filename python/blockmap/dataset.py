@@ -246,9 +246,14 @@ def _iterate(items: Any, what: str) -> Iterator[Any]:
         raise BlockMapTypeError(f"{what} must be an iterable, not {type(items).__name__}") from None
 
 
-def save_dataset(path: str | os.PathLike[str], maps: Iterable[TensorMap]) -> None:
-    """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`)."""
+def save_dataset(
+    path: str | os.PathLike[str], maps: Iterable[TensorMap], *, timeout: float | None = 0.0
+) -> None:
+    """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`,
+    and its ``timeout``): it replaces what ``path`` held once every map is
+    written; when ``maps`` raises, or a map is refused, ``path`` keeps what
+    it held and nothing is left behind."""
     items = _iterate(maps, "maps")
-    with DatasetWriter(path) as writer:
+    with DatasetWriter(path, timeout=timeout) as writer:
         for tensor in items:
             writer.write(tensor)

@@ -119,18 +119,68 @@ def test_a_new_writer_replaces_the_file_atomically(saved, maps):
         writer.write(maps[0])
 
 
-def test_an_unclosed_writer_leaves_every_map_it_wrote(tmp_path, maps):
+def test_a_new_dataset_is_in_place_at_its_first_commit(tmp_path, maps):
     path = tmp_path / "open"
     writer = DatasetWriter(path)
     for tensor in maps[:7]:
         writer.write(tensor)
+    # built beside its path, under no name a glob of the folder matches
+    assert list(tmp_path.glob("*")) == []
+    writer.commit()
+    for tensor in maps[7:10]:
+        writer.write(tensor)
+    # in place from the commit on: what was written since is there too
     dataset = Dataset(path)
-    assert len(dataset) == 7 and not dataset.committed
+    assert len(dataset) == 10 and not dataset.committed
     assert "recovered" in repr(dataset)
-    for i in range(7):
+    for i in range(10):
         assert_identical(dataset[i], maps[i])
     writer.close()
     assert Dataset(path).committed
+
+
+def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
+    before = saved.read_bytes()
+
+    def failing():
+        yield from maps[:5]
+        raise RuntimeError("the source of the maps failed")
+
+    with pytest.raises(RuntimeError):
+        blockmap.save_dataset(saved, failing())
+    with pytest.raises(blockmap.BlockMapTypeError):
+        blockmap.save_dataset(saved, [maps[0], "not a map"])
+    with pytest.raises(KeyError):
+        with DatasetWriter(saved) as writer:
+            writer.write(maps[0])
+            raise KeyError("the block failed")
+    # a corrupt input met by a conversion
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    for i in range(3):
+        blockmap.save(folder / f"{i}.mts", maps[i])
+    (folder / "3.mts").write_bytes(b"PK\x03\x04 not an archive")
+    with pytest.raises(blockmap.FormatError):
+        Dataset.from_files(sorted(folder.glob("*.mts")), saved)
+    zip_path = tmp_path / "disk.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        archive.writestr("0/energy.mts", b"not an npy array")
+    with pytest.raises(blockmap.FormatError):
+        Dataset.from_diskdataset(zip_path, saved)
+    # the old dataset is untouched, and nothing else was left beside it
+    assert saved.read_bytes() == before
+    assert sorted(p.name for p in saved.parent.iterdir()) == sorted(
+        ["train.data", "inputs", "disk.zip"]
+    )
+    # abort() gives up a new dataset, and is close() for one in place
+    writer = DatasetWriter(saved)
+    writer.write(maps[0])
+    writer.abort()
+    assert saved.read_bytes() == before
+    with DatasetWriter(saved, append=True) as writer:
+        writer.write(maps[0])
+        writer.abort()
+    assert len(Dataset(saved)) == len(maps) + 1
 
 
 def test_a_dataset_and_its_maps_pickle_as_references(saved, maps):
