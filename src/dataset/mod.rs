@@ -45,7 +45,7 @@ mod lock;
 pub use lock::Timeout;
 
 /// The first entry of every dataset file.
-pub const JSON_NAME: &str = "blockmap-dataset.json";
+pub const JSON_NAME: &str = zip::DATASET_HEADER_NAME;
 /// The index entry written at each commit.
 pub const INDEX_NAME: &str = "blockmap-index.npy";
 /// The version of the layout described in the module docs.

@@ -308,7 +308,10 @@ pub fn load_path_selected(
             .map_err(in_file);
     }
     let Some(mode) = mmap else {
-        return load_selected(BufReader::with_capacity(1 << 16, file), kind, keys).map_err(in_file);
+        read::refuse_dataset(&mut &file).map_err(in_file)?;
+        let reader = BufReader::with_capacity(1 << 16, file);
+        return from_source(&mut read::ReaderSource::new_checked(reader)?, kind, keys)
+            .map_err(in_file);
     };
     // blockmap itself only replaces files by renaming (see `save_path`),
     // never truncating them under a mapping; another program that does is

@@ -312,6 +312,35 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
     Ok(got)
 }
 
+/// An error when `reader` holds a dataset file (many maps, see
+/// `dataset/mod.rs`): its first entry is the dataset's header. A zip
+/// reader would otherwise find the end record of the last map's own
+/// archive at the end of a dataset being written, and load that map as if
+/// it were the file. Reads the first bytes and seeks back to the start.
+pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
+    let name = records::DATASET_HEADER_NAME.as_bytes();
+    let mut head = [0u8; records::LOCAL_LEN + records::DATASET_HEADER_NAME.len()];
+    let seek = |reader: &mut R| {
+        reader
+            .seek(std::io::SeekFrom::Start(0))
+            .map_err(io_read_error)
+    };
+    seek(reader)?;
+    let got = read_up_to(reader, &mut head)?;
+    seek(reader)?;
+    let named = got == head.len()
+        && records::signature(&head) == Some(records::LOCAL)
+        && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
+        && &head[records::LOCAL_LEN..] == name;
+    if named {
+        return Err(Error::format(
+            "this is a blockmap dataset (many maps in one file), not one map: open it with \
+             blockmap.Dataset(path)",
+        ));
+    }
+    Ok(())
+}
+
 fn check_declared_size(
     name: &str,
     method: CompressionMethod,
@@ -341,7 +370,15 @@ pub(crate) struct ReaderSource<R: Read + Seek> {
 }
 
 impl<R: Read + Seek> ReaderSource<R> {
-    pub fn new(reader: R) -> Result<Self> {
+    pub fn new(mut reader: R) -> Result<Self> {
+        refuse_dataset(&mut reader)?;
+        Self::new_checked(reader)
+    }
+
+    /// [`ReaderSource::new`] of a reader whose start was checked by
+    /// [`refuse_dataset`] already (through the file under it: a buffered
+    /// reader would read a whole buffer for the check).
+    pub fn new_checked(reader: R) -> Result<Self> {
         let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         Ok(ReaderSource { archive, names })
@@ -421,7 +458,9 @@ impl BufferSource<PiecesReader> {
     /// with `check_crc`, the CRC of every viewed entry is checked (a pass
     /// over its data).
     pub fn new(buffer: Pieces, check_crc: bool) -> Result<Self> {
-        let archive = ZipArchive::new(buffer.reader()).map_err(zip_error)?;
+        let mut reader = buffer.reader();
+        refuse_dataset(&mut reader)?;
+        let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         Ok(BufferSource {
             archive,
@@ -483,7 +522,8 @@ impl BufferSource<CachedFile> {
     /// are read ahead of use (see [`CachedFile::prefetch`]), and labels
     /// view the bytes read ahead; a load of selected blocks reads only
     /// theirs, when met.
-    pub fn mapped(file: CachedFile, buffer: Pieces, read_ahead: bool) -> Result<Self> {
+    pub fn mapped(mut file: CachedFile, buffer: Pieces, read_ahead: bool) -> Result<Self> {
+        refuse_dataset(&mut file)?;
         let archive = ZipArchive::new(file).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         if !read_ahead {

@@ -334,3 +334,44 @@ def test_maps_of_a_dataset_cross_multiprocessing_as_references(tmp_path):
     received = pickle.loads(message)
     assert not received.is_shared()
     assert_identical(received, big)
+
+
+def test_a_dataset_file_never_loads_as_one_map(saved, maps, tmp_path):
+    # half-written: the last map's own archive ends the file
+    open_writer = DatasetWriter(saved, append=True)
+    open_writer.write(maps[0])
+    data = saved.read_bytes()
+    calls = [
+        lambda: blockmap.load(saved),
+        lambda: blockmap.load(saved, mmap=True),
+        lambda: blockmap.load(saved, keys=maps[0].keys),
+        lambda: blockmap.TensorMap.load(os.fspath(saved)),
+        lambda: blockmap.load_block(saved),
+        lambda: blockmap.load_buffer(data),
+        lambda: blockmap.load_buffer(np.frombuffer(data, np.uint8)),
+        lambda: blockmap.io.verify(saved),
+    ]
+    with open(saved, "rb") as stream:
+
+        def from_the_start():
+            stream.seek(0)
+            return blockmap.load(stream)
+
+        calls.append(from_the_start)
+        for _state in ("half-written", "committed"):
+            for call in calls:
+                with pytest.raises(blockmap.FormatError, match=r"blockmap\.Dataset\(path\)"):
+                    call()
+            open_writer.close()
+            data = saved.read_bytes()
+    # re-running a conversion whose inputs match its own output refuses it
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for i in range(3):
+        blockmap.save(folder / f"{i}.mts", maps[i])
+    first = Dataset.from_files(sorted(folder.glob("*")), folder / "all.data")
+    assert len(first) == 3
+    before = (folder / "all.data").read_bytes()
+    with pytest.raises(blockmap.FormatError, match="dataset"):
+        Dataset.from_files(sorted(folder.glob("*")), folder / "all.data")
+    assert (folder / "all.data").read_bytes() == before
