@@ -11,15 +11,21 @@ other processes as a reference.
 - :meth:`Dataset.from_files` and :meth:`Dataset.from_diskdataset` convert a
   folder of ``.mts`` files and metatrain's ``DiskDataset`` zip.
 
-A :class:`Dataset` pickles as a reference (its path, identity, number of
-maps and a checksum of their places in the file), and so does every map
-read from it while it is unchanged (read-only, as read, a whole map): a
-DataLoader worker under spawn or forkserver receives them in O(1) and maps
-the file itself. A file that changed behind a reference (replaced, or
-rewritten by another program) is detected when the reference is opened,
-with :class:`~blockmap.BlockMapIOError`; maps appended since are not seen
-(the reference opens the first maps only). Maps of a dataset opened with
-``mmap="c"`` are writable copy-on-write views and pickle as data.
+A :class:`Dataset` pickles as a reference (its class and attributes, path,
+identity, number of maps and a checksum of their places in the file and of
+their content checksums): a DataLoader worker under spawn or forkserver
+receives it in O(1) and maps the file itself. A map read from it travels
+as a reference only through multiprocessing's reducer (queues, pipes,
+pools, DataLoader workers: processes that share the file while it is
+there), while it is unchanged (read-only, as read, a whole map); ``pickle``
+itself, ``copy``, dask and files written with ``pickle.dump`` get its data,
+so that a pickle outlives the dataset file. A reference opens the file once
+and checks that open file (identity and checksum): it gives the maps that
+were pickled, or raises :class:`~blockmap.BlockMapIOError` (a file
+replaced, one of the same identity with other maps, or rewritten by
+another program); maps appended since are not seen (the reference opens
+the first maps only). Maps of a dataset opened with ``mmap="c"`` are
+writable copy-on-write views and pickle as data.
 
 The file layout is documented in docs/format.md ("Datasets").
 """
@@ -47,21 +53,23 @@ __all__ = ["Dataset", "DatasetWriter", "save_dataset"]
 
 _Reference = tuple[str, str, str, int, int]
 
-#: datasets opened from references in this process, by reference: the maps
-#: of one dataset unpickled one at a time open its file once
+#: datasets opened from map references in this process, by reference: the
+#: maps of one dataset received one at a time open its file once
 _opened: weakref.WeakValueDictionary[_Reference, Dataset] = weakref.WeakValueDictionary()
 _opened_lock = threading.Lock()
 
 
-def _open_reference(path: str, mmap: str, id: str, count: int, crc: int) -> Dataset:
-    """The dataset a pickled reference names, checked against the file."""
-    key = (path, mmap, id, count, crc)
-    with _opened_lock:
-        found = _opened.get(key)
-        if found is not None:
-            return found
+def _open_checked(cls: type, path: str, mmap: str, id: str, count: int, checksum: int) -> Any:
+    """The dataset a reference names, opened once (its first ``count``
+    maps) and checked on that same open file: its identity, and a checksum
+    of the maps' places and content checksums. It holds the maps that were
+    pickled, or this raises."""
     try:
-        dataset = Dataset(path, mmap=mmap)
+        dataset = _Dataset.__new__(cls, path, mmap=mmap, count=count)
+    except ValidationError as error:
+        raise BlockMapIOError(
+            f"the dataset '{path}' changed since it was pickled: {error}"
+        ) from error
     except (OSError, ValueError) as error:
         raise BlockMapIOError(
             f"cannot open the dataset '{path}' a pickle refers to: {error}"
@@ -71,15 +79,45 @@ def _open_reference(path: str, mmap: str, id: str, count: int, crc: int) -> Data
             f"the dataset '{path}' is not the one that was pickled: the file was replaced "
             f"(its identity is {dataset.id}, the pickle's {id})"
         )
-    if len(dataset) < count or dataset._index_crc(count) != crc:
+    if dataset._checksum() != checksum:
         raise BlockMapIOError(
-            f"the dataset '{path}' changed since it was pickled: its first {count} maps are "
-            "not where they were"
+            f"the dataset '{path}' is not the one that was pickled: its first {count} maps "
+            "are not the maps that were pickled (another file of the same identity, or one "
+            "changed by another program)"
         )
-    dataset = Dataset(path, mmap=mmap, count=count)
-    with _opened_lock:
-        _opened[key] = dataset
     return dataset
+
+
+def _open_reference(cls: type, path: str, mmap: str, id: str, count: int, checksum: int) -> Dataset:
+    """A pickled :class:`Dataset` (of class ``cls``), checked against the file."""
+    dataset: Dataset = _open_checked(cls, path, mmap, id, count, checksum)
+    return dataset
+
+
+def _map_from_reference(
+    path: str, mmap: str, id: str, count: int, checksum: int, index: int
+) -> TensorMap:
+    """Map ``index`` of a dataset reference (what multiprocessing's reducer
+    sends for a map read from a dataset), read with the base class's
+    reading (a subclass's ``__getitem__`` may transform maps)."""
+    key = (path, mmap, id, count, checksum)
+    with _opened_lock:
+        found = _opened.get(key)
+    if found is None:
+        found = _open_checked(Dataset, path, mmap, id, count, checksum)
+        with _opened_lock:
+            _opened[key] = found
+    return _Dataset._get(found, index)
+
+
+def _reduce_map(tensor: TensorMap) -> tuple[Any, tuple[Any, ...]] | None:
+    """``(reconstructor, args)`` sending ``tensor`` as a reference to the
+    dataset it was read from (see :mod:`blockmap._shared`), or ``None``."""
+    origin = tensor._dataset_origin
+    if origin is None:
+        return None
+    dataset, index = origin
+    return _map_from_reference, (*Dataset._reference(dataset), index)
 
 
 class Dataset(_Dataset):
@@ -119,15 +157,12 @@ class Dataset(_Dataset):
         (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``."""
         return self._get(self._position(index), keys=keys, arrays=arrays)
 
-    def __reduce__(self) -> tuple[Any, _Reference]:
-        count = len(self)
-        return _open_reference, (
-            os.fspath(self.path),
-            self.mmap,
-            self.id,
-            count,
-            self._index_crc(count),
-        )
+    def _reference(self) -> _Reference:
+        return (os.fspath(self.path), self.mmap, self.id, len(self), self._checksum())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = self.__dict__ if hasattr(self, "__dict__") and self.__dict__ else None
+        return _open_reference, (type(self), *self._reference()), state
 
     def __repr__(self) -> str:
         state = "" if self.committed else ", recovered after an interrupted write"

@@ -381,6 +381,8 @@ pub struct Dataset {
     path: PathBuf,
     mapping: Buffer,
     contents: Contents,
+    /// the CRC32 of each map's archive, read once when first asked for
+    crcs: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl Dataset {
@@ -409,6 +411,7 @@ impl Dataset {
             path: path.to_path_buf(),
             mapping,
             contents,
+            crcs: std::sync::OnceLock::new(),
         })
     }
 
@@ -468,16 +471,79 @@ impl Dataset {
         }
     }
 
-    /// A CRC32 of the index rows of the first `count` maps: what a
-    /// reference to this dataset checks the file against.
-    pub fn index_crc(&self, count: usize) -> Result<u32> {
+    /// The CRC32 of each map's archive (the content checksums its zip
+    /// entries carry): from the central directory of the commit that was
+    /// opened (read from the mapping, once), or from the local headers a
+    /// recovered file was walked through.
+    pub fn crcs(&self) -> Result<&[u32]> {
+        if let Some(crcs) = self.crcs.get() {
+            return Ok(crcs);
+        }
+        let entries = if self.contents.committed {
+            let file_len = self.contents.end;
+            let bytes = self.mapping.as_slice();
+            let bad = || Error::format(format!("'{}': bad central directory", self.path.display()));
+            let end_at = usize::try_from(file_len).map_err(|_| bad())?;
+            let whole = bytes.get(..end_at).ok_or_else(bad)?;
+            let tail_len = whole
+                .len()
+                .min(zip::END_LEN + zip::ZIP64_END_LEN + zip::ZIP64_LOCATOR_LEN + 0xFFFF);
+            let end = zip::parse_end(&whole[whole.len() - tail_len..], file_len).ok_or_else(bad)?;
+            let start = usize::try_from(end.cd_offset).map_err(|_| bad())?;
+            let len = usize::try_from(end.cd_size).map_err(|_| bad())?;
+            let directory = start
+                .checked_add(len)
+                .and_then(|stop| whole.get(start..stop))
+                .ok_or_else(bad)?;
+            zip::parse_central(directory, end.count)?
+        } else {
+            self.contents.entries.clone()
+        };
+        let slots = &self.contents.slots;
+        let mut crcs = Vec::new();
+        crcs.try_reserve_exact(slots.len())?;
+        let maps = entries
+            .iter()
+            .filter(|entry| entry.name.starts_with("maps/"));
+        for (i, entry) in maps.enumerate() {
+            let Some(slot) = slots.get(i) else { break };
+            if entry.name != map_name(i as u64)
+                || entry.size != slot.len
+                || entry.offset >= slot.offset
+            {
+                return Err(Error::format(format!(
+                    "'{}': its central directory does not match its index (map {i})",
+                    self.path.display()
+                )));
+            }
+            crcs.push(entry.crc);
+        }
+        if crcs.len() != slots.len() {
+            return Err(Error::format(format!(
+                "'{}': its central directory lists {} of its {} maps",
+                self.path.display(),
+                crcs.len(),
+                slots.len()
+            )));
+        }
+        Ok(self.crcs.get_or_init(|| crcs))
+    }
+
+    /// A CRC32 of the first `count` maps' places in the file and of their
+    /// content checksums (the CRC32 of each map's archive): what a
+    /// reference to this dataset checks the file it opens against, so that
+    /// it gives the maps that were pickled or fails. O(count), once per
+    /// open dataset for the content checksums.
+    pub fn checksum(&self, count: usize) -> Result<u32> {
         let slots = self.contents.slots.get(..count).ok_or_else(|| {
             Error::invalid(format!("{count} maps asked of a dataset of {}", self.len()))
         })?;
+        let crcs = self.crcs()?;
         let mut hasher = crc32fast::Hasher::new();
-        for slot in slots {
+        for (slot, crc) in slots.iter().zip(crcs) {
             hasher.update(&slot.offset.to_le_bytes());
             hasher.update(&slot.len.to_le_bytes());
+            hasher.update(&crc.to_le_bytes());
         }
         Ok(hasher.finalize())
     }
@@ -1027,7 +1093,7 @@ mod tests {
         // the reader opened before the append still reads its two maps
         assert_eq!(&first.get(1, None).unwrap(), &maps[1]);
         assert!(first.get(2, None).is_err());
-        assert_eq!(first.index_crc(2).unwrap(), all.index_crc(2).unwrap());
+        assert_eq!(first.checksum(2).unwrap(), all.checksum(2).unwrap());
         std::fs::remove_file(&path).unwrap();
     }
 

@@ -31,6 +31,8 @@ pub struct PyDataset {
     inner: Arc<dataset::Dataset>,
     mode: MapMode,
     count: usize,
+    /// the checksum of the `count` maps, computed at the first pickle
+    checksum: std::sync::OnceLock<u32>,
 }
 
 #[pymethods]
@@ -78,6 +80,7 @@ impl PyDataset {
             inner: Arc::new(inner),
             mode,
             count,
+            checksum: std::sync::OnceLock::new(),
         })
     }
 
@@ -113,15 +116,16 @@ impl PyDataset {
         self.inner.committed()
     }
 
-    /// A CRC32 of the index rows of the first ``count`` maps.
-    fn _index_crc(&self, py: Python<'_>, count: usize) -> PyResult<u32> {
-        if count > self.count {
-            return Err(invalid(
-                py,
-                format!("{count} maps of a dataset of {}", self.count),
-            ));
+    /// A CRC32 of the maps' places in the file and of their content
+    /// checksums (what a reference checks the file it opens against):
+    /// computed once per dataset object, then O(1).
+    fn _checksum(&self, py: Python<'_>) -> PyResult<u32> {
+        if let Some(checksum) = self.checksum.get() {
+            return Ok(*checksum);
         }
-        Ok(self.inner.index_crc(count)?)
+        let (inner, count) = (&self.inner, self.count);
+        let checksum = detached(py, || inner.checksum(count))?;
+        Ok(*self.checksum.get_or_init(|| checksum))
     }
 
     /// ``(offset, length)`` in the file of map ``index``'s ``.mts`` archive.

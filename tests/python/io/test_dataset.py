@@ -183,7 +183,9 @@ def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
     assert len(Dataset(saved)) == len(maps) + 1
 
 
-def test_a_dataset_and_its_maps_pickle_as_references(saved, maps):
+def test_a_dataset_pickles_as_a_reference_and_its_maps_as_data(saved, maps, tmp_path):
+    from multiprocessing.reduction import ForkingPickler
+
     dataset = Dataset(saved)
     data = pickle.dumps(dataset)
     assert len(data) < 400
@@ -191,22 +193,110 @@ def test_a_dataset_and_its_maps_pickle_as_references(saved, maps):
     assert len(again) == len(dataset) and again.id == dataset.id
     tensor = dataset[11]
     assert tensor._pickles_as_reference
-    data = pickle.dumps(tensor, protocol=5)
-    assert len(data) < 400
-    assert_identical(pickle.loads(data), maps[11])
-    # a batch of maps of one dataset: the dataset once, then an index each
-    many = pickle.dumps(dataset[0:20])
-    assert len(many) < 400 + 20 * 20
-    # changed in memory: pickled as data
+    # through multiprocessing's reducer: a reference
+    message = ForkingPickler.dumps(tensor)
+    assert len(message) < 400
+    assert_identical(pickle.loads(message), maps[11])
+    many = ForkingPickler.dumps(dataset[0:20])
+    assert len(many) < 400 * 20
+    # pickle itself, copy and files: the data, which outlives the file
+    stored = tmp_path / "map.pickle"
+    with open(stored, "wb") as file:
+        pickle.dump(tensor, file, protocol=5)
+    in_band = pickle.dumps(tensor, protocol=4)
+    assert len(in_band) > 1000
+    copied = __import__("copy").deepcopy(tensor)
+    os.remove(saved)
+    with open(stored, "rb") as file:
+        assert_identical(pickle.load(file), maps[11])
+    assert_identical(pickle.loads(in_band), maps[11])
+    assert_identical(copied, maps[11])
+    # changed in memory: data through the reducer too
     tensor.set_info("changed", "yes")
     assert not tensor._pickles_as_reference
-    data = pickle.dumps(tensor, protocol=4)
-    assert len(data) > 1000
-    assert pickle.loads(data).info() == {"changed": "yes"}
+    assert ForkingPickler.loads(ForkingPickler.dumps(tensor)).info() == {"changed": "yes"}
     # selected blocks, and torch arrays, are other maps than dataset[i]
-    assert not dataset.load(1, keys=Labels(["_"], np.array([[0]]))).__getattribute__(
-        "_pickles_as_reference"
-    )
+    assert not dataset.load(1, keys=Labels(["_"], np.array([[0]])))._pickles_as_reference
+
+
+class Transformed(Dataset):
+    """A dataset whose maps are transformed as they are read."""
+
+    def __getitem__(self, index):
+        tensor = super().__getitem__(index)
+        tensor = tensor.copy()
+        tensor.set_info("transformed", self.tag)
+        return tensor
+
+
+def test_a_subclass_keeps_its_class_and_attributes(saved, maps):
+    from multiprocessing.reduction import ForkingPickler
+
+    dataset = Transformed(saved)
+    dataset.tag = "yes"
+    again = pickle.loads(pickle.dumps(dataset))
+    assert type(again) is Transformed and again.tag == "yes"
+    assert again[3].info() == {"transformed": "yes"}
+    # a map read by the base class travels as what it is, not re-transformed
+    raw = Dataset.__getitem__(dataset, 3)
+    assert_identical(ForkingPickler.loads(ForkingPickler.dumps(raw)), maps[3])
+
+
+def _sibling_of_the_same_identity(saved, maps, tmp_path):
+    """A copy of ``saved`` (same identity) to which another map was
+    appended, while ``saved`` got ``maps[1]``: the index rows of the two
+    files are the same, their last maps are not."""
+    sibling = tmp_path / "sibling.data"
+    sibling.write_bytes(saved.read_bytes())
+    with DatasetWriter(saved, append=True) as writer:
+        writer.write(maps[1])
+    with DatasetWriter(sibling, append=True) as writer:
+        other = maps[1].copy()
+        values = other.block(0).values
+        values[...] = values + 1.0
+        writer.write(other)
+    assert Dataset(sibling).id == Dataset(saved).id
+    return sibling
+
+
+def test_a_reference_gives_the_pickled_maps_or_raises(saved, maps, tmp_path, monkeypatch):
+    from multiprocessing.reduction import ForkingPickler
+
+    import blockmap.dataset as module
+
+    sibling = _sibling_of_the_same_identity(saved, maps, tmp_path)
+    dataset = Dataset(saved)
+    last = len(dataset) - 1
+    reference = pickle.dumps(dataset)
+    of_map = ForkingPickler.dumps(dataset[last])
+    # the path swapped for the sibling before the reference is opened
+    kept = tmp_path / "kept.data"
+    os.link(saved, kept)
+    os.replace(sibling, saved)
+    for data in (reference, of_map):
+        with pytest.raises(blockmap.BlockMapIOError, match="not the one that was pickled"):
+            pickle.loads(data)
+    os.replace(kept, saved)
+    module._opened.clear()
+    # the path swapped between the opening and the check: the check is of
+    # the open file, which is the one read
+    sibling = _sibling_of_the_same_identity(saved, maps[:1] + maps[:1], tmp_path)
+    dataset = Dataset(saved)
+    last = len(dataset) - 1
+    expected = dataset[last]
+    of_map = ForkingPickler.dumps(expected)
+    original = module._Dataset._checksum
+
+    def swapped(self):
+        if sibling.exists():
+            os.replace(sibling, saved)
+        return original(self)
+
+    monkeypatch.setattr(module._Dataset, "_checksum", swapped)
+    # the check is of the file that was opened and is read: the map pickled
+    received = pickle.loads(of_map)
+    assert not sibling.exists()  # the swap happened
+    assert_identical(received, expected)
 
 
 def test_copy_on_write_maps_are_writable_and_pickle_as_data(saved, maps):
@@ -227,9 +317,11 @@ def test_copy_on_write_maps_are_writable_and_pickle_as_data(saved, maps):
 
 
 def test_a_file_changed_behind_a_reference_is_detected(saved, maps, tmp_path):
+    from multiprocessing.reduction import ForkingPickler
+
     dataset = Dataset(saved)
     reference = pickle.dumps(dataset)
-    of_map = pickle.dumps(dataset[5])
+    of_map = ForkingPickler.dumps(dataset[5])
     # appended: the reference still sees what it saw
     with DatasetWriter(saved, append=True) as writer:
         writer.write(maps[0])
