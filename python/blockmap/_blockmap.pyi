@@ -52,6 +52,7 @@ __all__ = [
     "_set_auto_share_threshold",
     "_auto_share_threshold",
     "_Dataset",
+    "_ForeignZip",
     "DatasetWriter",
 ]
 
@@ -154,6 +155,12 @@ class _Dataset:
     def _get(
         self, index: int, keys: Labels | None = None, arrays: _Arrays | None = None
     ) -> TensorMap: ...
+
+@final
+class _ForeignZip:
+    def __new__(cls, path: str | os.PathLike[str]) -> Self: ...
+    def names(self) -> list[str]: ...
+    def load(self, name: str) -> TensorMap: ...
 
 @final
 class DatasetWriter:

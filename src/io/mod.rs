@@ -16,6 +16,7 @@
 //!   checks a file completely).
 
 mod cached;
+pub mod foreign;
 pub mod npy;
 mod pieces;
 mod pipeline;

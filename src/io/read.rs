@@ -63,6 +63,22 @@ pub(crate) struct Npy {
 }
 
 impl Npy {
+    /// The data of a one-dimensional array of one-byte elements (an
+    /// archive wrapped in an NPY array, as `numpy.save` of
+    /// `save_buffer()` writes it), in memory blockmap owns.
+    pub(crate) fn into_wrapped_bytes(self) -> Result<Buffer> {
+        let one_byte = matches!(self.header.descr, Descr::Simple(dtype, _) if dtype.size() == 1);
+        if !one_byte || self.header.shape.len() != 1 {
+            return Err(Error::format(
+                "not an NPY array of bytes (a one-dimensional array of uint8)",
+            ));
+        }
+        match self.payload {
+            Payload::Owned(bytes) => Ok(Buffer::from(bytes)),
+            Payload::View(buffer) | Payload::Private(buffer) => Ok(buffer),
+        }
+    }
+
     fn into_array(self) -> Result<Array> {
         let Descr::Simple(dtype, order) = self.header.descr else {
             return Err(Error::format(
@@ -231,7 +247,7 @@ fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
 
 /// Read an NPY entry from `reader` (decompressed, CRC checked when read to
 /// the end), whose declared uncompressed size is `size`.
-fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
+pub(crate) fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
     let header = read_npy_header(&mut reader, size)?;
     // filled in full by the read (or the load fails): memory that may be
@@ -341,7 +357,7 @@ pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
     Ok(())
 }
 
-fn check_declared_size(
+pub(crate) fn check_declared_size(
     name: &str,
     method: CompressionMethod,
     size: u64,

@@ -335,6 +335,54 @@ impl PyDatasetWriter {
     }
 }
 
+/// A zip blockmap did not write (metatrain's ``DiskDataset``), read with the
+/// bounds of blockmap's own readers (see ``src/io/foreign.rs``):
+/// ``_ForeignZip(path)``, ``names()``, ``load(name)`` (the map wrapped in
+/// the NPY array of bytes that member ``name`` is).
+#[pyclass(name = "_ForeignZip", module = "blockmap._blockmap", frozen)]
+#[derive(Debug)]
+pub struct PyForeignZip {
+    zip: Mutex<crate::io::foreign::ForeignZip>,
+}
+
+#[pymethods]
+impl PyForeignZip {
+    #[new]
+    fn new(py: Python<'_>, path: FileArg<'_>) -> PyResult<Self> {
+        let path = path.into_path(py, "a zip")?;
+        let zip = detached(py, || crate::io::foreign::ForeignZip::open(&path))?;
+        Ok(PyForeignZip {
+            zip: Mutex::new(zip),
+        })
+    }
+
+    /// The members' names, in the zip's order.
+    fn names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let zip = &self.zip;
+        detached(py, || {
+            zip.lock().unwrap_or_else(PoisonError::into_inner).names()
+        })
+    }
+
+    /// The map wrapped in member ``name`` (an NPY array of bytes holding
+    /// an ``.mts`` archive), every CRC checked.
+    fn load(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyTensorMap>> {
+        let zip = &self.zip;
+        let map = detached(py, || {
+            let bytes = zip
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .wrapped_bytes(name)?;
+            match crate::io::load_buffer(bytes, crate::data::Kind::Tensor) {
+                Ok(crate::data::Data::Tensor(map)) => Ok(map),
+                Ok(_) => Err(crate::Error::internal("a map loaded as something else")),
+                Err(e) => Err(e.context(format!("member '{name}'"))),
+            }
+        })?;
+        Py::new(py, PyTensorMap::from_map(map))
+    }
+}
+
 /// The writer's ``timeout``: seconds (``>= 0``), or ``None`` for no limit.
 #[derive(Clone, Copy, Debug)]
 pub struct TimeoutArg(dataset::Timeout);
@@ -378,5 +426,6 @@ impl FromPyObject<'_, '_> for TimeoutArg {
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyDataset>()?;
     module.add_class::<PyDatasetWriter>()?;
+    module.add_class::<PyForeignZip>()?;
     Ok(())
 }
