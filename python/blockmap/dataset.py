@@ -32,6 +32,7 @@ The file layout is documented in docs/format.md ("Datasets").
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import weakref
@@ -55,6 +56,9 @@ _Reference = tuple[str, str, str, int, int]
 #: maps of one dataset received one at a time open its file once
 _opened: weakref.WeakValueDictionary[_Reference, Dataset] = weakref.WeakValueDictionary()
 _opened_lock = threading.Lock()
+#: the datasets of the last few map references received, held open
+_RECENT = 4
+_recent: collections.OrderedDict[_Reference, Dataset] = collections.OrderedDict()
 
 
 def _open_checked(cls: type, path: str, mmap: str, id: str, count: int, checksum: int) -> Any:
@@ -105,6 +109,13 @@ def _map_from_reference(
         found = _open_checked(Dataset, path, mmap, id, count, checksum)
         with _opened_lock:
             _opened[key] = found
+    with _opened_lock:
+        # the last few stay open while no map of theirs lives: maps
+        # received and dropped one at a time do not reopen the file each
+        _recent[key] = found
+        _recent.move_to_end(key)
+        while len(_recent) > _RECENT:
+            _recent.popitem(last=False)
     return _Dataset._get(found, index)
 
 
