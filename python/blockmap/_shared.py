@@ -224,8 +224,13 @@ def _reduce(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
 def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     if isinstance(obj, TensorMap) and obj._pickles_as_reference:
         # read from a dataset file and unchanged: a reference to it, which
-        # the receiver maps itself (no copy, whatever its size)
-        return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+        # the receiver maps itself (no copy, whatever its size); only here,
+        # for processes that share the file now (pickle writes the data)
+        from .dataset import _reduce_map
+
+        reduced = _reduce_map(obj)
+        if reduced is not None:
+            return reduced
     if obj._arrays == "torch":
         # its numpy twin (the same memory, reduced by this function again)
         # and which tensors require grad

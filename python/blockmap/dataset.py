@@ -11,34 +11,39 @@ other processes as a reference.
 - :meth:`Dataset.from_files` and :meth:`Dataset.from_diskdataset` convert a
   folder of ``.mts`` files and metatrain's ``DiskDataset`` zip.
 
-A :class:`Dataset` pickles as a reference (its path, identity, number of
-maps and a checksum of their places in the file), and so does every map
-read from it while it is unchanged (read-only, as read, a whole map): a
-DataLoader worker under spawn or forkserver receives them in O(1) and maps
-the file itself. A file that changed behind a reference (replaced, or
-rewritten by another program) is detected when the reference is opened,
-with :class:`~blockmap.BlockMapIOError`; maps appended since are not seen
-(the reference opens the first maps only). Maps of a dataset opened with
-``mmap="c"`` are writable copy-on-write views and pickle as data.
+A :class:`Dataset` pickles as a reference (its class and attributes, path,
+identity, number of maps and a checksum of their places in the file and of
+their content checksums): a DataLoader worker under spawn or forkserver
+receives it in O(1) and maps the file itself. A map read from it travels
+as a reference only through multiprocessing's reducer (queues, pipes,
+pools, DataLoader workers: processes that share the file while it is
+there), while it is unchanged (read-only, as read, a whole map); ``pickle``
+itself, ``copy``, dask and files written with ``pickle.dump`` get its data,
+so that a pickle outlives the dataset file. A reference opens the file once
+and checks that open file (identity and checksum): it gives the maps that
+were pickled, or raises :class:`~blockmap.BlockMapIOError` (a file
+replaced, one of the same identity with other maps, or rewritten by
+another program); maps appended since are not seen (the reference opens
+the first maps only). Maps of a dataset opened with ``mmap="c"`` are
+writable copy-on-write views and pickle as data.
 
 The file layout is documented in docs/format.md ("Datasets").
 """
 
 from __future__ import annotations
 
+import collections
 import os
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, SupportsIndex, overload
 
-from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, load, load_buffer
+from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, _ForeignZip, load
 from .exceptions import (
     BlockMapIndexError,
     BlockMapIOError,
     BlockMapTypeError,
-    FormatError,
-    MissingFileError,
     ValidationError,
 )
 
@@ -47,8 +52,8 @@ __all__ = ["Dataset", "DatasetWriter", "save_dataset"]
 
 _Reference = tuple[str, str, str, int, int]
 
-#: datasets opened from references in this process, by reference: the maps
-#: of one dataset unpickled one at a time open its file once
+#: datasets opened from map references in this process, by reference: the
+#: maps of one dataset received one at a time open its file once
 _opened: weakref.WeakValueDictionary[_Reference, Dataset] = weakref.WeakValueDictionary()
 #: re-entrant: a signal handler may unpickle a reference while this thread
 #: holds it; made again in a forked child, where the thread of the parent
@@ -63,16 +68,22 @@ def _new_opened_lock() -> None:
 
 os.register_at_fork(after_in_child=_new_opened_lock)
 
+#: the datasets of the last few map references received, held open
+_RECENT = 4
+_recent: collections.OrderedDict[_Reference, Dataset] = collections.OrderedDict()
 
-def _open_reference(path: str, mmap: str, id: str, count: int, crc: int) -> Dataset:
-    """The dataset a pickled reference names, checked against the file."""
-    key = (path, mmap, id, count, crc)
-    with _opened_lock:
-        found = _opened.get(key)
-        if found is not None:
-            return found
+
+def _open_checked(cls: type, path: str, mmap: str, id: str, count: int, checksum: int) -> Any:
+    """The dataset a reference names, opened once (its first ``count``
+    maps) and checked on that same open file: its identity, and a checksum
+    of the maps' places and content checksums. It holds the maps that were
+    pickled, or this raises."""
     try:
-        dataset = Dataset(path, mmap=mmap)
+        dataset = _Dataset.__new__(cls, path, mmap=mmap, count=count)
+    except ValidationError as error:
+        raise BlockMapIOError(
+            f"the dataset '{path}' changed since it was pickled: {error}"
+        ) from error
     except (OSError, ValueError) as error:
         raise BlockMapIOError(
             f"cannot open the dataset '{path}' a pickle refers to: {error}"
@@ -82,15 +93,52 @@ def _open_reference(path: str, mmap: str, id: str, count: int, crc: int) -> Data
             f"the dataset '{path}' is not the one that was pickled: the file was replaced "
             f"(its identity is {dataset.id}, the pickle's {id})"
         )
-    if len(dataset) < count or dataset._index_crc(count) != crc:
+    if dataset._checksum() != checksum:
         raise BlockMapIOError(
-            f"the dataset '{path}' changed since it was pickled: its first {count} maps are "
-            "not where they were"
+            f"the dataset '{path}' is not the one that was pickled: its first {count} maps "
+            "are not the maps that were pickled (another file of the same identity, or one "
+            "changed by another program)"
         )
-    dataset = Dataset(path, mmap=mmap, count=count)
-    with _opened_lock:
-        _opened[key] = dataset
     return dataset
+
+
+def _open_reference(cls: type, path: str, mmap: str, id: str, count: int, checksum: int) -> Dataset:
+    """A pickled :class:`Dataset` (of class ``cls``), checked against the file."""
+    dataset: Dataset = _open_checked(cls, path, mmap, id, count, checksum)
+    return dataset
+
+
+def _map_from_reference(
+    path: str, mmap: str, id: str, count: int, checksum: int, index: int
+) -> TensorMap:
+    """Map ``index`` of a dataset reference (what multiprocessing's reducer
+    sends for a map read from a dataset), read with the base class's
+    reading (a subclass's ``__getitem__`` may transform maps)."""
+    key = (path, mmap, id, count, checksum)
+    with _opened_lock:
+        found = _opened.get(key)
+    if found is None:
+        found = _open_checked(Dataset, path, mmap, id, count, checksum)
+        with _opened_lock:
+            _opened[key] = found
+    with _opened_lock:
+        # the last few stay open while no map of theirs lives: maps
+        # received and dropped one at a time do not reopen the file each
+        _recent[key] = found
+        _recent.move_to_end(key)
+        while len(_recent) > _RECENT:
+            _recent.popitem(last=False)
+    return _Dataset._get(found, index)
+
+
+def _reduce_map(tensor: TensorMap) -> tuple[Any, tuple[Any, ...]] | None:
+    """``(reconstructor, args)`` sending ``tensor`` as a reference to the
+    dataset it was read from (see :mod:`blockmap._shared`), or ``None``."""
+    origin = tensor._dataset_origin
+    if origin is None:
+        return None
+    dataset, index = origin
+    return _map_from_reference, (*Dataset._reference(dataset), index)
 
 
 class Dataset(_Dataset):
@@ -134,15 +182,12 @@ class Dataset(_Dataset):
         (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``."""
         return self._get(self._position(index), keys=keys, arrays=arrays)
 
-    def __reduce__(self) -> tuple[Any, _Reference]:
-        count = len(self)
-        return _open_reference, (
-            os.fspath(self.path),
-            self.mmap,
-            self.id,
-            count,
-            self._index_crc(count),
-        )
+    def _reference(self) -> _Reference:
+        return (os.fspath(self.path), self.mmap, self.id, len(self), self._checksum())
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        state = self.__dict__ if hasattr(self, "__dict__") and self.__dict__ else None
+        return _open_reference, (type(self), *self._reference()), state
 
     def __repr__(self) -> str:
         state = "" if self.committed else ", recovered after an interrupted write"
@@ -183,61 +228,47 @@ class Dataset(_Dataset):
         ``<index>/energy.mts``); without it, a zip whose samples hold
         exactly one map each is taken as is, and one with several is
         refused (name the one wanted). Samples are taken in the order of
-        their index."""
-        import numpy as np
+        their index.
 
-        with _open_zip(zip_path) as archive:
-            samples: dict[int, dict[str, str]] = {}
-            for name in archive.namelist():
-                parts = name.split("/")
-                if len(parts) != 2 or not parts[1].endswith(".mts") or not parts[0].isdigit():
-                    continue
-                samples.setdefault(int(parts[0]), {})[parts[1][:-4]] = name
-            if not samples:
+        The zip is read by blockmap's own reader, with its bounds: a member
+        takes at most 8 times the zip's size plus 16 MiB of memory (a zip
+        bomb is refused with :class:`~blockmap.FormatError` before it is
+        inflated), CRCs are checked, NPY headers are read by blockmap's
+        parser; every failure is a blockmap error."""
+        archive = _open_zip(zip_path)
+        samples: dict[int, dict[str, str]] = {}
+        for name in archive.names():
+            parts = name.split("/")
+            if len(parts) != 2 or not parts[1].endswith(".mts") or not parts[0].isdigit():
+                continue
+            samples.setdefault(int(parts[0]), {})[parts[1][:-4]] = name
+        if not samples:
+            raise ValidationError(
+                f"'{os.fspath(zip_path)}' holds no '<index>/<name>.mts' member: not a DiskDataset"
+            )
+        names = {name for members in samples.values() for name in members}
+        if target is None:
+            if len(names) != 1:
                 raise ValidationError(
-                    f"'{os.fspath(zip_path)}' holds no '<index>/<name>.mts' member: "
-                    "not a DiskDataset"
+                    f"the DiskDataset's samples hold several maps ({sorted(names)}): "
+                    "choose one with target="
                 )
-            names = {name for members in samples.values() for name in members}
-            if target is None:
-                if len(names) != 1:
-                    raise ValidationError(
-                        f"the DiskDataset's samples hold several maps ({sorted(names)}): "
-                        "choose one with target="
-                    )
-                (target,) = names
-            with DatasetWriter(path) as writer:
-                for index in _progress(sorted(samples), progress, "samples"):
-                    member = samples[index].get(target)
-                    if member is None:
-                        raise ValidationError(f"sample {index} has no '{target}.mts'")
-                    try:
-                        with archive.open(member) as stream:
-                            wrapped = np.load(stream)
-                    except (ValueError, OSError, EOFError) as error:
-                        raise FormatError(
-                            f"'{member}' is not an NPY array of bytes: {error}"
-                        ) from error
-                    if not isinstance(wrapped, np.ndarray) or wrapped.dtype.itemsize != 1:
-                        raise FormatError(f"'{member}' is not an NPY array of bytes")
-                    writer.write(load_buffer(np.ascontiguousarray(wrapped).view(np.uint8)))
+            (target,) = names
+        with DatasetWriter(path) as writer:
+            for index in _progress(sorted(samples), progress, "samples"):
+                member = samples[index].get(target)
+                if member is None:
+                    raise ValidationError(f"sample {index} has no '{target}.mts'")
+                # read by blockmap's reader: bounded memory, CRCs checked
+                writer.write(archive.load(member))
         return cls(path)
 
 
 def _open_zip(path: Any) -> Any:
-    """``zipfile.ZipFile(path)``, its errors as blockmap's."""
-    import zipfile
-
+    """The zip at ``path``, read by blockmap's bounded reader."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise BlockMapTypeError(f"the zip's path must be a path, not {type(path).__name__}")
-    try:
-        return zipfile.ZipFile(path)
-    except FileNotFoundError as error:
-        raise MissingFileError(f"cannot open '{os.fsdecode(path)}': {error.strerror}") from error
-    except OSError as error:
-        raise BlockMapIOError(f"cannot read '{os.fsdecode(path)}': {error}") from error
-    except zipfile.BadZipFile as error:
-        raise FormatError(f"'{os.fsdecode(path)}' is not a zip file: {error}") from error
+    return _ForeignZip(os.fsdecode(path))
 
 
 def _progress(items: list[Any], wanted: bool, unit: str) -> Iterable[Any]:
@@ -261,9 +292,14 @@ def _iterate(items: Any, what: str) -> Iterator[Any]:
         raise BlockMapTypeError(f"{what} must be an iterable, not {type(items).__name__}") from None
 
 
-def save_dataset(path: str | os.PathLike[str], maps: Iterable[TensorMap]) -> None:
-    """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`)."""
+def save_dataset(
+    path: str | os.PathLike[str], maps: Iterable[TensorMap], *, timeout: float | None = 0.0
+) -> None:
+    """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`,
+    and its ``timeout``): it replaces what ``path`` held once every map is
+    written; when ``maps`` raises, or a map is refused, ``path`` keeps what
+    it held and nothing is left behind."""
     items = _iterate(maps, "maps")
-    with DatasetWriter(path) as writer:
+    with DatasetWriter(path, timeout=timeout) as writer:
         for tensor in items:
             writer.write(tensor)

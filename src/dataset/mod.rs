@@ -41,8 +41,11 @@ use crate::tensor::TensorMap;
 
 use crate::io::records::{self as zip, Central, LocalHeader};
 
+mod lock;
+pub use lock::Timeout;
+
 /// The first entry of every dataset file.
-pub const JSON_NAME: &str = "blockmap-dataset.json";
+pub const JSON_NAME: &str = zip::DATASET_HEADER_NAME;
 /// The index entry written at each commit.
 pub const INDEX_NAME: &str = "blockmap-index.npy";
 /// The version of the layout described in the module docs.
@@ -378,6 +381,8 @@ pub struct Dataset {
     path: PathBuf,
     mapping: Buffer,
     contents: Contents,
+    /// the CRC32 of each map's archive, read once when first asked for
+    crcs: std::sync::OnceLock<Vec<u32>>,
 }
 
 impl Dataset {
@@ -406,6 +411,7 @@ impl Dataset {
             path: path.to_path_buf(),
             mapping,
             contents,
+            crcs: std::sync::OnceLock::new(),
         })
     }
 
@@ -465,26 +471,108 @@ impl Dataset {
         }
     }
 
-    /// A CRC32 of the index rows of the first `count` maps: what a
-    /// reference to this dataset checks the file against.
-    pub fn index_crc(&self, count: usize) -> Result<u32> {
+    /// The CRC32 of each map's archive (the content checksums its zip
+    /// entries carry): from the central directory of the commit that was
+    /// opened (read from the mapping, once), or from the local headers a
+    /// recovered file was walked through.
+    pub fn crcs(&self) -> Result<&[u32]> {
+        if let Some(crcs) = self.crcs.get() {
+            return Ok(crcs);
+        }
+        let entries = if self.contents.committed {
+            let file_len = self.contents.end;
+            let bytes = self.mapping.as_slice();
+            let bad = || Error::format(format!("'{}': bad central directory", self.path.display()));
+            let end_at = usize::try_from(file_len).map_err(|_| bad())?;
+            let whole = bytes.get(..end_at).ok_or_else(bad)?;
+            let tail_len = whole
+                .len()
+                .min(zip::END_LEN + zip::ZIP64_END_LEN + zip::ZIP64_LOCATOR_LEN + 0xFFFF);
+            let end = zip::parse_end(&whole[whole.len() - tail_len..], file_len).ok_or_else(bad)?;
+            let start = usize::try_from(end.cd_offset).map_err(|_| bad())?;
+            let len = usize::try_from(end.cd_size).map_err(|_| bad())?;
+            let directory = start
+                .checked_add(len)
+                .and_then(|stop| whole.get(start..stop))
+                .ok_or_else(bad)?;
+            zip::parse_central(directory, end.count)?
+        } else {
+            self.contents.entries.clone()
+        };
+        let slots = &self.contents.slots;
+        let mut crcs = Vec::new();
+        crcs.try_reserve_exact(slots.len())?;
+        let maps = entries
+            .iter()
+            .filter(|entry| entry.name.starts_with("maps/"));
+        for (i, entry) in maps.enumerate() {
+            let Some(slot) = slots.get(i) else { break };
+            if entry.name != map_name(i as u64)
+                || entry.size != slot.len
+                || entry.offset >= slot.offset
+            {
+                return Err(Error::format(format!(
+                    "'{}': its central directory does not match its index (map {i})",
+                    self.path.display()
+                )));
+            }
+            crcs.push(entry.crc);
+        }
+        if crcs.len() != slots.len() {
+            return Err(Error::format(format!(
+                "'{}': its central directory lists {} of its {} maps",
+                self.path.display(),
+                crcs.len(),
+                slots.len()
+            )));
+        }
+        Ok(self.crcs.get_or_init(|| crcs))
+    }
+
+    /// A CRC32 of the first `count` maps' places in the file and of their
+    /// content checksums (the CRC32 of each map's archive): what a
+    /// reference to this dataset checks the file it opens against, so that
+    /// it gives the maps that were pickled or fails. O(count), once per
+    /// open dataset for the content checksums.
+    pub fn checksum(&self, count: usize) -> Result<u32> {
         let slots = self.contents.slots.get(..count).ok_or_else(|| {
             Error::invalid(format!("{count} maps asked of a dataset of {}", self.len()))
         })?;
+        let crcs = self.crcs()?;
         let mut hasher = crc32fast::Hasher::new();
-        for slot in slots {
+        for (slot, crc) in slots.iter().zip(crcs) {
             hasher.update(&slot.offset.to_le_bytes());
             hasher.update(&slot.len.to_le_bytes());
+            hasher.update(&crc.to_le_bytes());
         }
         Ok(hasher.finalize())
     }
 }
 
 /// A writer adding maps to a dataset file (see the module docs).
+///
+/// One writer at a time per file, across processes: a writer holds the
+/// file's lock (`lock.rs`) from its creation to its close. A new dataset
+/// ([`Writer::create`]) is built in a temporary file beside its path and
+/// put in place at its first commit (its close, usually): until then the
+/// path keeps what it held, and a writer that fails or is dropped leaves
+/// it untouched and nothing behind.
 #[derive(Debug)]
 pub struct Writer {
     path: PathBuf,
+    /// the file written to, once it is at `target`
     file: Option<File>,
+    /// a new dataset not in place yet: the file written to
+    pending: Option<io::replace::Temporary>,
+    /// the file a pending dataset replaces, locked (kept off other
+    /// writers until it is replaced)
+    replaced: Option<File>,
+    /// `path` after its symlinks
+    target: PathBuf,
+    timeout: Timeout,
+    /// the process that opened the writer: a forked child's copy of it
+    /// neither writes nor lets the lock go
+    pid: u32,
     id: String,
     entries: Vec<Central>,
     slots: Vec<Slot>,
@@ -501,70 +589,95 @@ const IN_MEMORY: usize = 4 << 20;
 /// Entries from this size on get a ZIP64 local header.
 const ZIP64_FROM: u64 = 0xFFFF_0000;
 
+/// A new temporary file beside `target` holding the header of a new,
+/// empty dataset, locked; with the header's central entry and where it ends.
+fn new_temporary(
+    path: &Path,
+    target: &Path,
+) -> Result<(io::replace::Temporary, String, Central, u64)> {
+    let mut temporary = io::replace::Temporary::beside(target)?;
+    let id = new_id();
+    let json = json_text(&id);
+    let crc = crc32fast::hash(json.as_bytes());
+    let header = zip::local_header(0, JSON_NAME, crc, json.len() as u64, false, 1)?;
+    let file = temporary.file()?;
+    file.write_all(&header)
+        .and_then(|()| file.write_all(json.as_bytes()))
+        .map_err(io_error(path, "cannot write"))?;
+    // no one else can reach it yet: taken at once
+    lock::lock(file, path, Some(std::time::Duration::ZERO))?;
+    let end = (header.len() + json.len()) as u64;
+    let entry = Central {
+        name: JSON_NAME.to_string(),
+        crc,
+        size: json.len() as u64,
+        offset: 0,
+    };
+    Ok((temporary, id, entry, end))
+}
+
 impl Writer {
     /// A new, empty dataset at `path`, replacing what is there atomically
-    /// (the old file until the new one is in place, as `save` does).
-    pub fn create(path: &Path) -> Result<Writer> {
+    /// at the first commit (see the type's docs); the file replaced is
+    /// locked first, waiting `timeout` at most for its writer.
+    pub fn create(path: &Path, timeout: Timeout) -> Result<Writer> {
         let target = io::replace::resolve(path)?;
-        let mut temporary = io::replace::Temporary::beside(&target)?;
-        let id = new_id();
-        let json = json_text(&id);
-        let header = zip::local_header(
-            0,
-            JSON_NAME,
-            crc32fast::hash(json.as_bytes()),
-            json.len() as u64,
-            false,
-            1,
-        )?;
-        let file = temporary.file()?;
-        file.write_all(&header)
-            .and_then(|()| file.write_all(json.as_bytes()))
-            .map_err(io_error(path, "cannot write"))?;
-        let end = (header.len() + json.len()) as u64;
-        let entries = vec![Central {
-            name: JSON_NAME.to_string(),
-            crc: crc32fast::hash(json.as_bytes()),
-            size: json.len() as u64,
-            offset: 0,
-        }];
-        let file = temporary.replace_keeping(&target, true)?;
+        let replaced = lock::open_locked(&target, false, timeout)?;
+        let (temporary, id, entry, end) = new_temporary(path, &target)?;
         let mut writer = Writer {
             path: path.to_path_buf(),
-            file: Some(file),
+            file: None,
+            pending: Some(temporary),
+            replaced,
+            target,
+            timeout,
+            pid: std::process::id(),
             id,
-            entries,
+            entries: vec![entry],
             slots: Vec::new(),
             end,
             scratch: Vec::new(),
         };
         // an empty dataset is a complete one
-        writer.commit()?;
+        writer.write_commit()?;
         Ok(writer)
     }
 
-    /// Append to the dataset at `path` (created when missing). An
-    /// interrupted earlier write leaves an incomplete tail, cut off first.
-    pub fn append(path: &Path) -> Result<Writer> {
-        let file = match std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-        {
-            Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Writer::create(path),
-            Err(e) => return Err(io_error(path, "cannot open")(e)),
+    /// Append to the dataset at `path` (created when missing), waiting
+    /// `timeout` at most for another writer of it. An interrupted earlier
+    /// write leaves an incomplete tail, cut off first.
+    pub fn append(path: &Path, timeout: Timeout) -> Result<Writer> {
+        let target = io::replace::resolve(path)?;
+        let file = loop {
+            if let Some(file) = lock::open_locked(&target, true, timeout)? {
+                break file;
+            }
+            // missing: a new, empty dataset, put there unless another
+            // writer put one first (then that one is appended to)
+            let (temporary, id, entry, end) = new_temporary(path, &target)?;
+            let mut writer = Writer {
+                path: path.to_path_buf(),
+                file: None,
+                pending: Some(temporary),
+                replaced: None,
+                target: target.clone(),
+                timeout,
+                pid: std::process::id(),
+                id,
+                entries: vec![entry],
+                slots: Vec::new(),
+                end,
+                scratch: Vec::new(),
+            };
+            writer.write_commit()?;
+            let Some(temporary) = writer.pending.take() else {
+                return Err(Error::internal("a new dataset without its file"));
+            };
+            if let Some(file) = temporary.place_new(&target, true)? {
+                writer.file = Some(file);
+                return Ok(writer);
+            }
         };
-        if !file
-            .metadata()
-            .map_err(io_error(path, "cannot read"))?
-            .is_file()
-        {
-            return Err(Error::invalid(format!(
-                "'{}' is not a regular file",
-                path.display()
-            )));
-        }
         let file_len = file
             .metadata()
             .map_err(io_error(path, "cannot read"))?
@@ -592,6 +705,11 @@ impl Writer {
         Ok(Writer {
             path: path.to_path_buf(),
             file: Some(file),
+            pending: None,
+            replaced: None,
+            target,
+            timeout,
+            pid: std::process::id(),
             id: contents.id,
             entries: contents.entries,
             slots: contents.slots,
@@ -601,9 +719,23 @@ impl Writer {
     }
 
     fn file(&self) -> Result<&File> {
-        self.file
-            .as_ref()
-            .ok_or_else(|| Error::invalid("the dataset writer is closed"))
+        if self.pid != std::process::id() {
+            return Err(Error::invalid(
+                "this DatasetWriter was opened by another process (this one is a fork of it): \
+                 only that process writes through it",
+            ));
+        }
+        match (&self.file, &self.pending) {
+            (Some(file), _) => Ok(file),
+            (None, Some(temporary)) => temporary.file_ref(),
+            (None, None) => Err(Error::invalid("the dataset writer is closed")),
+        }
+    }
+
+    /// Whether the dataset is at its path (false: a new dataset not
+    /// committed yet, or a closed writer's).
+    pub fn is_in_place(&self) -> bool {
+        self.file.is_some()
     }
 
     /// Number of maps in the dataset so far.
@@ -703,7 +835,61 @@ impl Writer {
 
     /// Write the index, the central directory and the end records after
     /// the maps, and sync the file: opening it then reads the index alone.
+    /// A new dataset is put in place at its path (replacing what was
+    /// there) at its first commit.
     pub fn commit(&mut self) -> Result<()> {
+        self.write_commit()?;
+        if self.pending.is_some() {
+            self.publish()?;
+        }
+        Ok(())
+    }
+
+    /// Put the pending new dataset at its path, replacing the file there
+    /// (locked first: the one locked since the writer was made, or the one
+    /// there now when another program replaced it meanwhile).
+    fn publish(&mut self) -> Result<()> {
+        let still_there = match (&self.replaced, std::fs::metadata(&self.target)) {
+            (Some(replaced), Ok(there)) => {
+                use std::os::unix::fs::MetadataExt;
+                let ours = replaced
+                    .metadata()
+                    .map_err(io_error(&self.path, "cannot read"))?;
+                ours.dev() == there.dev() && ours.ino() == there.ino()
+            }
+            (None, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => true,
+            _ => false,
+        };
+        if !still_there {
+            self.replaced = lock::open_locked(&self.target, false, self.timeout)?;
+        }
+        let Some(temporary) = self.pending.take() else {
+            return Ok(());
+        };
+        // the lock of the new file was taken when it was made: it comes
+        // into place locked
+        self.file = Some(temporary.replace_keeping(&self.target, true)?);
+        if let Some(replaced) = self.replaced.take() {
+            lock::unlock(&replaced);
+        }
+        Ok(())
+    }
+
+    /// Give up a new dataset not yet in place: its path keeps what it
+    /// held, and nothing is left behind. A dataset already in place (an
+    /// append, or after a commit) is committed and closed instead.
+    pub fn abort(&mut self) -> Result<()> {
+        if self.pending.is_some() && self.pid == std::process::id() {
+            self.pending = None;
+            if let Some(replaced) = self.replaced.take() {
+                lock::unlock(&replaced);
+            }
+            return Ok(());
+        }
+        self.close()
+    }
+
+    fn write_commit(&mut self) -> Result<()> {
         let file = self.file()?;
         let count = self.slots.len();
         let mut index =
@@ -755,13 +941,39 @@ impl Writer {
         Ok(())
     }
 
-    /// Commit and close; writing afterwards is an error.
+    /// Commit and close, letting the lock go; writing afterwards is an
+    /// error.
     pub fn close(&mut self) -> Result<()> {
-        if self.file.is_some() {
+        if self.file.is_some() || self.pending.is_some() {
             self.commit()?;
-            self.file = None;
+            if let Some(file) = self.file.take() {
+                lock::unlock(&file);
+            }
         }
         Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // a forked child's copy: the lock, and a pending temporary
+            // file, are its parent's
+            if let Some(temporary) = self.pending.take() {
+                std::mem::forget(temporary);
+            }
+            return;
+        }
+        // a pending new dataset is dropped with its temporary file (its
+        // path keeps what it held); the locks go with their descriptors,
+        // let go first in case a forked child holds copies of them
+        self.pending = None;
+        for file in [self.file.take(), self.replaced.take()]
+            .into_iter()
+            .flatten()
+        {
+            lock::unlock(&file);
+        }
     }
 }
 
@@ -861,14 +1073,14 @@ mod tests {
         let path_dir = scratch("round-trip");
         let path = path_dir.path();
         let maps = maps();
-        let mut writer = Writer::create(&path).unwrap();
+        let mut writer = Writer::create(&path, None).unwrap();
         writer.write(&maps[0]).unwrap();
         writer.write(&maps[1]).unwrap();
         writer.close().unwrap();
         let first = Dataset::open(&path, MapMode::ReadOnly).unwrap();
         assert!(first.committed());
         assert_eq!(first.len(), 2);
-        let mut writer = Writer::append(&path).unwrap();
+        let mut writer = Writer::append(&path, None).unwrap();
         assert_eq!(writer.id(), first.id());
         writer.write(&maps[2]).unwrap();
         writer.close().unwrap();
@@ -881,7 +1093,7 @@ mod tests {
         // the reader opened before the append still reads its two maps
         assert_eq!(&first.get(1, None).unwrap(), &maps[1]);
         assert!(first.get(2, None).is_err());
-        assert_eq!(first.index_crc(2).unwrap(), all.index_crc(2).unwrap());
+        assert_eq!(first.checksum(2).unwrap(), all.checksum(2).unwrap());
         std::fs::remove_file(&path).unwrap();
     }
 
@@ -890,7 +1102,7 @@ mod tests {
         let path_dir = scratch("cut");
         let path = path_dir.path();
         let maps = maps();
-        let mut writer = Writer::create(&path).unwrap();
+        let mut writer = Writer::create(&path, None).unwrap();
         let mut ends = vec![];
         for map in &maps {
             writer.write(map).unwrap();
@@ -912,7 +1124,7 @@ mod tests {
             }
             if cut % 97 == 0 || cut == bytes.len() - 1 {
                 // appending to it cuts the incomplete tail off first
-                let mut writer = Writer::append(&cut_path).unwrap();
+                let mut writer = Writer::append(&cut_path, None).unwrap();
                 writer.write(&maps[0]).unwrap();
                 writer.close().unwrap();
                 let appended = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
@@ -929,7 +1141,7 @@ mod tests {
     fn hostile_files_are_refused_with_errors() {
         let path_dir = scratch("hostile");
         let path = path_dir.path();
-        let mut writer = Writer::create(&path).unwrap();
+        let mut writer = Writer::create(&path, None).unwrap();
         writer.write(&fixtures::small_map()).unwrap();
         writer.close().unwrap();
         let good = std::fs::read(&path).unwrap();

@@ -16,6 +16,7 @@
 //!   checks a file completely).
 
 mod cached;
+pub mod foreign;
 pub mod npy;
 mod pieces;
 mod pipeline;
@@ -394,7 +395,13 @@ pub fn load_path_selected(
             .map_err(in_file);
     }
     let Some(mode) = mmap else {
-        return load_reader(BufReader::with_capacity(1 << 16, file), kind, keys).map_err(in_file);
+        read::refuse_dataset(&mut &file).map_err(in_file)?;
+        // the start was checked through the file itself: a buffered reader
+        // would read a whole buffer for the check
+        let reader = BufReader::with_capacity(1 << 16, file);
+        return read::ReaderSource::new_checked(reader)
+            .and_then(|mut source| from_source(&mut source, kind, keys))
+            .map_err(in_file);
     };
     // blockmap itself only replaces files by renaming (see `save_path`),
     // never truncating them under a mapping; another program that does is

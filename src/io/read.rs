@@ -63,6 +63,22 @@ pub(crate) struct Npy {
 }
 
 impl Npy {
+    /// The data of a one-dimensional array of one-byte elements (an
+    /// archive wrapped in an NPY array, as `numpy.save` of
+    /// `save_buffer()` writes it), in memory blockmap owns.
+    pub(crate) fn into_wrapped_bytes(self) -> Result<Buffer> {
+        let one_byte = matches!(self.header.descr, Descr::Simple(dtype, _) if dtype.size() == 1);
+        if !one_byte || self.header.shape.len() != 1 {
+            return Err(Error::format(
+                "not an NPY array of bytes (a one-dimensional array of uint8)",
+            ));
+        }
+        match self.payload {
+            Payload::Owned(bytes) => Ok(Buffer::from(bytes)),
+            Payload::View(buffer) | Payload::Private(buffer) => Ok(buffer),
+        }
+    }
+
     fn into_array(self) -> Result<Array> {
         let Descr::Simple(dtype, order) = self.header.descr else {
             return Err(Error::format(
@@ -231,7 +247,7 @@ fn read_npy_header(reader: &mut impl Read, size: usize) -> Result<Header> {
 
 /// Read an NPY entry from `reader` (decompressed, CRC checked when read to
 /// the end), whose declared uncompressed size is `size`.
-fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
+pub(crate) fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     let size = usize::try_from(size).map_err(|_| Error::format("entry too large"))?;
     let header = read_npy_header(&mut reader, size)?;
     // filled in full by the read (or the load fails): memory that may be
@@ -312,7 +328,36 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
     Ok(got)
 }
 
-fn check_declared_size(
+/// An error when `reader` holds a dataset file (many maps, see
+/// `dataset/mod.rs`): its first entry is the dataset's header. A zip
+/// reader would otherwise find the end record of the last map's own
+/// archive at the end of a dataset being written, and load that map as if
+/// it were the file. Reads the first bytes and seeks back to the start.
+pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
+    let name = records::DATASET_HEADER_NAME.as_bytes();
+    let mut head = [0u8; records::LOCAL_LEN + records::DATASET_HEADER_NAME.len()];
+    let seek = |reader: &mut R| {
+        reader
+            .seek(std::io::SeekFrom::Start(0))
+            .map_err(io_read_error)
+    };
+    seek(reader)?;
+    let got = read_up_to(reader, &mut head)?;
+    seek(reader)?;
+    let named = got == head.len()
+        && records::signature(&head) == Some(records::LOCAL)
+        && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
+        && &head[records::LOCAL_LEN..] == name;
+    if named {
+        return Err(Error::format(
+            "this is a blockmap dataset (many maps in one file), not one map: open it with \
+             blockmap.Dataset(path)",
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_declared_size(
     name: &str,
     method: CompressionMethod,
     size: u64,
@@ -341,7 +386,15 @@ pub(crate) struct ReaderSource<R: Read + Seek> {
 }
 
 impl<R: Read + Seek> ReaderSource<R> {
-    pub fn new(reader: R) -> Result<Self> {
+    pub fn new(mut reader: R) -> Result<Self> {
+        refuse_dataset(&mut reader)?;
+        Self::new_checked(reader)
+    }
+
+    /// [`ReaderSource::new`] of a reader whose start was checked by
+    /// [`refuse_dataset`] already (through the file under it: a buffered
+    /// reader would read a whole buffer for the check).
+    pub fn new_checked(reader: R) -> Result<Self> {
         let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         Ok(ReaderSource { archive, names })
@@ -421,7 +474,9 @@ impl BufferSource<PiecesReader> {
     /// with `check_crc`, the CRC of every viewed entry is checked (a pass
     /// over its data).
     pub fn new(buffer: Pieces, check_crc: bool) -> Result<Self> {
-        let archive = ZipArchive::new(buffer.reader()).map_err(zip_error)?;
+        let mut reader = buffer.reader();
+        refuse_dataset(&mut reader)?;
+        let archive = ZipArchive::new(reader).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         Ok(BufferSource {
             archive,
@@ -483,7 +538,8 @@ impl BufferSource<CachedFile> {
     /// are read ahead of use (see [`CachedFile::prefetch`]), and labels
     /// view the bytes read ahead; a load of selected blocks reads only
     /// theirs, when met.
-    pub fn mapped(file: CachedFile, buffer: Pieces, read_ahead: bool) -> Result<Self> {
+    pub fn mapped(mut file: CachedFile, buffer: Pieces, read_ahead: bool) -> Result<Self> {
+        refuse_dataset(&mut file)?;
         let archive = ZipArchive::new(file).map_err(zip_error)?;
         let names = collect_names(&archive)?;
         if !read_ahead {

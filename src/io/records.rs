@@ -16,6 +16,10 @@ pub(crate) const END: u32 = 0x0605_4b50;
 
 /// Size of the fixed part of a local header.
 pub(crate) const LOCAL_LEN: usize = 30;
+
+/// The name of the first entry of a dataset file (`dataset/mod.rs`): what
+/// tells a dataset from one map's archive.
+pub(crate) const DATASET_HEADER_NAME: &str = "blockmap-dataset.json";
 /// Size of the fixed part of a central directory header.
 pub(crate) const CENTRAL_LEN: usize = 46;
 /// Size of the fixed part of the end of central directory record.

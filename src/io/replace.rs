@@ -57,6 +57,7 @@ pub(crate) fn resolve(path: &Path) -> Result<PathBuf> {
 }
 
 /// A temporary file beside the file it will replace.
+#[derive(Debug)]
 pub(crate) struct Temporary {
     file: Option<File>,
     directory: PathBuf,
@@ -103,6 +104,49 @@ impl Temporary {
         self.file
             .as_mut()
             .ok_or_else(|| Error::internal("the temporary file was already given back"))
+    }
+
+    /// The file, for reading and positioned writes.
+    pub(crate) fn file_ref(&self) -> Result<&File> {
+        self.file
+            .as_ref()
+            .ok_or_else(|| Error::internal("the temporary file was already given back"))
+    }
+
+    /// Put the file at `target` only when nothing is there (a new file's
+    /// mode, synced as [`Temporary::replace`] syncs), giving it back;
+    /// `None` when `target` exists (it is left as it is, and this
+    /// temporary removed).
+    pub(crate) fn place_new(mut self, target: &Path, durable: bool) -> Result<Option<File>> {
+        let shown = target.display();
+        let error = |e| Error::io(format!("cannot write '{shown}'"), e);
+        let file = self.file_ref()?;
+        if durable {
+            file.sync_data().map_err(error)?;
+        }
+        keep_mode_and_owner(file, target).map_err(error)?;
+        let linked = match &self.name {
+            Some(name) => std::fs::hard_link(name, target),
+            None => link_unnamed_at(file, target),
+        };
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(None),
+            Err(e) => return Err(error(e)),
+        }
+        if let Some(name) = self.name.take() {
+            let _ = std::fs::remove_file(name);
+        }
+        let file = self
+            .file
+            .take()
+            .ok_or_else(|| Error::internal("the temporary file was already given back"))?;
+        if durable {
+            if let Ok(directory) = File::open(&self.directory) {
+                directory.sync_all().map_err(error)?;
+            }
+        }
+        Ok(Some(file))
     }
 
     /// Sync the data, give it the mode (and owner) of `target` when it
@@ -286,6 +330,39 @@ fn link_unnamed(file: &File, directory: &Path, target: &Path) -> std::io::Result
         });
     }
     Err(std::io::Error::from_raw_os_error(libc::EEXIST))
+}
+
+/// Give the unnamed `file` the name `target`, which must not exist
+/// (`AlreadyExists` otherwise).
+#[cfg(target_os = "linux")]
+fn link_unnamed_at(file: &File, target: &Path) -> std::io::Result<()> {
+    use std::ffi::CString;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::ffi::OsStrExt;
+    let source = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(std::io::Error::other)?;
+    let destination = CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: two NUL-terminated paths; linkat only reads them, and never
+    // replaces an existing name.
+    let linked = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            source.as_ptr(),
+            libc::AT_FDCWD,
+            destination.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if linked != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(not(target_os = "linux"))]
+fn link_unnamed_at(_file: &File, _target: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::other("unnamed temporary files need Linux"))
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -30,6 +30,8 @@ pub struct PyDataset {
     inner: Arc<dataset::Dataset>,
     mode: MapMode,
     count: usize,
+    /// the checksum of the `count` maps, computed at the first pickle
+    checksum: std::sync::OnceLock<u32>,
 }
 
 #[pymethods]
@@ -77,6 +79,7 @@ impl PyDataset {
             inner: Arc::new(inner),
             mode,
             count,
+            checksum: std::sync::OnceLock::new(),
         })
     }
 
@@ -112,15 +115,16 @@ impl PyDataset {
         self.inner.committed()
     }
 
-    /// A CRC32 of the index rows of the first ``count`` maps.
-    fn _index_crc(&self, py: Python<'_>, count: usize) -> PyResult<u32> {
-        if count > self.count {
-            return Err(invalid(
-                py,
-                format!("{count} maps of a dataset of {}", self.count),
-            ));
+    /// A CRC32 of the maps' places in the file and of their content
+    /// checksums (what a reference checks the file it opens against):
+    /// computed once per dataset object, then O(1).
+    fn _checksum(&self, py: Python<'_>) -> PyResult<u32> {
+        if let Some(checksum) = self.checksum.get() {
+            return Ok(*checksum);
         }
-        Ok(self.inner.index_crc(count)?)
+        let (inner, count) = (&self.inner, self.count);
+        let checksum = detached(py, || inner.checksum(count))?;
+        Ok(*self.checksum.get_or_init(|| checksum))
     }
 
     /// ``(offset, length)`` in the file of map ``index``'s ``.mts`` archive.
@@ -173,16 +177,29 @@ impl PyDataset {
 
 /// Adds maps to a dataset file, one at a time, in constant memory.
 ///
-/// ``DatasetWriter(path, append=False)``: a new, empty dataset replaces
-/// what is at ``path`` (atomically: the old file until the new one is in
-/// place; symlinks, mode and owner kept as ``save`` keeps them), or with
+/// ``DatasetWriter(path, append=False, timeout=0.0)``: a new, empty
+/// dataset that replaces what is at ``path`` when the writer is closed
+/// (or at its first ``commit()``): it is built in a temporary file beside
+/// ``path`` (unnamed, or a hidden ``.bm-*.tmp``), so that until then the
+/// path keeps what it held, and a writer that fails, is killed, or leaves
+/// its ``with`` block on an exception leaves it untouched and nothing
+/// behind (symlinks, mode and owner kept as ``save`` keeps them). With
 /// ``append=True`` the maps go after those already there (the file is
 /// created when missing), without rewriting anything. The path is used as
 /// given: no extension is appended.
 ///
+/// A dataset has one writer at a time, across processes: the writer locks
+/// the file (an advisory ``flock``, which the system lets go when the
+/// process ends, however it ends) from its creation to its close; readers
+/// never wait for it. A second writer waits ``timeout`` seconds at most
+/// for the lock (``0.0``, the default: not at all; ``None``: as long as it
+/// takes), then fails with :class:`~blockmap.BlockMapIOError` naming the
+/// path.
+///
 /// ``write(tensor)`` adds a map, streamed from its arrays' memory (maps of
-/// up to 4 MiB are built in memory first, then written at once); when it
-/// returns, the map is in the file: a process killed from then on leaves a
+/// up to 4 MiB are built in memory first, then written at once); once the
+/// dataset is in place (appending, or after a commit), the map is in the
+/// file when ``write`` returns: a process killed from then on leaves a
 /// file that opens with it. ``close()`` (or leaving the ``with`` block)
 /// writes the index, the central directory and the end records, and syncs
 /// the file; opening it then reads the index alone.
@@ -221,14 +238,18 @@ impl PyDatasetWriter {
 #[pymethods]
 impl PyDatasetWriter {
     #[new]
-    #[pyo3(signature = (path, append = false))]
-    fn new(py: Python<'_>, path: FileArg<'_>, append: bool) -> PyResult<Self> {
+    #[pyo3(
+        signature = (path, append = false, timeout = TimeoutArg(Some(std::time::Duration::ZERO))),
+        text_signature = "(path, append=False, timeout=0.0)"
+    )]
+    fn new(py: Python<'_>, path: FileArg<'_>, append: bool, timeout: TimeoutArg) -> PyResult<Self> {
         let path = path.into_path(py, "a dataset writer")?;
+        let TimeoutArg(timeout) = timeout;
         let writer = detached(py, || {
             if append {
-                dataset::Writer::append(&path)
+                dataset::Writer::append(&path, timeout)
             } else {
-                dataset::Writer::create(&path)
+                dataset::Writer::create(&path, timeout)
             }
         })?;
         Ok(PyDatasetWriter {
@@ -286,11 +307,28 @@ impl PyDatasetWriter {
         slf
     }
 
-    /// Closes the writer: the maps written so far are committed, also
-    /// when the block raised.
-    #[pyo3(signature = (*_args))]
-    fn __exit__(&self, py: Python<'_>, _args: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
+    /// Give up a new dataset not in place yet (its path keeps what it
+    /// held, nothing is left behind); a dataset in place (appended to, or
+    /// committed) is committed and closed, as by ``close()``.
+    fn abort(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(py, dataset::Writer::abort)
+    }
+
+    /// Closes the writer: the maps written so far are committed. When the
+    /// block raised, a new dataset not in place yet is given up instead
+    /// (``abort()``): what the path held stays.
+    #[pyo3(signature = (exc_type, *_args))]
+    fn __exit__(
+        &self,
+        py: Python<'_>,
+        exc_type: &Bound<'_, PyAny>,
+        _args: &Bound<'_, pyo3::types::PyTuple>,
+    ) -> PyResult<bool> {
+        if exc_type.is_none() {
+            self.close(py)?;
+        } else {
+            self.abort(py)?;
+        }
         Ok(false)
     }
 
@@ -303,8 +341,103 @@ impl PyDatasetWriter {
     }
 }
 
+/// A zip blockmap did not write (metatrain's ``DiskDataset``), read with the
+/// bounds of blockmap's own readers (see ``src/io/foreign.rs``):
+/// ``_ForeignZip(path)``, ``names()``, ``load(name)`` (the map wrapped in
+/// the NPY array of bytes that member ``name`` is).
+#[pyclass(name = "_ForeignZip", module = "blockmap._blockmap", frozen)]
+#[derive(Debug)]
+pub struct PyForeignZip {
+    zip: ForkMutex<crate::io::foreign::ForeignZip>,
+}
+
+/// A `_ForeignZip` read from a signal handler during one of its own reads.
+fn zip_reentered() -> crate::Error {
+    crate::Error::invalid(
+        "this zip is being read by this thread already (called from a signal handler during \
+         one of its own reads)",
+    )
+}
+
+#[pymethods]
+impl PyForeignZip {
+    #[new]
+    fn new(py: Python<'_>, path: FileArg<'_>) -> PyResult<Self> {
+        let path = path.into_path(py, "a zip")?;
+        let zip = detached(py, || crate::io::foreign::ForeignZip::open(&path))?;
+        Ok(PyForeignZip {
+            zip: ForkMutex::new(zip),
+        })
+    }
+
+    /// The members' names, in the zip's order.
+    fn names(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        let zip = &self.zip;
+        detached(py, || zip.lock().map_err(|_| zip_reentered())?.names())
+    }
+
+    /// The map wrapped in member ``name`` (an NPY array of bytes holding
+    /// an ``.mts`` archive), every CRC checked.
+    fn load(&self, py: Python<'_>, name: &str) -> PyResult<Py<PyTensorMap>> {
+        let zip = &self.zip;
+        let map = detached(py, || {
+            let bytes = zip
+                .lock()
+                .map_err(|_| zip_reentered())?
+                .wrapped_bytes(name)?;
+            match crate::io::load_buffer(bytes, crate::data::Kind::Tensor) {
+                Ok(crate::data::Data::Tensor(map)) => Ok(map),
+                Ok(_) => Err(crate::Error::internal("a map loaded as something else")),
+                Err(e) => Err(e.context(format!("member '{name}'"))),
+            }
+        })?;
+        Py::new(py, PyTensorMap::from_map(map))
+    }
+}
+
+/// The writer's ``timeout``: seconds (``>= 0``), or ``None`` for no limit.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeoutArg(dataset::Timeout);
+
+impl FromPyObject<'_, '_> for TimeoutArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        let py = obj.py();
+        if obj.is_none() {
+            return Ok(TimeoutArg(None));
+        }
+        if obj.is_instance_of::<pyo3::types::PyBool>()
+            || !(obj.is_instance_of::<pyo3::types::PyFloat>()
+                || obj.is_instance_of::<pyo3::types::PyInt>())
+        {
+            return Err(wrong_type(
+                py,
+                format!(
+                    "timeout must be a number of seconds or None, not {}",
+                    super::errors::type_name(&obj)
+                ),
+            ));
+        }
+        let seconds: f64 = obj
+            .extract()
+            .map_err(|_| invalid(py, "timeout is too large a number"))?;
+        if seconds.is_nan() || seconds < 0.0 {
+            return Err(invalid(
+                py,
+                format!("timeout must be a number of seconds >= 0 or None, got {seconds}"),
+            ));
+        }
+        // a wait longer than any machine runs is no limit
+        Ok(TimeoutArg(
+            std::time::Duration::try_from_secs_f64(seconds).ok(),
+        ))
+    }
+}
+
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<PyDataset>()?;
     module.add_class::<PyDatasetWriter>()?;
+    module.add_class::<PyForeignZip>()?;
     Ok(())
 }

@@ -484,12 +484,6 @@ impl PyTensorMap {
     /// map of torch tensors; a non-leaf tensor requiring grad is refused,
     /// as torch refuses it.
     fn __reduce_ex__<'py>(&self, py: Python<'py>, protocol: i64) -> PyResult<Bound<'py, PyTuple>> {
-        if let Some(origin) = self.reference() {
-            // read from a dataset and unchanged: `dataset[index]`, the
-            // dataset pickling as a reference to its file
-            let getitem = origin.dataset.bind(py).getattr("__getitem__")?;
-            return PyTuple::new(py, [getitem, PyTuple::new(py, [origin.index])?.into_any()]);
-        }
         let map = self.map();
         if self.arrays == Arrays::Torch {
             let flagged = requires_grad(py, map.blocks(), PICKLE_RULE)?;
@@ -499,11 +493,20 @@ impl PyTensorMap {
         super::pickle::reduce(py, DataRef::Tensor(&map), protocol)
     }
 
-    /// Whether this map pickles as a reference to the dataset it was read
-    /// from (it was read from one, read-only, and is unchanged since).
+    /// Whether multiprocessing's reducer sends this map as a reference to
+    /// the dataset it was read from (it was read from one, read-only, and
+    /// is unchanged since); pickle itself always writes its data.
     #[getter]
     fn _pickles_as_reference(&self) -> bool {
         self.reference().is_some()
+    }
+
+    /// ``(dataset, index)`` this map was read as, while it is unchanged;
+    /// ``None`` otherwise.
+    #[getter]
+    fn _dataset_origin(&self, py: Python<'_>) -> Option<(Py<PyAny>, usize)> {
+        self.reference()
+            .map(|origin| (origin.dataset.clone_ref(py), origin.index))
     }
 
     /// The same map as metatensor-torch's ``TensorMap`` (see

@@ -225,6 +225,7 @@ def _plausible(tmp_path):
         "maps": [tensor],
         "count": 1,
         "append": True,
+        "timeout": 0.0,
         "progress": False,
         "target": None,
         "shared": None,

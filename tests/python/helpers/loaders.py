@@ -146,3 +146,13 @@ def worker_growth(maps: list[Any], batch_size: int) -> dict[int, dict[str, int]]
             previous = growth.get(pid, {"uss": 0, "pss": 0})
             growth[pid] = {key: max(previous[key], report[key]) for key in ("uss", "pss")}
     return growth
+
+
+class TaggedDataset(blockmap.Dataset):
+    """A dataset subclass whose ``__getitem__`` transforms maps (tags them
+    with ``self.tag``): in workers it must stay this class."""
+
+    def __getitem__(self, index):
+        tensor = super().__getitem__(index).copy()
+        tensor.set_info("tag", self.tag)
+        return tensor

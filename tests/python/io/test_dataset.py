@@ -119,21 +119,73 @@ def test_a_new_writer_replaces_the_file_atomically(saved, maps):
         writer.write(maps[0])
 
 
-def test_an_unclosed_writer_leaves_every_map_it_wrote(tmp_path, maps):
+def test_a_new_dataset_is_in_place_at_its_first_commit(tmp_path, maps):
     path = tmp_path / "open"
     writer = DatasetWriter(path)
     for tensor in maps[:7]:
         writer.write(tensor)
+    # built beside its path, under no name a glob of the folder matches
+    assert list(tmp_path.glob("*")) == []
+    writer.commit()
+    for tensor in maps[7:10]:
+        writer.write(tensor)
+    # in place from the commit on: what was written since is there too
     dataset = Dataset(path)
-    assert len(dataset) == 7 and not dataset.committed
+    assert len(dataset) == 10 and not dataset.committed
     assert "recovered" in repr(dataset)
-    for i in range(7):
+    for i in range(10):
         assert_identical(dataset[i], maps[i])
     writer.close()
     assert Dataset(path).committed
 
 
-def test_a_dataset_and_its_maps_pickle_as_references(saved, maps):
+def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
+    before = saved.read_bytes()
+
+    def failing():
+        yield from maps[:5]
+        raise RuntimeError("the source of the maps failed")
+
+    with pytest.raises(RuntimeError):
+        blockmap.save_dataset(saved, failing())
+    with pytest.raises(blockmap.BlockMapTypeError):
+        blockmap.save_dataset(saved, [maps[0], "not a map"])
+    with pytest.raises(KeyError):
+        with DatasetWriter(saved) as writer:
+            writer.write(maps[0])
+            raise KeyError("the block failed")
+    # a corrupt input met by a conversion
+    folder = tmp_path / "inputs"
+    folder.mkdir()
+    for i in range(3):
+        blockmap.save(folder / f"{i}.mts", maps[i])
+    (folder / "3.mts").write_bytes(b"PK\x03\x04 not an archive")
+    with pytest.raises(blockmap.FormatError):
+        Dataset.from_files(sorted(folder.glob("*.mts")), saved)
+    zip_path = tmp_path / "disk.zip"
+    with zipfile.ZipFile(zip_path, "w") as archive:
+        archive.writestr("0/energy.mts", b"not an npy array")
+    with pytest.raises(blockmap.FormatError):
+        Dataset.from_diskdataset(zip_path, saved)
+    # the old dataset is untouched, and nothing else was left beside it
+    assert saved.read_bytes() == before
+    assert sorted(p.name for p in saved.parent.iterdir()) == sorted(
+        ["train.data", "inputs", "disk.zip"]
+    )
+    # abort() gives up a new dataset, and is close() for one in place
+    writer = DatasetWriter(saved)
+    writer.write(maps[0])
+    writer.abort()
+    assert saved.read_bytes() == before
+    with DatasetWriter(saved, append=True) as writer:
+        writer.write(maps[0])
+        writer.abort()
+    assert len(Dataset(saved)) == len(maps) + 1
+
+
+def test_a_dataset_pickles_as_a_reference_and_its_maps_as_data(saved, maps, tmp_path):
+    from multiprocessing.reduction import ForkingPickler
+
     dataset = Dataset(saved)
     data = pickle.dumps(dataset)
     assert len(data) < 400
@@ -141,22 +193,111 @@ def test_a_dataset_and_its_maps_pickle_as_references(saved, maps):
     assert len(again) == len(dataset) and again.id == dataset.id
     tensor = dataset[11]
     assert tensor._pickles_as_reference
-    data = pickle.dumps(tensor, protocol=5)
-    assert len(data) < 400
-    assert_identical(pickle.loads(data), maps[11])
-    # a batch of maps of one dataset: the dataset once, then an index each
-    many = pickle.dumps(dataset[0:20])
-    assert len(many) < 400 + 20 * 20
-    # changed in memory: pickled as data
+    # through multiprocessing's reducer: a reference
+    message = ForkingPickler.dumps(tensor)
+    assert len(message) < 400
+    assert_identical(pickle.loads(message), maps[11])
+    many = ForkingPickler.dumps(dataset[0:20])
+    assert len(many) < 400 * 20
+    # pickle itself, copy and files: the data, which outlives the file
+    stored = tmp_path / "map.pickle"
+    with open(stored, "wb") as file:
+        pickle.dump(tensor, file, protocol=5)
+    in_band = pickle.dumps(tensor, protocol=4)
+    assert len(in_band) > 1000
+    copied = __import__("copy").deepcopy(tensor)
+    os.remove(saved)
+    with open(stored, "rb") as file:
+        assert_identical(pickle.load(file), maps[11])
+    assert_identical(pickle.loads(in_band), maps[11])
+    assert_identical(copied, maps[11])
+    # changed in memory: data through the reducer too
     tensor.set_info("changed", "yes")
     assert not tensor._pickles_as_reference
-    data = pickle.dumps(tensor, protocol=4)
-    assert len(data) > 1000
-    assert pickle.loads(data).info() == {"changed": "yes"}
+    assert ForkingPickler.loads(ForkingPickler.dumps(tensor)).info() == {"changed": "yes"}
     # selected blocks, and torch arrays, are other maps than dataset[i]
-    assert not dataset.load(1, keys=Labels(["_"], np.array([[0]]))).__getattribute__(
-        "_pickles_as_reference"
-    )
+    assert not dataset.load(1, keys=Labels(["_"], np.array([[0]])))._pickles_as_reference
+
+
+class Transformed(Dataset):
+    """A dataset whose maps are transformed as they are read."""
+
+    def __getitem__(self, index):
+        tensor = super().__getitem__(index)
+        tensor = tensor.copy()
+        tensor.set_info("transformed", self.tag)
+        return tensor
+
+
+def test_a_subclass_keeps_its_class_and_attributes(saved, maps):
+    from multiprocessing.reduction import ForkingPickler
+
+    dataset = Transformed(saved)
+    dataset.tag = "yes"
+    again = pickle.loads(pickle.dumps(dataset))
+    assert type(again) is Transformed and again.tag == "yes"
+    assert again[3].info() == {"transformed": "yes"}
+    # a map read by the base class travels as what it is, not re-transformed
+    raw = Dataset.__getitem__(dataset, 3)
+    assert_identical(ForkingPickler.loads(ForkingPickler.dumps(raw)), maps[3])
+
+
+def _sibling_of_the_same_identity(saved, maps, tmp_path):
+    """A copy of ``saved`` (same identity) to which another map was
+    appended, while ``saved`` got ``maps[1]``: the index rows of the two
+    files are the same, their last maps are not."""
+    sibling = tmp_path / "sibling.data"
+    sibling.write_bytes(saved.read_bytes())
+    with DatasetWriter(saved, append=True) as writer:
+        writer.write(maps[1])
+    with DatasetWriter(sibling, append=True) as writer:
+        other = maps[1].copy()
+        values = other.block(0).values
+        values[...] = values + 1.0
+        writer.write(other)
+    assert Dataset(sibling).id == Dataset(saved).id
+    return sibling
+
+
+def test_a_reference_gives_the_pickled_maps_or_raises(saved, maps, tmp_path, monkeypatch):
+    from multiprocessing.reduction import ForkingPickler
+
+    import blockmap.dataset as module
+
+    sibling = _sibling_of_the_same_identity(saved, maps, tmp_path)
+    dataset = Dataset(saved)
+    last = len(dataset) - 1
+    reference = pickle.dumps(dataset)
+    of_map = ForkingPickler.dumps(dataset[last])
+    # the path swapped for the sibling before the reference is opened
+    kept = tmp_path / "kept.data"
+    os.link(saved, kept)
+    os.replace(sibling, saved)
+    for data in (reference, of_map):
+        with pytest.raises(blockmap.BlockMapIOError, match="not the one that was pickled"):
+            pickle.loads(data)
+    os.replace(kept, saved)
+    module._opened.clear()
+    module._recent.clear()
+    # the path swapped between the opening and the check: the check is of
+    # the open file, which is the one read
+    sibling = _sibling_of_the_same_identity(saved, maps[:1] + maps[:1], tmp_path)
+    dataset = Dataset(saved)
+    last = len(dataset) - 1
+    expected = dataset[last]
+    of_map = ForkingPickler.dumps(expected)
+    original = module._Dataset._checksum
+
+    def swapped(self):
+        if sibling.exists():
+            os.replace(sibling, saved)
+        return original(self)
+
+    monkeypatch.setattr(module._Dataset, "_checksum", swapped)
+    # the check is of the file that was opened and is read: the map pickled
+    received = pickle.loads(of_map)
+    assert not sibling.exists()  # the swap happened
+    assert_identical(received, expected)
 
 
 def test_copy_on_write_maps_are_writable_and_pickle_as_data(saved, maps):
@@ -177,9 +318,11 @@ def test_copy_on_write_maps_are_writable_and_pickle_as_data(saved, maps):
 
 
 def test_a_file_changed_behind_a_reference_is_detected(saved, maps, tmp_path):
+    from multiprocessing.reduction import ForkingPickler
+
     dataset = Dataset(saved)
     reference = pickle.dumps(dataset)
-    of_map = pickle.dumps(dataset[5])
+    of_map = ForkingPickler.dumps(dataset[5])
     # appended: the reference still sees what it saw
     with DatasetWriter(saved, append=True) as writer:
         writer.write(maps[0])
@@ -284,3 +427,44 @@ def test_maps_of_a_dataset_cross_multiprocessing_as_references(tmp_path):
     received = pickle.loads(message)
     assert not received.is_shared()
     assert_identical(received, big)
+
+
+def test_a_dataset_file_never_loads_as_one_map(saved, maps, tmp_path):
+    # half-written: the last map's own archive ends the file
+    open_writer = DatasetWriter(saved, append=True)
+    open_writer.write(maps[0])
+    data = saved.read_bytes()
+    calls = [
+        lambda: blockmap.load(saved),
+        lambda: blockmap.load(saved, mmap=True),
+        lambda: blockmap.load(saved, keys=maps[0].keys),
+        lambda: blockmap.TensorMap.load(os.fspath(saved)),
+        lambda: blockmap.load_block(saved),
+        lambda: blockmap.load_buffer(data),
+        lambda: blockmap.load_buffer(np.frombuffer(data, np.uint8)),
+        lambda: blockmap.io.verify(saved),
+    ]
+    with open(saved, "rb") as stream:
+
+        def from_the_start():
+            stream.seek(0)
+            return blockmap.load(stream)
+
+        calls.append(from_the_start)
+        for _state in ("half-written", "committed"):
+            for call in calls:
+                with pytest.raises(blockmap.FormatError, match=r"blockmap\.Dataset\(path\)"):
+                    call()
+            open_writer.close()
+            data = saved.read_bytes()
+    # re-running a conversion whose inputs match its own output refuses it
+    folder = tmp_path / "out"
+    folder.mkdir()
+    for i in range(3):
+        blockmap.save(folder / f"{i}.mts", maps[i])
+    first = Dataset.from_files(sorted(folder.glob("*")), folder / "all.data")
+    assert len(first) == 3
+    before = (folder / "all.data").read_bytes()
+    with pytest.raises(blockmap.FormatError, match="dataset"):
+        Dataset.from_files(sorted(folder.glob("*")), folder / "all.data")
+    assert (folder / "all.data").read_bytes() == before

@@ -1,8 +1,12 @@
-"""A dataset writer killed (SIGKILL) at any moment of a create or an
-append leaves a file that opens with every map whose ``write()`` had
-returned before the kill, nothing half-written; appending to it then goes
-on. The writer runs in a child process that reports each returned write;
-the parent kills it at many points, by time and by the file's size."""
+"""A dataset writer killed (SIGKILL) at any moment of an append, or of a
+create after its first commit (the dataset is then in place), leaves a file
+that opens with every map whose ``write()`` had returned before the kill,
+nothing half-written; appending to it then goes on (the killed writer's
+lock went with it). A create killed before its first commit leaves the
+path as it was (the old file byte for byte, or no file) and nothing else
+in the directory. The writer runs in a child process that reports each
+returned write; the parent kills it at many points, by time and by the
+file's size."""
 
 import signal
 import subprocess
@@ -30,14 +34,17 @@ WRITER = textwrap.dedent(
     import blockmap
     from bench.batches import structure_maps
     from bench.workload import build_blockmap, make_arrays
-    path, append, count = sys.argv[2], sys.argv[3] == "append", int(sys.argv[4])
+    path, mode, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
     maps = structure_maps(count)
     big = build_blockmap(make_arrays(n_keys=2, n_samples=1200, n_grad_samples=150))
-    writer = blockmap.DatasetWriter(path, append=append)
+    # another writer's lock is waited for: the one of a killed writer goes
+    writer = blockmap.DatasetWriter(path, append=mode == "append", timeout=60)
     print("opened", flush=True)
     for i, tensor in enumerate(maps):
         # every 500th map (8 MB) is streamed from its arrays, not built in memory
         writer.write(big if i % 500 == 499 else tensor)
+        if mode == "new" and i == 0:
+            writer.commit()  # in place from here on
         print(i, flush=True)
     writer.close()
     print("closed", flush=True)
@@ -51,8 +58,9 @@ def _expected(count=COUNT):
     return [big if i % 500 == 499 else tensor for i, tensor in enumerate(maps)]
 
 
-def _kill(path, append, after_seconds=None, after_bytes=None):
+def _kill(path, mode, after_seconds=None, after_bytes=None):
     """Run the writer, kill it, and return how many writes had returned."""
+    append = mode == "append"
     child = subprocess.Popen(
         [
             sys.executable,
@@ -60,7 +68,7 @@ def _kill(path, append, after_seconds=None, after_bytes=None):
             WRITER,
             str(ROOT),
             str(path),
-            "append" if append else "new",
+            mode,
             str(COUNT),
         ],
         stdout=subprocess.PIPE,
@@ -104,18 +112,20 @@ def _check(path, at_least, expected, offset=0):
     [("time", t) for t in (0.0, 0.001, 0.003, 0.006, 0.01, 0.02, 0.035, 0.05, 0.07, 0.09)]
     + [("bytes", b) for b in (1, 2_000, 200_000, 2_000_000, 9_000_000, 14_000_000, 30_000_000)],
 )
-def test_a_killed_create_keeps_every_returned_write(tmp_path, point):
+def test_a_killed_create_keeps_every_returned_write_after_its_commit(tmp_path, point):
     path = tmp_path / "killed"
     expected = _expected()
     kind, value = point
     returned, closed, opened = _kill(
         path,
-        False,
+        "new",
         after_seconds=value if kind == "time" else None,
         after_bytes=value if kind == "bytes" else None,
     )
-    if not opened and not path.exists():
-        return  # killed before the file was created: nothing to keep
+    assert [p.name for p in tmp_path.iterdir()] == (["killed"] if path.exists() else [])
+    if not path.exists():
+        assert returned == 0  # killed before its first commit: nothing in place
+        return
     if closed:
         returned = COUNT
     count = _check(path, returned, expected)
@@ -133,7 +143,7 @@ def test_a_killed_append_keeps_the_old_maps_and_every_returned_write(tmp_path, a
     expected = _expected()
     blockmap.save_dataset(path, expected[:100])
     before = path.read_bytes()
-    returned, closed, _ = _kill(path, True, after_bytes=after_bytes)
+    returned, closed, _ = _kill(path, "append", after_bytes=after_bytes)
     if closed:
         returned = COUNT
     dataset = blockmap.Dataset(path)
@@ -142,3 +152,32 @@ def test_a_killed_append_keeps_the_old_maps_and_every_returned_write(tmp_path, a
         assert_identical(dataset[i], expected[i] if i < 100 else expected[i - 100])
     # nothing of the file before the append was rewritten
     assert path.read_bytes()[: len(before)] == before
+
+
+@pytest.mark.parametrize("after_seconds", [0.3, 1.0, 2.5])
+def test_a_killed_create_before_its_commit_leaves_the_old_file(tmp_path, after_seconds):
+    path = tmp_path / "replaced"
+    expected = _expected()
+    blockmap.save_dataset(path, expected[:50])
+    before = path.read_bytes()
+    child = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(ROOT), str(path), "replace", str(COUNT)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        child.wait(timeout=after_seconds)
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        child.send_signal(signal.SIGKILL)
+        output = child.communicate(timeout=60)[0].split()
+    if "closed" in output:
+        assert len(blockmap.Dataset(path)) == COUNT
+    else:
+        # the path is as it was, and nothing else is in the directory
+        assert path.read_bytes() == before
+        assert [p.name for p in tmp_path.iterdir()] == ["replaced"]
+    # the killed writer's lock is gone with it
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        writer.write(expected[0])

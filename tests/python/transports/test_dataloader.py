@@ -305,3 +305,19 @@ def test_a_dataset_file_reaches_workers_as_a_reference(method, monkeypatch, tmp_
     sizes.clear()
     assert len(list(_loader(loaders.MapDataset(maps), method, batch_size=8))) == 8
     assert max(sizes) > data
+
+
+def test_a_dataset_subclass_keeps_its_transform_in_spawn_workers(tmp_path):
+    maps = structure_maps(8)
+    path = tmp_path / "tagged"
+    blockmap.save_dataset(path, maps)
+    dataset = loaders.TaggedDataset(path)
+    dataset.tag = "worker"
+    loader = DataLoader(
+        dataset, batch_size=4, num_workers=2, collate_fn=list, multiprocessing_context="spawn"
+    )
+    batches = list(loader)
+    assert [len(batch) for batch in batches] == [4, 4]
+    for index, tensor in enumerate([tensor for batch in batches for tensor in batch]):
+        assert tensor.info() == {"tag": "worker"}
+        assert_identical(tensor.block(0), maps[index].block(0))

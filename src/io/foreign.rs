@@ -1,0 +1,94 @@
+//! Archives blockmap did not write, read with the bounds of its own
+//! readers: metatrain's `DiskDataset` zip, whose members are `.mts`
+//! archives wrapped in NPY arrays of bytes.
+//!
+//! A member is read whole into memory (then loaded as a map), at most
+//! [`RATIO`] times the zip's size plus [`FLOOR`]: a member declaring more
+//! is refused before anything is allocated for it, and one inflating past
+//! what it declares is refused when it does (the zip reader stops at the
+//! declared size). STORED members (what `zipfile` writes by default, and
+//! metatrain with it) always fit: they are in the file. CRCs are checked,
+//! NPY headers read by blockmap's reader (at most 1 MiB of text).
+
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use zip::ZipArchive;
+
+use super::read::{self, zip_error};
+use crate::buffer::Buffer;
+use crate::error::{Error, Result};
+
+/// A member may take this many times the zip's size in memory...
+pub const RATIO: u64 = 8;
+/// ... plus this many bytes.
+pub const FLOOR: u64 = 16 << 20;
+
+/// A foreign zip, open.
+#[derive(Debug)]
+pub struct ForeignZip {
+    path: PathBuf,
+    archive: ZipArchive<BufReader<File>>,
+    limit: u64,
+}
+
+impl ForeignZip {
+    /// Open the zip at `path` (its central directory is read).
+    pub fn open(path: &Path) -> Result<ForeignZip> {
+        let in_file = |e: Error| e.context(format!("'{}'", path.display()));
+        let file = super::open_regular(path)?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?
+            .len();
+        let archive = ZipArchive::new(BufReader::with_capacity(1 << 16, file))
+            .map_err(|e| in_file(zip_error(e)))?;
+        Ok(ForeignZip {
+            path: path.to_path_buf(),
+            archive,
+            limit: len.saturating_mul(RATIO).saturating_add(FLOOR),
+        })
+    }
+
+    /// The members' names, in the zip's order.
+    pub fn names(&self) -> Result<Vec<String>> {
+        let mut names = Vec::new();
+        names.try_reserve_exact(self.archive.len())?;
+        for name in self.archive.file_names() {
+            names.push(name.map_err(zip_error)?.to_string());
+        }
+        Ok(names)
+    }
+
+    /// The bytes wrapped in the NPY array of bytes that member `name` is.
+    pub fn wrapped_bytes(&mut self, name: &str) -> Result<Buffer> {
+        let shown = self.path.display().to_string();
+        let context = |e: Error| e.context(format!("member '{name}' of '{shown}'"));
+        let member = self.archive.by_name(name).map_err(|e| {
+            context(match e {
+                zip::result::ZipError::FileNotFound => Error::format("no such member"),
+                other => zip_error(other),
+            })
+        })?;
+        if member.encrypted() {
+            return Err(context(Error::format(
+                "encrypted members are not supported",
+            )));
+        }
+        let size = member.size();
+        if size > self.limit {
+            return Err(context(Error::format(format!(
+                "it declares {size} bytes, more than the {} a member of this zip may take \
+                 ({RATIO} times its size and {} MiB): refused, as a zip bomb would be",
+                self.limit,
+                FLOOR >> 20
+            ))));
+        }
+        read::check_declared_size(name, member.compression(), size, member.compressed_size())
+            .map_err(context)?;
+        read::read_npy(member, size)
+            .and_then(read::Npy::into_wrapped_bytes)
+            .map_err(context)
+    }
+}
