@@ -1,5 +1,6 @@
 """``dir(blockmap)`` lists the public names only: ``__all__``, the names
-served on first use (``blockmap.<op>``, ``from_metatensor_torch``), public
+served on first use (``blockmap.<op>``, ``from_metatensor``,
+``from_metatensor_torch``), public
 submodules and the module's dunder attributes; not the modules
 ``__init__.py`` imports for itself (``functools``, ``importlib``, ...)."""
 
@@ -9,7 +10,7 @@ import types
 
 import blockmap
 
-LAZY = {"from_metatensor_torch", "operations"}
+LAZY = {"from_metatensor", "from_metatensor_torch", "operations"}
 
 
 def _allowed(name):
@@ -36,7 +37,7 @@ def test_dir_lists_public_names_only():
 def test_dir_lists_every_public_name():
     names = set(dir(blockmap))
     assert set(blockmap.__all__) <= names
-    assert "from_metatensor_torch" in names
+    assert {"from_metatensor", "from_metatensor_torch"} <= names
     assert blockmap.HAS_METATENSOR_OPERATIONS
     assert blockmap._OPERATIONS | {"operations"} <= names
     assert {"io", "dataset", "exceptions"} <= names

@@ -167,6 +167,7 @@ def test_init_declares_every_lazy_name_for_type_checkers():
     for name in declared["operations"]:
         assert getattr(blockmap, name) is getattr(blockmap.operations, name)
     assert blockmap.from_metatensor_torch is blockmap.metatensor_torch.from_metatensor_torch
+    assert blockmap.from_metatensor is blockmap.metatensor.from_metatensor
 
 
 def test_a_drifted_stub_is_caught(tmp_path):
