@@ -226,3 +226,18 @@ def test_parameters_returns_raises(name):
 
 def test_raises_nothing_lists_members():
     assert RAISES_NOTHING <= set(CALLABLES)
+
+
+@pytest.mark.skipif(
+    not blockmap.HAS_METATENSOR_OPERATIONS, reason="metatensor-operations not installed"
+)
+def test_operations_have_docstrings():
+    # metatensor-operations 0.5's divide writes its docstring after its
+    # first statement: blockmap.operations takes it from there
+    missing = [
+        name
+        for name in sorted(blockmap._OPERATIONS)
+        if callable(getattr(blockmap, name)) and not inspect.getdoc(getattr(blockmap, name))
+    ]
+    assert not missing, f"operations without a docstring: {missing}"
+    assert "division of ``A`` and ``B``" in inspect.getdoc(blockmap.divide)
