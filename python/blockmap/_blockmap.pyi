@@ -367,10 +367,10 @@ class Labels:
     def load(file: _File) -> Labels:
         """Load from a path or binary file object (see :func:`blockmap.load_labels`)."""
     def save_buffer(self) -> memoryview:
-        """The ``.mts`` data in a memoryview (see :func:`blockmap.save_buffer`)."""
+        """The Labels as a bare ``.npy`` file in a memoryview (see :func:`blockmap.save_buffer`)."""
     @staticmethod
     def load_buffer(buffer: Buffer) -> Labels:
-        """Load from a bytes-like object (see :func:`blockmap.load_buffer`)."""
+        """Load from a bytes-like object (see :func:`blockmap.load_labels_buffer`)."""
 
 @final
 class TensorBlock:

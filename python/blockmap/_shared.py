@@ -81,7 +81,20 @@ def set_auto_share_threshold(nbytes: int | None) -> None:
     pickles them; ``None`` turns this off (only maps shared with
     ``share_memory()`` then travel as descriptors). In a torch DataLoader
     worker, :func:`blockmap.join` of at least this many bytes writes its
-    result straight into shared memory (no copy when it is sent)."""
+    result straight into shared memory (no copy when it is sent).
+
+    Parameters
+    ----------
+    nbytes : int or None
+        The threshold in bytes, or None to turn automatic sharing off.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``nbytes`` is neither an int nor None.
+    ValidationError
+        If ``nbytes`` is negative.
+    """
     global _auto_share_bytes
     if nbytes is not None:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int):
@@ -95,7 +108,13 @@ def set_auto_share_threshold(nbytes: int | None) -> None:
 
 
 def get_auto_share_threshold() -> int | None:
-    """The threshold of :func:`set_auto_share_threshold` (bytes, or None)."""
+    """The threshold of :func:`set_auto_share_threshold`.
+
+    Returns
+    -------
+    int or None
+        The threshold in bytes, or None when automatic sharing is off.
+    """
     return _auto_share_bytes
 
 
@@ -285,7 +304,29 @@ def share_memory(obj: Any) -> Any:
     blockmap's TensorMap and TensorBlock (the object itself, shared in
     place), :func:`blockmap.metatensor.share_memory` for metatensor-core's
     (a new object viewing the segment; needs
-    :func:`blockmap.metatensor.register`)."""
+    :func:`blockmap.metatensor.register`).
+
+    Parameters
+    ----------
+    obj : TensorMap or TensorBlock
+        blockmap's or metatensor-core's.
+
+    Returns
+    -------
+    TensorMap or TensorBlock
+        ``obj`` itself for blockmap's objects; a new metatensor-core object
+        for metatensor-core's.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``obj`` is of another type, or is metatensor-core's and
+        :func:`blockmap.metatensor.register` was not called.
+    BlockMapIOError
+        If the shared-memory segment cannot be made.
+    BlockMapMemoryError
+        If memory cannot be allocated.
+    """
     if isinstance(obj, (TensorMap, TensorBlock)):
         return obj.share_memory()
     if type(obj).__module__.split(".")[0] == "metatensor":

@@ -30,7 +30,27 @@ Serializable = TensorMap | TensorBlock | Labels
 
 
 def serialize(obj: Serializable) -> tuple[dict[str, Any], list[Any]]:
-    """``(header, frames)`` of ``obj``: no array data is copied."""
+    """``(header, frames)`` of ``obj``: no array data is copied.
+
+    Parameters
+    ----------
+    obj : TensorMap, TensorBlock or Labels
+        What to send.
+
+    Returns
+    -------
+    tuple of (dict, list)
+        dask's header and frames: the pickle header and the arrays' memory.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``obj`` is not one of blockmap's three classes.
+    BlockMapRuntimeError
+        If a torch tensor that requires grad is not a leaf.
+    BlockMapMemoryError
+        If memory for the header cannot be allocated.
+    """
     if not isinstance(obj, (TensorMap, TensorBlock, Labels)):
         raise BlockMapTypeError(
             f"blockmap.dask.serialize takes a TensorMap, TensorBlock or Labels, "
@@ -66,6 +86,25 @@ def deserialize(header: dict[str, Any], frames: list[Any]) -> Serializable:
 
     A header or frames that :func:`serialize` did not make raise
     :class:`blockmap.FormatError`.
+
+    Parameters
+    ----------
+    header : dict
+        The header :func:`serialize` made.
+    frames : list
+        The frames :func:`serialize` made (bytes-like objects).
+
+    Returns
+    -------
+    TensorMap, TensorBlock or Labels
+        The object, viewing the frames.
+
+    Raises
+    ------
+    FormatError
+        If the header or the frames are not what :func:`serialize` made.
+    BlockMapMemoryError
+        If memory for the labels cannot be allocated.
     """
     if not isinstance(header, dict):
         raise FormatError(f"the dask header must be a dict, got {type(header).__name__}")

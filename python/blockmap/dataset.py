@@ -167,11 +167,48 @@ class Dataset(_Dataset):
     @overload
     def __getitem__(self, index: slice) -> list[TensorMap]: ...
     def __getitem__(self, index: SupportsIndex | slice) -> TensorMap | list[TensorMap]:
+        """``dataset[index]``: one map, or a list of maps for a slice.
+
+        Parameters
+        ----------
+        index : int or slice
+            The position of a map (negative counts from the end), or a slice.
+
+        Returns
+        -------
+        TensorMap or list of TensorMap
+            The map (views of the mapped file), or the maps of the slice.
+
+        Raises
+        ------
+        BlockMapIndexError
+            If ``index`` is out of range.
+        BlockMapTypeError
+            If ``index`` is neither an integer nor a slice.
+        FormatError
+            If the map's data in the file is not valid.
+        BlockMapMemoryError
+            If memory for the map's labels cannot be allocated.
+        """
         if isinstance(index, slice):
             return [self._get(i) for i in range(*index.indices(len(self)))]
         return self._get(self._position(index))
 
     def __iter__(self) -> Iterator[TensorMap]:
+        """``for tensor in dataset``: every map, in order.
+
+        Yields
+        ------
+        TensorMap
+            Each map (views of the mapped file).
+
+        Raises
+        ------
+        FormatError
+            If a map's data in the file is not valid.
+        BlockMapMemoryError
+            If memory for a map's labels cannot be allocated.
+        """
         for i in range(len(self)):
             yield self._get(i)
 
@@ -179,7 +216,37 @@ class Dataset(_Dataset):
         self, index: int, *, keys: Labels | None = None, arrays: str | None = None
     ) -> TensorMap:
         """Map ``index``, with only the blocks whose keys match ``keys``
-        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``."""
+        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``.
+
+        Parameters
+        ----------
+        index : int
+            The position of the map (negative counts from the end).
+        keys : Labels, optional
+            Load only the blocks whose keys match these entries.
+        arrays : {"numpy", "torch"}, optional
+            The array type of the map (numpy arrays by default).
+
+        Returns
+        -------
+        TensorMap
+            The map (views of the mapped file).
+
+        Raises
+        ------
+        BlockMapIndexError
+            If ``index`` is out of range.
+        BlockMapTypeError
+            If ``index`` is not an integer, or ``keys`` is not Labels.
+        ValidationError
+            If ``arrays`` or ``keys`` has an invalid value.
+        FormatError
+            If the map's data in the file is not valid.
+        BlockMapMemoryError
+            If memory for the map's labels cannot be allocated.
+        ModuleNotFoundError
+            If ``arrays="torch"`` and torch is not installed.
+        """
         return self._get(self._position(index), keys=keys, arrays=arrays)
 
     def _reference(self) -> _Reference:
@@ -202,7 +269,38 @@ class Dataset(_Dataset):
         progress: bool = False,
     ) -> Dataset:
         """Write the ``.mts`` files ``paths`` (in that order) into a new
-        dataset at ``path``, and open it. Each file is read once, mapped."""
+        dataset at ``path``, and open it. Each file is read once, mapped.
+
+        Parameters
+        ----------
+        paths : iterable of str or os.PathLike
+            The ``.mts`` files, one map each.
+        path : str or os.PathLike
+            Where the dataset is written (replaced once complete).
+        progress : bool, optional
+            Show a tqdm progress bar (needs tqdm).
+
+        Returns
+        -------
+        Dataset
+            The new dataset, opened.
+
+        Raises
+        ------
+        MissingFileError
+            If a file does not exist.
+        BlockMapIOError
+            If a file cannot be read, the dataset cannot be written, or
+            ``path`` is locked by another writer.
+        FormatError
+            If a file is not a valid ``.mts`` archive of a map.
+        BlockMapTypeError
+            If ``paths`` is not an iterable of paths.
+        BlockMapMemoryError
+            If memory cannot be allocated.
+        ModuleNotFoundError
+            If ``progress=True`` and tqdm is not installed.
+        """
         paths = list(_iterate(paths, "paths"))
         with DatasetWriter(path) as writer:
             for file in _progress(paths, progress, "files"):
@@ -234,7 +332,43 @@ class Dataset(_Dataset):
         takes at most 8 times the zip's size plus 16 MiB of memory (a zip
         bomb is refused with :class:`~blockmap.FormatError` before it is
         inflated), CRCs are checked, NPY headers are read by blockmap's
-        parser; every failure is a blockmap error."""
+        parser; every failure is a blockmap error.
+
+        Parameters
+        ----------
+        zip_path : str or os.PathLike
+            metatrain's ``DiskDataset`` zip.
+        path : str or os.PathLike
+            Where the dataset is written (replaced once complete).
+        target : str, optional
+            The member name of each sample to take.
+        progress : bool, optional
+            Show a tqdm progress bar (needs tqdm).
+
+        Returns
+        -------
+        Dataset
+            The new dataset, opened.
+
+        Raises
+        ------
+        ValidationError
+            If the zip is not a ``DiskDataset``, or ``target`` is needed or
+            missing from a sample.
+        FormatError
+            If the zip or a member is not valid (or a zip bomb).
+        MissingFileError
+            If ``zip_path`` does not exist.
+        BlockMapIOError
+            If the zip cannot be read, the dataset cannot be written, or
+            ``path`` is locked by another writer.
+        BlockMapTypeError
+            If ``zip_path`` is not a path.
+        BlockMapMemoryError
+            If memory cannot be allocated.
+        ModuleNotFoundError
+            If ``progress=True`` and tqdm is not installed.
+        """
         archive = _open_zip(zip_path)
         samples: dict[int, dict[str, str]] = {}
         for name in archive.names():
@@ -298,7 +432,30 @@ def save_dataset(
     """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`,
     and its ``timeout``): it replaces what ``path`` held once every map is
     written; when ``maps`` raises, or a map is refused, ``path`` keeps what
-    it held and nothing is left behind."""
+    it held and nothing is left behind.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Where the dataset is written.
+    maps : iterable of TensorMap
+        The maps, in order.
+    timeout : float or None, optional
+        Seconds to wait for another writer's lock on ``path`` (0: fail at
+        once; None: wait as long as it takes).
+
+    Raises
+    ------
+    ValidationError
+        If a map is refused, or ``timeout`` is negative.
+    BlockMapTypeError
+        If ``maps`` is not an iterable of TensorMap.
+    BlockMapIOError
+        If the dataset cannot be written, or ``path`` stays locked by
+        another writer past ``timeout``.
+    BlockMapMemoryError
+        If memory cannot be allocated.
+    """
     items = _iterate(maps, "maps")
     with DatasetWriter(path, timeout=timeout) as writer:
         for tensor in items:

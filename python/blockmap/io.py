@@ -55,7 +55,10 @@ class _ArrayCreator:
         self.__doc__ = (
             f"metatensor-core's ``metatensor.io.{self.__name__}``: given as ``create_array`` "
             f"to :func:`load_custom_array` (or its buffer and block forms), loads "
-            f"{arrays} arrays. Not called: blockmap loads into its own memory."
+            f"{arrays} arrays. Not called: blockmap loads into its own memory.\n\n"
+            "Parameters\n----------\n*args\n    Anything: the call is refused.\n\n"
+            "Raises\n------\nBlockMapTypeError\n    Always: it names an array type, it is "
+            "not called."
         )
 
     def __repr__(self) -> str:
@@ -94,7 +97,38 @@ def load_custom_array(path: Any, create_array: Any) -> Any:
     """metatensor-core's ``metatensor.io.load_custom_array``: the map saved
     at ``path``, with arrays of the type ``create_array`` names
     (:data:`create_numpy_array` or :data:`create_torch_array`, blockmap's or
-    metatensor-core's): ``load(path, arrays=...)``."""
+    metatensor-core's): ``load(path, arrays=...)``.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or binary file object
+        The path, or a readable binary file object.
+    create_array : create_numpy_array or create_torch_array
+        The array type, blockmap's or ``metatensor.io``'s.
+
+    Returns
+    -------
+    TensorMap
+        The map.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``create_array`` is not one of the two creators, or an argument
+        has the wrong type.
+    MissingFileError
+        If ``path`` does not exist.
+    BlockMapIOError
+        If the file cannot be read.
+    FormatError
+        If the data is not a valid archive of a map.
+    ValidationError
+        If the data breaks the data model's rules.
+    BlockMapMemoryError
+        If memory for the data cannot be allocated.
+    ModuleNotFoundError
+        If torch arrays are asked for and torch is not installed.
+    """
     return load(path, arrays=_arrays(create_array))
 
 
@@ -113,21 +147,106 @@ def _writable(buffer: Any) -> Any:
 def load_buffer_custom_array(buffer: Any, create_array: Any) -> Any:
     """metatensor-core's ``load_buffer_custom_array``:
     ``load_buffer(buffer, arrays=...)`` (a read-only buffer is copied once:
-    the arrays are writable there)."""
+    the arrays are writable there).
+
+    Parameters
+    ----------
+    buffer : bytes-like object
+        The archive (copied once when read-only).
+    create_array : create_numpy_array or create_torch_array
+        The array type, blockmap's or ``metatensor.io``'s.
+
+    Returns
+    -------
+    TensorMap
+        The map.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``create_array`` is not one of the two creators, or an argument
+        has the wrong type.
+    FormatError
+        If the data is not a valid archive of a map.
+    ValidationError
+        If the data breaks the data model's rules.
+    BlockMapMemoryError
+        If memory for the data cannot be allocated.
+    ModuleNotFoundError
+        If torch arrays are asked for and torch is not installed.
+    """
     arrays = _arrays(create_array)
     return load_buffer(_writable(buffer), arrays=arrays)
 
 
 def load_block_custom_array(path: Any, create_array: Any) -> Any:
     """metatensor-core's ``load_block_custom_array``:
-    ``load_block(path, arrays=...)``."""
+    ``load_block(path, arrays=...)``.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or binary file object
+        The path, or a readable binary file object.
+    create_array : create_numpy_array or create_torch_array
+        The array type, blockmap's or ``metatensor.io``'s.
+
+    Returns
+    -------
+    TensorBlock
+        The block.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``create_array`` is not one of the two creators, or an argument
+        has the wrong type.
+    MissingFileError
+        If ``path`` does not exist.
+    BlockMapIOError
+        If the file cannot be read.
+    FormatError
+        If the data is not a valid archive of a block.
+    ValidationError
+        If the data breaks the data model's rules.
+    BlockMapMemoryError
+        If memory for the data cannot be allocated.
+    ModuleNotFoundError
+        If torch arrays are asked for and torch is not installed.
+    """
     return load_block(path, arrays=_arrays(create_array))
 
 
 def load_block_buffer_custom_array(buffer: Any, create_array: Any) -> Any:
     """metatensor-core's ``load_block_buffer_custom_array``:
     ``load_block_buffer(buffer, arrays=...)`` (a read-only buffer is copied
-    once: the arrays are writable there)."""
+    once: the arrays are writable there).
+
+    Parameters
+    ----------
+    buffer : bytes-like object
+        The archive (copied once when read-only).
+    create_array : create_numpy_array or create_torch_array
+        The array type, blockmap's or ``metatensor.io``'s.
+
+    Returns
+    -------
+    TensorBlock
+        The block.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``create_array`` is not one of the two creators, or an argument
+        has the wrong type.
+    FormatError
+        If the data is not a valid archive of a block.
+    ValidationError
+        If the data breaks the data model's rules.
+    BlockMapMemoryError
+        If memory for the data cannot be allocated.
+    ModuleNotFoundError
+        If torch arrays are asked for and torch is not installed.
+    """
     arrays = _arrays(create_array)
     return load_block_buffer(_writable(buffer), arrays=arrays)
 

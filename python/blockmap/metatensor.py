@@ -65,6 +65,23 @@ def to_metatensor(obj: Blockmap) -> Any:
     Values and gradients are shared (metatensor-core's block holds a numpy
     view of blockmap's memory, which stays alive as long as it does); labels
     are copied once; info is copied.
+
+    Parameters
+    ----------
+    obj : Labels, TensorBlock or TensorMap
+        blockmap's object.
+
+    Returns
+    -------
+    metatensor.Labels, metatensor.TensorBlock or metatensor.TensorMap
+        metatensor-core's object of the same kind.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``obj`` is not one of blockmap's three classes.
+    ModuleNotFoundError
+        If metatensor-core is not installed.
     """
     mts = _metatensor()
     convert = _Cache(lambda labels: mts.Labels(labels.names, labels.values, assume_unique=True))
@@ -128,6 +145,26 @@ def from_metatensor(obj: Any) -> Blockmap:
     metatensor-core's numpy arrays; an array that is not C-contiguous and
     aligned is copied once, as for any array given to
     :class:`blockmap.TensorBlock`); labels are copied once; info is copied.
+
+    Parameters
+    ----------
+    obj : metatensor.Labels, metatensor.TensorBlock or metatensor.TensorMap
+        metatensor-core's object.
+
+    Returns
+    -------
+    Labels, TensorBlock or TensorMap
+        blockmap's object of the same kind.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``obj`` is not one of metatensor-core's three classes, or its
+        arrays have a dtype blockmap does not hold.
+    ValidationError
+        If its data breaks blockmap's rules.
+    BlockMapMemoryError
+        If memory for the labels cannot be allocated.
     """
     mts = sys.modules.get("metatensor")
     convert = _Cache(lambda labels: Labels(labels.names, labels.values))
@@ -175,6 +212,25 @@ def share_memory(obj: Any) -> Any:
     blockmap's maps: a new metatensor-core object viewing the segment, which
     crosses multiprocessing (Queue, Pipe, Pool, ...) as metadata and a file
     descriptor. Needs :func:`register`.
+
+    Parameters
+    ----------
+    obj : metatensor.TensorMap or metatensor.TensorBlock
+        metatensor-core's object.
+
+    Returns
+    -------
+    metatensor.TensorMap or metatensor.TensorBlock
+        A new metatensor-core object viewing the shared segment.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If :func:`register` was not called, or ``obj`` is of another type.
+    BlockMapIOError
+        If the shared-memory segment cannot be made.
+    BlockMapMemoryError
+        If memory cannot be allocated.
     """
     if not _REGISTERED:
         raise BlockMapTypeError(
@@ -270,7 +326,13 @@ _REGISTERED = False
 def register() -> None:
     """Move metatensor-core's TensorMap, TensorBlock and Labels with
     blockmap's transports, in this process (see the module's docs). Calling
-    it again does nothing."""
+    it again does nothing.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If metatensor-core is not installed.
+    """
     global _REGISTERED
     if _REGISTERED:
         return
@@ -282,5 +344,11 @@ def register() -> None:
 
 
 def is_registered() -> bool:
-    """Whether :func:`register` was called in this process."""
+    """Whether :func:`register` was called in this process.
+
+    Returns
+    -------
+    bool
+        True after :func:`register`.
+    """
     return _REGISTERED

@@ -118,6 +118,24 @@ def to_metatensor_torch(obj: Blockmap) -> Any:
     (which keep blockmap's memory alive); a read-only array is copied once,
     as torch tensors are always writable. Labels are copied once (small
     shared labels once per call); info is copied.
+
+    Parameters
+    ----------
+    obj : Labels, TensorBlock or TensorMap
+        blockmap's object.
+
+    Returns
+    -------
+    metatensor.torch.Labels, metatensor.torch.TensorBlock or metatensor.torch.TensorMap
+        metatensor-torch's object of the same kind.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``obj`` is not one of blockmap's three classes, holds labels
+        without dimensions, or values of a dtype torch does not have.
+    ModuleNotFoundError
+        If metatensor-torch is not installed.
     """
     if not isinstance(obj, Labels | TensorBlock | TensorMap):
         raise BlockMapTypeError(
@@ -205,6 +223,26 @@ def from_metatensor_torch(obj: Any) -> Blockmap:
     for any tensor given to :class:`blockmap.TensorBlock`). Labels are copied
     once (small shared labels once per call); info is copied. The tensors
     must be on the CPU.
+
+    Parameters
+    ----------
+    obj : metatensor.torch.Labels, metatensor.torch.TensorBlock or metatensor.torch.TensorMap
+        metatensor-torch's object.
+
+    Returns
+    -------
+    Labels, TensorBlock or TensorMap
+        blockmap's object of the same kind, of torch tensors.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``obj`` is not one of metatensor-torch's three classes, or is
+        not on the CPU.
+    ValidationError
+        If its data breaks blockmap's rules.
+    BlockMapMemoryError
+        If memory for the labels cannot be allocated.
     """
     kind = _kind(obj)
     if kind is None:

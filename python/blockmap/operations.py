@@ -21,9 +21,12 @@ objects, in the same process. ``NotEqualError`` is
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
+import inspect
 import sys
+import textwrap
 import types
 from typing import Any
 
@@ -131,7 +134,31 @@ def _load() -> None:
     for name in module.__all__:
         value = module.__dict__[name]
         if isinstance(value, types.FunctionType):
+            if value.__doc__ is None:
+                value.__doc__ = _misplaced_docstring(value)
             module.__dict__[name] = _refusing_foreign(value)
+
+
+def _misplaced_docstring(function: Any) -> str | None:
+    """The docstring ``function`` writes after its first statement, which
+    Python does not take as one: metatensor-operations 0.5's ``divide``
+    checks its argument before it. None when there is no such string."""
+    try:
+        source = textwrap.dedent(inspect.getsource(function))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return None
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef):
+        return None
+    for statement in definition.body:
+        if (
+            isinstance(statement, ast.Expr)
+            and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str)
+        ):
+            return inspect.cleandoc(statement.value.value)
+    return None
 
 
 def _refusing_foreign(function: Any) -> Any:

@@ -19,6 +19,8 @@ use super::torch::{
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pymethods]
 impl PyTensorBlock {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -135,6 +137,36 @@ impl PyTensorBlock {
 
     /// The block with every array of ``dtype``, given as ``arrays`` (see
     /// :meth:`TensorMap.to`).
+    ///
+    /// Parameters
+    /// ----------
+    /// *args : str, torch.device or dtype
+    ///     A device or a dtype, given positionally as in metatensor-core.
+    /// dtype : numpy or torch dtype, optional
+    ///     The dtype of every array (arrays already of it are shared).
+    /// device : str or torch.device, optional
+    ///     Only ``"cpu"``.
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    /// non_blocking : bool, optional
+    ///     torch's argument, accepted (nothing is copied across devices).
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The converted block.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[pyo3(signature = (*args, dtype = None, device = None, arrays = None, non_blocking = false))]
     fn to<'py>(
         &self,
@@ -174,6 +206,18 @@ impl PyTensorBlock {
     /// memory segment, in place, and return the block (see
     /// ``TensorMap.share_memory``). For a block taken from a map, only this
     /// block object changes, not the map.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     This block.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If the shared-memory segment cannot be made.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn share_memory<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         super::shm::share_in_place(
@@ -186,6 +230,11 @@ impl PyTensorBlock {
     }
 
     /// Whether all of the block's data lives in shared memory.
+    ///
+    /// Returns
+    /// -------
+    /// bool
+    ///     Whether every array lives in shared memory.
     fn is_shared(&self) -> PyResult<bool> {
         super::shm::is_shared(DataRef::Block(&self.block()))
     }
@@ -196,6 +245,23 @@ impl PyTensorBlock {
     /// this block's samples), its components are extra leading components
     /// followed by this block's, its properties and dtype are this block's.
     /// The gradient block stays usable and shares its memory with this one.
+    ///
+    /// Parameters
+    /// ----------
+    /// parameter : str
+    ///     The gradient's name.
+    /// gradient : TensorBlock
+    ///     The gradient block.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the gradient breaks the rules (docs/design.md, "Validation"), or
+    ///     this block is a view inside a map.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn add_gradient(
         slf: &Bound<'_, Self>,
         parameter: &str,
@@ -238,18 +304,48 @@ impl PyTensorBlock {
     }
 
     /// The gradient with respect to ``parameter``.
+    ///
+    /// Parameters
+    /// ----------
+    /// parameter : str
+    ///     The gradient's name.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The gradient, a view of this block's.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If there is no such gradient.
     fn gradient(&self, parameter: &str) -> PyResult<Self> {
         let gradient = self.block().gradient(parameter)?.clone();
         Ok(self.of_gradient(gradient, parameter))
     }
 
     /// Parameters of the gradients, sorted.
+    ///
+    /// Returns
+    /// -------
+    /// list of str
+    ///     The gradients' names.
     fn gradients_list(&self) -> Vec<String> {
         self.block().gradients().keys().cloned().collect()
     }
 
     /// An iterator over ``(parameter, gradient block)`` pairs, sorted by
     /// parameter.
+    ///
+    /// Returns
+    /// -------
+    /// iterator of (str, TensorBlock)
+    ///     The gradients and their names.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn gradients<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let pairs: Vec<(String, Self)> = self
             .block()
@@ -261,6 +357,16 @@ impl PyTensorBlock {
     }
 
     /// Whether there is a gradient with respect to ``parameter``.
+    ///
+    /// Parameters
+    /// ----------
+    /// parameter : str
+    ///     A gradient's name.
+    ///
+    /// Returns
+    /// -------
+    /// bool
+    ///     Whether the block has it.
     fn has_gradient(&self, parameter: &str) -> bool {
         self.block().gradients().contains_key(parameter)
     }
@@ -284,6 +390,19 @@ impl PyTensorBlock {
     /// The same block as metatensor-torch's ``TensorBlock`` (see
     /// :func:`blockmap.metatensor_torch.to_metatensor_torch`): values are
     /// shared, labels copied once. Needs metatensor-torch installed.
+    ///
+    /// Returns
+    /// -------
+    /// metatensor.torch.TensorBlock
+    ///     The same block.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapTypeError
+    ///     If the data has no metatensor-torch equivalent (labels without
+    ///     dimensions, values of a dtype torch does not have).
+    /// ModuleNotFoundError
+    ///     If metatensor-torch is not installed.
     fn to_metatensor_torch<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         super::convert::bridge_in(
             slf.as_any(),
@@ -295,11 +414,43 @@ impl PyTensorBlock {
     /// The same `TensorBlock` as metatensor-core's ``metatensor.TensorBlock`` (see
     /// :func:`blockmap.metatensor.to_metatensor`): arrays are shared, labels
     /// are copied once. Needs metatensor-core installed.
+    ///
+    /// Returns
+    /// -------
+    /// metatensor.TensorBlock
+    ///     The same block.
+    ///
+    /// Raises
+    /// ------
+    /// ModuleNotFoundError
+    ///     If metatensor-core is not installed.
     fn to_metatensor<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         super::convert::bridge(slf.as_any(), "to_metatensor")
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
+    ///
+    /// Parameters
+    /// ----------
+    /// file : str, os.PathLike or binary file object
+    ///     The path (``.mts`` appended when missing) or a writable file object.
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    /// durable : bool, optional
+    ///     For a path: sync the data and the rename to disk before returning
+    ///     (the default).
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If the operating system refuses the write, the file object fails, or
+    ///     mapped data was lost (its file truncated by another program).
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(signature = (file, use_numpy = UseNumpy, *, durable = true), text_signature = "($self, file, use_numpy=False, *, durable=True)")]
     fn save(
         &self,
@@ -313,6 +464,41 @@ impl PyTensorBlock {
     }
 
     /// Load a :class:`TensorBlock` from a path or binary file object (see ``blockmap.load``).
+    ///
+    /// Parameters
+    /// ----------
+    /// file : str, os.PathLike or binary file object
+    ///     The path, or a readable binary file object.
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    /// mmap : bool or {"r", "c"}, optional
+    ///     Map the file instead of reading it (paths only): read-only views
+    ///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The block.
+    ///
+    /// Raises
+    /// ------
+    /// MissingFileError
+    ///     If ``file`` is a path that does not exist.
+    /// BlockMapIOError
+    ///     If the operating system refuses the read, or the file object fails.
+    /// FormatError
+    ///     If the data is not a valid archive of the expected kind.
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[staticmethod]
     #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
     fn load(
@@ -328,6 +514,25 @@ impl PyTensorBlock {
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
+    ///
+    /// Parameters
+    /// ----------
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    ///
+    /// Returns
+    /// -------
+    /// memoryview
+    ///     The ``.mts`` archive.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// BlockMapIOError
+    ///     If mapped data was lost (its file truncated by another program).
     #[pyo3(signature = (use_numpy = UseNumpy), text_signature = "($self, use_numpy=False)")]
     fn save_buffer<'py>(
         &self,
@@ -339,6 +544,34 @@ impl PyTensorBlock {
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_block_buffer``).
+    ///
+    /// Parameters
+    /// ----------
+    /// buffer : bytes-like object
+    ///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The block.
+    ///
+    /// Raises
+    /// ------
+    /// FormatError
+    ///     If the data is not a valid archive of the expected kind.
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[staticmethod]
     #[pyo3(signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
     fn load_buffer(
@@ -355,6 +588,23 @@ impl PyTensorBlock {
     /// A copy of the block, which may get gradients: with ``deep`` (the
     /// default) values and gradients are in new memory; otherwise they are
     /// shared with this block.
+    ///
+    /// Parameters
+    /// ----------
+    /// deep : bool, optional
+    ///     Copy the arrays (the default) or share them.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The copy.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If mapped data was lost (its file truncated by another program).
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(signature = (deep = true))]
     fn copy(&self, py: Python<'_>, deep: bool) -> PyResult<Self> {
         if !deep {

@@ -235,6 +235,8 @@ impl PyDatasetWriter {
     }
 }
 
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pymethods]
 impl PyDatasetWriter {
     #[new]
@@ -259,6 +261,22 @@ impl PyDatasetWriter {
     }
 
     /// Add ``tensor`` (a :class:`TensorMap`) at the end of the dataset.
+    ///
+    /// Parameters
+    /// ----------
+    /// tensor : TensorMap
+    ///     The map to append.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the writer is closed or re-entered.
+    /// BlockMapIOError
+    ///     If the write fails.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn write(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<()> {
         let tensor = tensor.cast::<PyTensorMap>().map_err(|_| {
             wrong_type(
@@ -272,11 +290,25 @@ impl PyDatasetWriter {
 
     /// Write the index and end records now (``close`` does it too), so
     /// that opening the file reads the index alone.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the writer is closed or re-entered.
+    /// BlockMapIOError
+    ///     If the write or the sync fails.
     fn commit(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, dataset::Writer::commit)
     }
 
     /// Commit and close: writing afterwards is an error.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the writer is re-entered.
+    /// BlockMapIOError
+    ///     If the write or the sync fails.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, dataset::Writer::close)
     }
@@ -310,6 +342,13 @@ impl PyDatasetWriter {
     /// Give up a new dataset not in place yet (its path keeps what it
     /// held, nothing is left behind); a dataset in place (appended to, or
     /// committed) is committed and closed, as by ``close()``.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the writer is re-entered.
+    /// BlockMapIOError
+    ///     If the file cannot be truncated back.
     fn abort(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, dataset::Writer::abort)
     }

@@ -80,6 +80,11 @@ impl PyLabelsEntry {
     }
 
     /// This entry as a named tuple: ``(name_1=value_1, name_2=value_2)``.
+    ///
+    /// Returns
+    /// -------
+    /// str
+    ///     The entry, in metatensor-core's layout.
     fn print(&self) -> String {
         let pairs: Vec<String> = self
             .names()

@@ -163,6 +163,32 @@ pub fn keys_arg(keys: Option<LabelsArg>) -> Option<Labels> {
 ///
 /// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap has
 /// one implementation.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path (``.mts`` appended when missing) or a writable file object.
+/// data : TensorMap, TensorBlock or Labels
+///     What to save.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// durable : bool, optional
+///     For a path: sync the data and the rename to disk before returning
+///     (the default).
+///
+/// Raises
+/// ------
+/// BlockMapIOError
+///     If the operating system refuses the write, the file object fails, or
+///     mapped data was lost (its file truncated by another program).
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy, *, durable = true), text_signature = "(file, data, use_numpy=False, *, durable=True)")]
 fn py_save(
     py: Python<'_>,
@@ -177,6 +203,31 @@ fn py_save(
 
 /// The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns.
 /// ``use_numpy`` is accepted and ignored (see :func:`save`).
+///
+/// Parameters
+/// ----------
+/// data : TensorMap, TensorBlock or Labels
+///     What to save.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+///
+/// Returns
+/// -------
+/// memoryview
+///     The archive (``.npy`` data for Labels).
+///
+/// Raises
+/// ------
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapIOError
+///     If mapped data was lost (its file truncated by another program).
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "save_buffer", signature = (data, use_numpy = UseNumpy), text_signature = "(data, use_numpy=False)")]
 fn py_save_buffer<'py>(
     py: Python<'py>,
@@ -214,6 +265,45 @@ fn py_save_buffer<'py>(
 /// its dimensions; keys in the file's order, or in the selection's when it
 /// has all of the keys' dimensions): the archive's directory, the keys and
 /// the selected blocks are read, and nothing else, mapped or not.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path, or a readable binary file object.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// mmap : bool or {"r", "c"}, optional
+///     Map the file instead of reading it (paths only): read-only views
+///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+/// keys : Labels, optional
+///     Load only the blocks whose keys match these entries.
+///
+/// Returns
+/// -------
+/// TensorMap
+///     The map.
+///
+/// Raises
+/// ------
+/// MissingFileError
+///     If ``file`` is a path that does not exist.
+/// BlockMapIOError
+///     If the operating system refuses the read, or the file object fails.
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None, keys = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None, keys=None)")]
 fn py_load(
     py: Python<'_>,
@@ -236,6 +326,43 @@ fn py_load(
 }
 
 /// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path, or a readable binary file object.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// mmap : bool or {"r", "c"}, optional
+///     Map the file instead of reading it (paths only): read-only views
+///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+///
+/// Returns
+/// -------
+/// TensorBlock
+///     The block.
+///
+/// Raises
+/// ------
+/// MissingFileError
+///     If ``file`` is a path that does not exist.
+/// BlockMapIOError
+///     If the operating system refuses the read, or the file object fails.
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_block", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
 fn py_load_block(
     py: Python<'_>,
@@ -250,6 +377,33 @@ fn py_load_block(
 }
 
 /// Load Labels saved on their own (a bare ``.npy`` file).
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path, or a readable binary file object.
+///
+/// Returns
+/// -------
+/// Labels
+///     The Labels.
+///
+/// Raises
+/// ------
+/// MissingFileError
+///     If ``file`` is a path that does not exist.
+/// BlockMapIOError
+///     If the operating system refuses the read, or the file object fails.
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_labels")]
 fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
     load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy, None)
@@ -262,6 +416,38 @@ fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
 /// (read-only when it is), which they keep alive; others are copied.
 /// ``arrays="torch"`` gives torch tensors over the same memory and
 /// ``keys`` selects blocks (see :func:`load`).
+///
+/// Parameters
+/// ----------
+/// buffer : bytes-like object
+///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+/// keys : Labels, optional
+///     Load only the blocks whose keys match these entries.
+///
+/// Returns
+/// -------
+/// TensorMap
+///     The map.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None, keys = None), text_signature = "(buffer, use_numpy=False, *, arrays=None, keys=None)")]
 fn py_load_buffer(
     py: Python<'_>,
@@ -276,6 +462,36 @@ fn py_load_buffer(
 }
 
 /// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.
+///
+/// Parameters
+/// ----------
+/// buffer : bytes-like object
+///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+///
+/// Returns
+/// -------
+/// TensorBlock
+///     The block.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_block_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
 fn py_load_block_buffer(
     py: Python<'_>,
@@ -289,6 +505,29 @@ fn py_load_block_buffer(
 }
 
 /// Load Labels from a bytes-like object holding a ``.npy`` file.
+///
+/// Parameters
+/// ----------
+/// buffer : bytes-like object
+///     The ``.npy`` data.
+///
+/// Returns
+/// -------
+/// Labels
+///     The Labels.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_labels_buffer")]
 fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
     load_buffer(py, buffer, Kind::Labels, Arrays::Numpy, None)
@@ -297,6 +536,26 @@ fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<
 /// Check a ``.mts`` file completely: structure, every CRC, and the data
 /// model's rules. Raises :class:`blockmap.FormatError` (a ``ValueError``)
 /// when something is wrong.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The file to check.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the file is not a valid ``.mts`` archive or breaks the data model.
+/// MissingFileError
+///     If the path does not exist.
+/// BlockMapIOError
+///     If the read fails.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction(name = "verify")]
 fn py_verify(py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
     let path = file.into_path(py, "verify")?;

@@ -70,6 +70,42 @@ fn sequence<'py>(
 /// `DataLoader` worker when the inputs hold at least the auto-share
 /// threshold, as torch's ``default_collate`` allocates its output in
 /// shared memory there.
+///
+/// Parameters
+/// ----------
+/// tensors : sequence of TensorMap
+///     The maps to join.
+/// axis : {"samples", "properties"}
+///     The axis.
+/// different_keys : {"error", "intersection", "union"}, optional
+///     What to do with keys not in every map.
+/// add_dimension : str, optional
+///     The name of a dimension holding the index of each entry's map.
+/// shared : bool or None, optional
+///     Write the result into shared memory (None: in a DataLoader worker,
+///     above the auto-share threshold).
+///
+/// Returns
+/// -------
+/// TensorMap
+///     The joined map.
+///
+/// Raises
+/// ------
+/// ValidationError
+///     If the arguments or the maps' metadata are invalid.
+/// NotEqualError
+///     If the maps' keys or names differ where they must match.
+/// BlockMapNotImplementedError
+///     For gradients of gradients.
+/// BlockMapRuntimeError
+///     If tensors require grad and metatensor-operations is not installed.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction]
 #[pyo3(signature = (tensors, axis, different_keys = "error", add_dimension = None, *, shared = None))]
 pub fn join<'py>(
@@ -264,6 +300,37 @@ fn check_lossless(
 
 /// Join ``blocks`` along ``axis``, as metatensor-operations'
 /// ``join_blocks``.
+///
+/// Parameters
+/// ----------
+/// blocks : sequence of TensorBlock
+///     The blocks to join.
+/// axis : {"samples", "properties"}
+///     The axis.
+/// add_dimension : str, optional
+///     The name of a dimension holding the index of each entry's block.
+///
+/// Returns
+/// -------
+/// TensorBlock
+///     The joined block.
+///
+/// Raises
+/// ------
+/// ValidationError
+///     If the arguments or the blocks' metadata are invalid.
+/// NotEqualError
+///     If the blocks' names differ where they must match.
+/// BlockMapNotImplementedError
+///     For gradients of gradients.
+/// BlockMapRuntimeError
+///     If tensors require grad and metatensor-operations is not installed.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction]
 #[pyo3(signature = (blocks, axis, add_dimension = None))]
 pub fn join_blocks<'py>(

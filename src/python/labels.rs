@@ -25,6 +25,8 @@ type Mapped<'py> = (
     Bound<'py, PyArray1<i64>>,
 );
 
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pymethods]
 impl PyLabels {
     // `assume_unique` is any object, taken for its truth value (as Python
@@ -70,6 +72,11 @@ impl PyLabels {
 
     /// One entry with one dimension ``_`` of value 0, for when there is no
     /// relevant metadata (e.g. the keys of a map of one block).
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     One entry, dimension ``_``, value 0.
     #[staticmethod]
     fn single() -> Self {
         Labels::single().into()
@@ -77,6 +84,23 @@ impl PyLabels {
 
     /// Labels without entries, with these dimension names (a string or a
     /// sequence of strings).
+    ///
+    /// Parameters
+    /// ----------
+    /// names : str or sequence of str
+    ///     The dimension names.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     No entry, with these names.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     #[staticmethod]
     fn empty(names: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(Labels::empty(extract_names(names)?)?.into())
@@ -84,6 +108,25 @@ impl PyLabels {
 
     /// One dimension ``name`` with the entries ``0 .. end - 1`` (none when
     /// ``end <= 0``).
+    ///
+    /// Parameters
+    /// ----------
+    /// name : str
+    ///     The dimension name.
+    /// end : int
+    ///     The number of entries.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     The entries ``0 .. end - 1``.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``name`` is not a valid name or ``end`` is beyond int32.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[staticmethod]
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn range(py: Python<'_>, name: &str, end: SaturatingInt) -> PyResult<Self> {
@@ -132,6 +175,23 @@ impl PyLabels {
 
     /// The values of one dimension (a column of ``values``), as a
     /// read-only 1-D view.
+    ///
+    /// Parameters
+    /// ----------
+    /// dimension : str
+    ///     A dimension name.
+    ///
+    /// Returns
+    /// -------
+    /// numpy.ndarray
+    ///     The values of that dimension, read-only.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If there is no such dimension.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn column<'py>(&self, py: Python<'py>, dimension: &str) -> PyResult<Bound<'py, PyAny>> {
         let d = self.labels.dimension(dimension).ok_or_else(|| {
             invalid(
@@ -147,6 +207,23 @@ impl PyLabels {
     }
 
     /// Entry ``index`` (negative: from the end), a :class:`LabelsEntry`.
+    ///
+    /// Parameters
+    /// ----------
+    /// index : int
+    ///     The position of the entry (negative counts from the end).
+    ///
+    /// Returns
+    /// -------
+    /// LabelsEntry
+    ///     The entry.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIndexError
+    ///     If ``index`` is out of range or not an integer.
+    /// ValidationError
+    ///     If ``index`` is a bool or None.
     fn entry(&self, py: Python<'_>, index: &Bound<'_, PyAny>) -> PyResult<PyLabelsEntry> {
         if index.is_instance_of::<PyBool>() || index.is_none() {
             return Err(bool_index(py));
@@ -166,6 +243,23 @@ impl PyLabels {
 
     /// Position of ``entry`` (a :class:`LabelsEntry` or a sequence of
     /// integers), or ``None`` when it is not present.
+    ///
+    /// Parameters
+    /// ----------
+    /// entry : LabelsEntry or sequence of int
+    ///     The values of an entry.
+    ///
+    /// Returns
+    /// -------
+    /// int or None
+    ///     Its position, or None when absent.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     fn position(&self, entry: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
         let (values, fits) = extract_entry(entry)?;
         let position = self.labels.position(&values)?;
@@ -184,6 +278,23 @@ impl PyLabels {
     /// These Labels as text, in metatensor's layout: the names, then at
     /// most ``max_entries`` entries (all of them when it is negative), the
     /// lines after the first indented by ``indent`` spaces.
+    ///
+    /// Parameters
+    /// ----------
+    /// max_entries : int
+    ///     The most entries shown (all when negative).
+    /// indent : int, optional
+    ///     Spaces before every line but the first.
+    ///
+    /// Returns
+    /// -------
+    /// str
+    ///     The text.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     #[pyo3(
         signature = (max_entries, indent = SaturatingInt::new(0)),
         text_signature = "(self, /, max_entries, indent=0)"
@@ -215,6 +326,36 @@ impl PyLabels {
     /// ``torch.device`` is a device, a numeric numpy or torch dtype a
     /// dtype); a ``dtype``, another device or array backend is refused with
     /// a ``ValueError``.
+    ///
+    /// Parameters
+    /// ----------
+    /// *args : str, torch.device or dtype
+    ///     A device or a dtype, given positionally as in metatensor-core.
+    /// dtype : numpy or torch dtype, optional
+    ///     The dtype of every array (arrays already of it are shared).
+    /// device : str or torch.device, optional
+    ///     Only ``"cpu"``.
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    /// non_blocking : bool, optional
+    ///     torch's argument, accepted (nothing is copied across devices).
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     Labels with the values in that array type.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[pyo3(
         signature = (*args, dtype = None, device = None, arrays = None, non_blocking = None),
         text_signature = "($self, *args, dtype=None, device=None, arrays=None, non_blocking=False)"
@@ -259,6 +400,27 @@ impl PyLabels {
     /// New Labels with a last dimension ``name`` whose values are
     /// ``values``, a 1-D numpy array of one integer per entry.
     /// As metatensor, ``values`` is checked before ``name``.
+    ///
+    /// Parameters
+    /// ----------
+    /// name : str
+    ///     The new dimension's name.
+    /// values : array of int
+    ///     One value per entry.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     New Labels.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the name exists or is invalid, or the values do not fit.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn append(&self, name: &Bound<'_, PyAny>, values: &Bound<'_, PyAny>) -> PyResult<Self> {
         let values = extract_dimension_values(values, self.labels.count())?;
         let name = new_name(name)?;
@@ -268,6 +430,31 @@ impl PyLabels {
     /// New Labels with a dimension ``name`` before dimension ``index``
     /// (negative: from the end), whose values are ``values``, a 1-D numpy
     /// array of one integer per entry.
+    ///
+    /// Parameters
+    /// ----------
+    /// index : int
+    ///     Where the new dimension goes.
+    /// name : str
+    ///     The new dimension's name.
+    /// values : array of int
+    ///     One value per entry.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     New Labels.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the name exists or is invalid, or the values do not fit.
+    /// BlockMapIndexError
+    ///     If ``index`` is out of range.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn insert(
         &self,
         index: &Bound<'_, PyAny>,
@@ -287,6 +474,23 @@ impl PyLabels {
 
     /// New Labels without dimension ``name``; a ``MetatensorError`` when
     /// the remaining entries are not unique.
+    ///
+    /// Parameters
+    /// ----------
+    /// name : str
+    ///     The dimension to remove.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     New Labels.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If there is no such dimension, or entries become duplicates.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn remove(&self, py: Python<'_>, name: &Bound<'_, PyAny>) -> PyResult<Self> {
         let name = self.dimension_name(py, name)?;
         Ok(self.derived(self.labels.remove(&name)?))
@@ -295,6 +499,27 @@ impl PyLabels {
     /// New Labels with dimension ``old`` named ``new`` (sharing the values).
     /// As metatensor, ``old`` is checked first: an unknown ``old`` is a
     /// ``ValueError`` whatever ``new`` is.
+    ///
+    /// Parameters
+    /// ----------
+    /// old : str
+    ///     The current name.
+    /// new : str
+    ///     The new name.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     New Labels.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``old`` is absent or ``new`` exists or is invalid.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn rename(
         &self,
         py: Python<'_>,
@@ -308,6 +533,27 @@ impl PyLabels {
 
     /// New Labels with the dimensions in the order ``dimensions_indexes``
     /// (a sequence of dimension positions, negative ones from the end).
+    ///
+    /// Parameters
+    /// ----------
+    /// dimensions_indexes : sequence of int
+    ///     The new order of the dimensions.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     New Labels.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If this is not a permutation of the dimensions.
+    /// BlockMapIndexError
+    ///     If an index is out of range.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn permute(&self, dimensions_indexes: &Bound<'_, PyAny>) -> PyResult<Self> {
         let py = dimensions_indexes.py();
         let size = self.labels.size();
@@ -348,6 +594,25 @@ impl PyLabels {
 
     /// The union with ``other`` (same dimensions): the entries of these
     /// Labels, then those of ``other`` they do not have.
+    ///
+    /// Parameters
+    /// ----------
+    /// other : Labels
+    ///     Labels with the same names as these.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     These entries, then those of ``other`` not in them.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``other`` has different names.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn union(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
         let LabelsArg(other) = other;
         let other = &other;
@@ -358,6 +623,25 @@ impl PyLabels {
     /// The union with ``other``, and where each entry of these Labels and
     /// of ``other`` is in it: ``(union, first, second)``, the mappings as
     /// int64 arrays.
+    ///
+    /// Parameters
+    /// ----------
+    /// other : Labels
+    ///     Labels with the same names as these.
+    ///
+    /// Returns
+    /// -------
+    /// tuple of (Labels, numpy.ndarray, numpy.ndarray)
+    ///     The union and, for each input, the position of each entry in it.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``other`` has different names.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn union_and_mapping<'py>(&self, py: Python<'py>, other: LabelsArg) -> PyResult<Mapped<'py>> {
         let LabelsArg(other) = other;
         let other = &other;
@@ -372,6 +656,25 @@ impl PyLabels {
     /// The intersection with ``other`` (same dimensions): the entries both
     /// have, in the order of the one with fewer entries (of these Labels
     /// when they have as many), as metatensor orders them.
+    ///
+    /// Parameters
+    /// ----------
+    /// other : Labels
+    ///     Labels with the same names as these.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     The entries in both, in this order.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``other`` has different names.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn intersection(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
         let LabelsArg(other) = other;
         let other = &other;
@@ -383,6 +686,26 @@ impl PyLabels {
     /// Labels and of ``other`` is in it: ``(intersection, first, second)``,
     /// the mappings as int64 arrays, -1 for entries not in the
     /// intersection.
+    ///
+    /// Parameters
+    /// ----------
+    /// other : Labels
+    ///     Labels with the same names as these.
+    ///
+    /// Returns
+    /// -------
+    /// tuple of (Labels, numpy.ndarray, numpy.ndarray)
+    ///     The intersection and, for each input, the position of each entry in
+    ///     it (-1 when absent).
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``other`` has different names.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn intersection_and_mapping<'py>(
         &self,
         py: Python<'py>,
@@ -400,6 +723,25 @@ impl PyLabels {
 
     /// The set difference with ``other`` (same dimensions): the entries of
     /// these Labels that ``other`` does not have, in their order.
+    ///
+    /// Parameters
+    /// ----------
+    /// other : Labels
+    ///     Labels with the same names as these.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     These entries that are not in ``other``.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``other`` has different names.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn difference(&self, py: Python<'_>, other: LabelsArg) -> PyResult<Self> {
         let LabelsArg(other) = other;
         let other = &other;
@@ -410,6 +752,26 @@ impl PyLabels {
     /// The set difference with ``other``, and where each entry of these
     /// Labels is in it: ``(difference, first)``, the mapping as an int64
     /// array, -1 for entries not in the difference.
+    ///
+    /// Parameters
+    /// ----------
+    /// other : Labels
+    ///     Labels with the same names as these.
+    ///
+    /// Returns
+    /// -------
+    /// tuple of (Labels, numpy.ndarray)
+    ///     The difference and the position of each of these entries in it (-1
+    ///     when absent).
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If ``other`` has different names.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn difference_and_mapping<'py>(
         &self,
         py: Python<'py>,
@@ -427,6 +789,25 @@ impl PyLabels {
     /// positions are in the order of these Labels, or, when ``selection``
     /// has their very dimensions (same order), in the order of its entries
     /// (as in metatensor). A selection without dimensions selects all.
+    ///
+    /// Parameters
+    /// ----------
+    /// selection : Labels
+    ///     Values of some of the dimensions.
+    ///
+    /// Returns
+    /// -------
+    /// numpy.ndarray
+    ///     The positions of the matching entries.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the selection names a dimension these Labels do not have.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn select<'py>(
         &self,
         py: Python<'py>,
@@ -457,6 +838,16 @@ impl PyLabels {
     /// The same Labels as metatensor-core's ``metatensor.Labels`` (see
     /// :func:`blockmap.metatensor.to_metatensor`), which holds its own copy
     /// of the values. Needs metatensor-core installed.
+    ///
+    /// Returns
+    /// -------
+    /// metatensor.Labels
+    ///     The same entries.
+    ///
+    /// Raises
+    /// ------
+    /// ModuleNotFoundError
+    ///     If metatensor-core is not installed.
     fn to_metatensor<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         super::convert::bridge(slf.as_any(), "to_metatensor")
     }
@@ -464,6 +855,19 @@ impl PyLabels {
     /// The same Labels as metatensor-torch's ``Labels`` (see
     /// :func:`blockmap.metatensor_torch.to_metatensor_torch`), holding a
     /// copy of the values. Needs metatensor-torch installed.
+    ///
+    /// Returns
+    /// -------
+    /// metatensor.torch.Labels
+    ///     The same entries.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapTypeError
+    ///     If the data has no metatensor-torch equivalent (labels without
+    ///     dimensions, values of a dtype torch does not have).
+    /// ModuleNotFoundError
+    ///     If metatensor-torch is not installed.
     fn to_metatensor_torch<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         super::convert::bridge_in(
             slf.as_any(),
@@ -473,23 +877,102 @@ impl PyLabels {
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
+    ///
+    /// Parameters
+    /// ----------
+    /// file : str, os.PathLike or binary file object
+    ///     The path (``.mts`` appended when missing) or a writable file object.
+    /// durable : bool, optional
+    ///     For a path: sync the data and the rename to disk before returning
+    ///     (the default).
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If the operating system refuses the write, the file object fails, or
+    ///     mapped data was lost (its file truncated by another program).
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(signature = (file, *, durable = true), text_signature = "($self, file, *, durable=True)")]
     fn save(&self, py: Python<'_>, file: FileArg<'_>, durable: bool) -> PyResult<()> {
         super::io::save(py, file, DataRef::Labels(&self.labels), durable)
     }
 
     /// Load Labels from a path or binary file object (see ``blockmap.load_labels``).
+    ///
+    /// Parameters
+    /// ----------
+    /// file : str, os.PathLike or binary file object
+    ///     The path, or a readable binary file object.
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     The Labels.
+    ///
+    /// Raises
+    /// ------
+    /// MissingFileError
+    ///     If ``file`` is a path that does not exist.
+    /// BlockMapIOError
+    ///     If the operating system refuses the read, or the file object fails.
+    /// FormatError
+    ///     If the data is not a valid archive of the expected kind.
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[staticmethod]
     fn load(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
         super::io::load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy, None)
     }
 
-    /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
+    /// The Labels as a bare ``.npy`` file (as metatensor-core saves Labels),
+    /// in a memoryview (see ``blockmap.save_buffer``).
+    ///
+    /// Returns
+    /// -------
+    /// memoryview
+    ///     The ``.npy`` data.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn save_buffer<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyMemoryView>> {
         super::io::save_buffer(py, DataRef::Labels(&self.labels))
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_labels_buffer``).
+    ///
+    /// Parameters
+    /// ----------
+    /// buffer : bytes-like object
+    ///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+    ///
+    /// Returns
+    /// -------
+    /// Labels
+    ///     The Labels.
+    ///
+    /// Raises
+    /// ------
+    /// FormatError
+    ///     If the data is not a valid archive of the expected kind.
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[staticmethod]
     fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
         super::io::load_buffer(py, buffer, Kind::Labels, Arrays::Numpy, None)

@@ -153,6 +153,37 @@ fn positions(
 /// (entries matching its values), an array or a list of indices. Along
 /// samples, the selected samples come in the order given and gradient rows
 /// follow their samples; along properties, in the block's order.
+///
+/// Parameters
+/// ----------
+/// tensor : TensorMap
+///     The map to split.
+/// axis : {"samples", "properties"}
+///     The axis.
+/// selections : sequence of Labels, arrays or lists of int
+///     One selection per result.
+///
+/// Returns
+/// -------
+/// list of TensorMap
+///     One map per selection.
+///
+/// Raises
+/// ------
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapIndexError
+///     If an index is out of range.
+/// BlockMapNotImplementedError
+///     For gradients of gradients.
+/// BlockMapRuntimeError
+///     If tensors require grad and metatensor-operations is not installed.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction]
 pub fn split<'py>(
     py: Python<'py>,
@@ -208,6 +239,37 @@ pub fn split<'py>(
 
 /// Split ``block`` into one block per selection along ``axis``, as
 /// metatensor-operations' ``split_block``.
+///
+/// Parameters
+/// ----------
+/// block : TensorBlock
+///     The block to split.
+/// axis : {"samples", "properties"}
+///     The axis.
+/// selections : sequence of Labels, arrays or lists of int
+///     One selection per result.
+///
+/// Returns
+/// -------
+/// list of TensorBlock
+///     One block per selection.
+///
+/// Raises
+/// ------
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapIndexError
+///     If an index is out of range.
+/// BlockMapNotImplementedError
+///     For gradients of gradients.
+/// BlockMapRuntimeError
+///     If tensors require grad and metatensor-operations is not installed.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction]
 pub fn split_block<'py>(
     py: Python<'py>,

@@ -38,6 +38,8 @@ fn with_info(mut map: TensorMap, like: &TensorMap) -> crate::Result<TensorMap> {
     Ok(map)
 }
 
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pymethods]
 impl PyTensorMap {
     fn __traverse__(&self, visit: PyVisit<'_>) -> Result<(), PyTraverseError> {
@@ -144,6 +146,18 @@ impl PyTensorMap {
     /// writes by either process are seen by the other. The memory is freed
     /// when the last process drops its map. Blocks and arrays taken from the
     /// map before the call keep viewing the old memory. Linux only.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     This map.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If the shared-memory segment cannot be made.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn share_memory<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, Self>> {
         let this = slf.get();
         super::shm::share_in_place(
@@ -157,6 +171,11 @@ impl PyTensorMap {
 
     /// Whether all of the map's data lives in shared memory (see
     /// ``share_memory``).
+    ///
+    /// Returns
+    /// -------
+    /// bool
+    ///     Whether every array lives in shared memory.
     fn is_shared(&self) -> PyResult<bool> {
         super::shm::is_shared(DataRef::Tensor(&self.map()))
     }
@@ -172,6 +191,29 @@ impl PyTensorMap {
     /// keys match one of their entries. Without a selection, the keyword
     /// arguments are the dict. Raises ``ValueError`` when no block or more
     /// than one matches.
+    ///
+    /// Parameters
+    /// ----------
+    /// selection : int, dict, LabelsEntry or Labels, optional
+    ///     A position or key values.
+    /// **kwargs : int
+    ///     Key values, when ``selection`` is not given.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The block, a view of the map's.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If no block or more than one matches.
+    /// BlockMapIndexError
+    ///     If a position is out of range.
+    /// BlockMapOverflowError
+    ///     If a selected value does not fit in int32.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     #[pyo3(signature = (selection = None, **kwargs))]
     fn block(
         &self,
@@ -208,6 +250,29 @@ impl PyTensorMap {
     /// positions (:meth:`blocks_by_id`); a dict, a :class:`LabelsEntry` or
     /// :class:`Labels` select by key, as in :meth:`block`. Raises
     /// ``ValueError`` when nothing matches in a map that has blocks.
+    ///
+    /// Parameters
+    /// ----------
+    /// selection : int, dict, LabelsEntry or Labels, optional
+    ///     A position, a list of positions or key values.
+    /// **kwargs : int
+    ///     Key values, when ``selection`` is not given.
+    ///
+    /// Returns
+    /// -------
+    /// list of TensorBlock
+    ///     The blocks, views of the map's.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If nothing matches in a map that has blocks.
+    /// BlockMapIndexError
+    ///     If a position is out of range.
+    /// BlockMapOverflowError
+    ///     If a selected value does not fit in int32.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     #[pyo3(signature = (selection = None, **kwargs))]
     fn blocks(
         &self,
@@ -237,6 +302,25 @@ impl PyTensorMap {
 
     /// Positions of the blocks whose keys match the selection (a dict, a
     /// :class:`LabelsEntry` or :class:`Labels`); empty when none does.
+    ///
+    /// Parameters
+    /// ----------
+    /// selection : dict, LabelsEntry or Labels
+    ///     Key values.
+    ///
+    /// Returns
+    /// -------
+    /// list of int
+    ///     The positions of the matching blocks.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the selection names a dimension the keys do not have.
+    /// BlockMapOverflowError
+    ///     If a selected value does not fit in int32.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     fn blocks_matching(
         &self,
         py: Python<'_>,
@@ -254,6 +338,21 @@ impl PyTensorMap {
 
     /// Block ``index`` (negative indices count from the end); raises
     /// ``IndexError`` out of range.
+    ///
+    /// Parameters
+    /// ----------
+    /// index : int
+    ///     A position.
+    ///
+    /// Returns
+    /// -------
+    /// TensorBlock
+    ///     The block, a view of the map's.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIndexError
+    ///     If ``index`` is out of range or not an integer.
     fn block_by_id(&self, index: &Bound<'_, PyAny>) -> PyResult<PyTensorBlock> {
         let py = index.py();
         let map = self.map();
@@ -267,6 +366,23 @@ impl PyTensorMap {
     }
 
     /// The blocks at ``indices``, in that order.
+    ///
+    /// Parameters
+    /// ----------
+    /// indices : sequence of int
+    ///     Positions.
+    ///
+    /// Returns
+    /// -------
+    /// list of TensorBlock
+    ///     The blocks, views of the map's.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIndexError
+    ///     If an index is out of range or not an integer.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     fn blocks_by_id(&self, indices: &Bound<'_, PyAny>) -> PyResult<Vec<PyTensorBlock>> {
         let py = indices.py();
         let map = self.map();
@@ -294,6 +410,16 @@ impl PyTensorMap {
     }
 
     /// An iterator over ``(key, block)`` pairs, in key order.
+    ///
+    /// Returns
+    /// -------
+    /// iterator of (LabelsEntry, TensorBlock)
+    ///     The keys and blocks.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn items<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let map = self.map();
         let pairs: Vec<(PyLabelsEntry, PyTensorBlock)> = (0..map.blocks().len())
@@ -324,6 +450,29 @@ impl PyTensorMap {
     /// ``keys_to_samples``: properties are the union of the merged blocks'
     /// (missing entries are ``fill_value``, gradients too); samples are
     /// sorted when ``sort_samples``, otherwise in block order.
+    ///
+    /// Parameters
+    /// ----------
+    /// keys_to_move : str, sequence of str or Labels
+    ///     The key dimensions to move.
+    /// fill_value : float, optional
+    ///     The value of missing entries.
+    /// sort_samples : bool, optional
+    ///     Sort the samples of the result.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The merged map.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If a dimension is not a key dimension, or the blocks cannot be merged.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(
         signature = (keys_to_move, *, fill_value = FillValue::Default, sort_samples = true),
         text_signature = "(self, /, keys_to_move, *, fill_value=0.0, sort_samples=True)"
@@ -358,6 +507,29 @@ impl PyTensorMap {
     /// entries, they are every entry followed by every (shared) property.
     /// Missing entries are ``fill_value`` (gradients too); samples are
     /// sorted when ``sort_samples``, otherwise in order of appearance.
+    ///
+    /// Parameters
+    /// ----------
+    /// keys_to_move : str, sequence of str or Labels
+    ///     The key dimensions to move.
+    /// fill_value : float, optional
+    ///     The value of missing entries.
+    /// sort_samples : bool, optional
+    ///     Sort the samples of the result.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The merged map.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If a dimension is not a key dimension, or the blocks cannot be merged.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(
         signature = (keys_to_move, *, fill_value = FillValue::Default, sort_samples = true),
         text_signature = "(self, /, keys_to_move, *, fill_value=0.0, sort_samples=True)"
@@ -381,6 +553,25 @@ impl PyTensorMap {
     /// names) to the front of the properties of every block and gradient,
     /// as metatensor-core's ``components_to_properties`` (the last one
     /// named comes first).
+    ///
+    /// Parameters
+    /// ----------
+    /// dimensions : str or sequence of str
+    ///     The component dimensions to move.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The new map.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If a name is not a component dimension.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn components_to_properties(
         &self,
         py: Python<'_>,
@@ -423,6 +614,36 @@ impl PyTensorMap {
     /// ``arrays``: ``"numpy"`` or ``"torch"`` (the same memory either way,
     /// nothing is copied). Positional arguments are a device (a str or a
     /// ``torch.device``) or a dtype, as in metatensor-core.
+    ///
+    /// Parameters
+    /// ----------
+    /// *args : str, torch.device or dtype
+    ///     A device or a dtype, given positionally as in metatensor-core.
+    /// dtype : numpy or torch dtype, optional
+    ///     The dtype of every array (arrays already of it are shared).
+    /// device : str or torch.device, optional
+    ///     Only ``"cpu"``.
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    /// non_blocking : bool, optional
+    ///     torch's argument, accepted (nothing is copied across devices).
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The converted map.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[pyo3(signature = (*args, dtype = None, device = None, arrays = None, non_blocking = false))]
     fn to<'py>(
         &self,
@@ -453,6 +674,21 @@ impl PyTensorMap {
 
     /// The map printed with at most ``max_keys`` keys (all of them when
     /// negative), in metatensor-core's layout.
+    ///
+    /// Parameters
+    /// ----------
+    /// max_keys : int
+    ///     The most keys shown (all when negative).
+    ///
+    /// Returns
+    /// -------
+    /// str
+    ///     The text.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
     #[pyo3(name = "print")]
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn print_(&self, max_keys: SaturatingInt) -> String {
@@ -460,17 +696,51 @@ impl PyTensorMap {
     }
 
     /// The info map, as a new dict.
+    ///
+    /// Returns
+    /// -------
+    /// dict of str to str
+    ///     A copy of the info.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn info(&self) -> BTreeMap<String, String> {
         self.map().info().clone()
     }
 
     /// The info value of ``key``, or None.
+    ///
+    /// Parameters
+    /// ----------
+    /// key : str
+    ///     The info key.
+    ///
+    /// Returns
+    /// -------
+    /// str or None
+    ///     Its value, or None when absent.
     fn get_info(&self, key: &str) -> Option<String> {
         self.map().info().get(key).cloned()
     }
 
     /// Set the info value of ``key`` (the info must fit in 64 MiB of JSON,
     /// as ``.mts`` files hold it).
+    ///
+    /// Parameters
+    /// ----------
+    /// key : str
+    ///     The info key.
+    /// value : str
+    ///     Its value.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If the info would exceed 64 MiB of JSON.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     fn set_info(&self, key: String, value: String) -> PyResult<()> {
         Ok(self.map.modify(|map| map.set_info(key, value))?)
     }
@@ -512,6 +782,19 @@ impl PyTensorMap {
     /// The same map as metatensor-torch's ``TensorMap`` (see
     /// :func:`blockmap.metatensor_torch.to_metatensor_torch`): values are
     /// shared, labels copied once. Needs metatensor-torch installed.
+    ///
+    /// Returns
+    /// -------
+    /// metatensor.torch.TensorMap
+    ///     The same map.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapTypeError
+    ///     If the data has no metatensor-torch equivalent (labels without
+    ///     dimensions, values of a dtype torch does not have).
+    /// ModuleNotFoundError
+    ///     If metatensor-torch is not installed.
     fn to_metatensor_torch<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         super::convert::bridge_in(
             slf.as_any(),
@@ -523,11 +806,43 @@ impl PyTensorMap {
     /// The same `TensorMap` as metatensor-core's ``metatensor.TensorMap`` (see
     /// :func:`blockmap.metatensor.to_metatensor`): arrays are shared, labels
     /// are copied once. Needs metatensor-core installed.
+    ///
+    /// Returns
+    /// -------
+    /// metatensor.TensorMap
+    ///     The same map.
+    ///
+    /// Raises
+    /// ------
+    /// ModuleNotFoundError
+    ///     If metatensor-core is not installed.
     fn to_metatensor<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
         super::convert::bridge(slf.as_any(), "to_metatensor")
     }
 
     /// Save to a path or binary file object (see ``blockmap.save``).
+    ///
+    /// Parameters
+    /// ----------
+    /// file : str, os.PathLike or binary file object
+    ///     The path (``.mts`` appended when missing) or a writable file object.
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    /// durable : bool, optional
+    ///     For a path: sync the data and the rename to disk before returning
+    ///     (the default).
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If the operating system refuses the write, the file object fails, or
+    ///     mapped data was lost (its file truncated by another program).
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(signature = (file, use_numpy = UseNumpy, *, durable = true), text_signature = "($self, file, use_numpy=False, *, durable=True)")]
     fn save(
         &self,
@@ -541,6 +856,43 @@ impl PyTensorMap {
     }
 
     /// Load a :class:`TensorMap` from a path or binary file object (see ``blockmap.load``).
+    ///
+    /// Parameters
+    /// ----------
+    /// file : str, os.PathLike or binary file object
+    ///     The path, or a readable binary file object.
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    /// mmap : bool or {"r", "c"}, optional
+    ///     Map the file instead of reading it (paths only): read-only views
+    ///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    /// keys : Labels, optional
+    ///     Load only the blocks whose keys match these entries.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The map.
+    ///
+    /// Raises
+    /// ------
+    /// MissingFileError
+    ///     If ``file`` is a path that does not exist.
+    /// BlockMapIOError
+    ///     If the operating system refuses the read, or the file object fails.
+    /// FormatError
+    ///     If the data is not a valid archive of the expected kind.
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[staticmethod]
     #[pyo3(signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None, keys = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None, keys=None)")]
     fn load(
@@ -564,6 +916,25 @@ impl PyTensorMap {
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
+    ///
+    /// Parameters
+    /// ----------
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    ///
+    /// Returns
+    /// -------
+    /// memoryview
+    ///     The ``.mts`` archive.
+    ///
+    /// Raises
+    /// ------
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// BlockMapIOError
+    ///     If mapped data was lost (its file truncated by another program).
     #[pyo3(signature = (use_numpy = UseNumpy), text_signature = "($self, use_numpy=False)")]
     fn save_buffer<'py>(
         &self,
@@ -575,6 +946,36 @@ impl PyTensorMap {
     }
 
     /// Load from a bytes-like object (see ``blockmap.load_buffer``).
+    ///
+    /// Parameters
+    /// ----------
+    /// buffer : bytes-like object
+    ///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+    /// use_numpy : bool, optional
+    ///     metatensor-core's argument, accepted and ignored.
+    /// arrays : {"numpy", "torch"}, optional
+    ///     The array type of the result (numpy arrays by default); torch
+    ///     tensors share the same memory.
+    /// keys : Labels, optional
+    ///     Load only the blocks whose keys match these entries.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The map.
+    ///
+    /// Raises
+    /// ------
+    /// FormatError
+    ///     If the data is not a valid archive of the expected kind.
+    /// ValidationError
+    ///     If an argument has an invalid value.
+    /// BlockMapTypeError
+    ///     If an argument has the wrong type.
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
+    /// ModuleNotFoundError
+    ///     If ``arrays="torch"`` and torch is not installed.
     #[staticmethod]
     #[pyo3(signature = (buffer, use_numpy = UseNumpy, *, arrays = None, keys = None), text_signature = "(buffer, use_numpy=False, *, arrays=None, keys=None)")]
     fn load_buffer(
@@ -597,6 +998,23 @@ impl PyTensorMap {
 
     /// A copy of the map: with ``deep`` (the default) all array memory is
     /// new; otherwise the copy's blocks share this map's arrays.
+    ///
+    /// Parameters
+    /// ----------
+    /// deep : bool, optional
+    ///     Copy the arrays (the default) or share them.
+    ///
+    /// Returns
+    /// -------
+    /// TensorMap
+    ///     The copy.
+    ///
+    /// Raises
+    /// ------
+    /// BlockMapIOError
+    ///     If mapped data was lost (its file truncated by another program).
+    /// BlockMapMemoryError
+    ///     If memory for the result cannot be allocated.
     #[pyo3(signature = (deep = true))]
     fn copy(&self, py: Python<'_>, deep: bool) -> PyResult<Self> {
         let map = self.map();
