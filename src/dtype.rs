@@ -213,9 +213,11 @@ impl DType {
     }
 }
 
-impl fmt::Display for DType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match self {
+impl DType {
+    /// numpy's name of the type (`"float64"`), which is also torch's
+    /// (`torch.float64`).
+    pub fn name(self) -> &'static str {
+        match self {
             DType::F2 => "float16",
             DType::F4 => "float32",
             DType::F8 => "float64",
@@ -230,8 +232,13 @@ impl fmt::Display for DType {
             DType::B1 => "bool",
             DType::C8 => "complex64",
             DType::C16 => "complex128",
-        };
-        f.write_str(name)
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
     }
 }
 

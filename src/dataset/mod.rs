@@ -623,6 +623,18 @@ impl Writer {
     pub fn create(path: &Path, timeout: Timeout) -> Result<Writer> {
         let target = io::replace::resolve(path)?;
         let replaced = lock::open_locked(&target, false, timeout)?;
+        Writer::new_empty(path, target, replaced, timeout)
+    }
+
+    /// A writer of a new, empty dataset built beside `target`, committed
+    /// once (an empty dataset is a complete one) and not yet in place;
+    /// `replaced` is the locked file it will replace, if any.
+    fn new_empty(
+        path: &Path,
+        target: PathBuf,
+        replaced: Option<File>,
+        timeout: Timeout,
+    ) -> Result<Writer> {
         let (temporary, id, entry, end) = new_temporary(path, &target)?;
         let mut writer = Writer {
             path: path.to_path_buf(),
@@ -638,7 +650,6 @@ impl Writer {
             end,
             scratch: Vec::new(),
         };
-        // an empty dataset is a complete one
         writer.write_commit()?;
         Ok(writer)
     }
@@ -654,22 +665,7 @@ impl Writer {
             }
             // missing: a new, empty dataset, put there unless another
             // writer put one first (then that one is appended to)
-            let (temporary, id, entry, end) = new_temporary(path, &target)?;
-            let mut writer = Writer {
-                path: path.to_path_buf(),
-                file: None,
-                pending: Some(temporary),
-                replaced: None,
-                target: target.clone(),
-                timeout,
-                pid: std::process::id(),
-                id,
-                entries: vec![entry],
-                slots: Vec::new(),
-                end,
-                scratch: Vec::new(),
-            };
-            writer.write_commit()?;
+            let mut writer = Writer::new_empty(path, target.clone(), None, timeout)?;
             let Some(temporary) = writer.pending.take() else {
                 return Err(Error::internal("a new dataset without its file"));
             };

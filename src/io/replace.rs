@@ -299,35 +299,18 @@ fn unnamed(_directory: &Path) -> std::io::Result<Option<File>> {
 /// `/proc/self/fd`, which needs no privilege), then rename it over `target`.
 #[cfg(target_os = "linux")]
 fn link_unnamed(file: &File, directory: &Path, target: &Path) -> std::io::Result<()> {
-    use std::ffi::CString;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::ffi::OsStrExt;
-    let source = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
-        .map_err(std::io::Error::other)?;
     for _ in 0..NAME_ATTEMPTS {
         let name = directory.join(format!(".bm-{:016x}.tmp", random()));
-        let destination = CString::new(name.as_os_str().as_bytes())
-            .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))?;
-        // SAFETY: two NUL-terminated paths; linkat only reads them.
-        let linked = unsafe {
-            libc::linkat(
-                libc::AT_FDCWD,
-                source.as_ptr(),
-                libc::AT_FDCWD,
-                destination.as_ptr(),
-                libc::AT_SYMLINK_FOLLOW,
-            )
-        };
-        if linked != 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == std::io::ErrorKind::AlreadyExists {
-                continue;
+        match link_unnamed_at(file, &name) {
+            // a name taken: another one is tried
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
+            Ok(()) => {
+                return std::fs::rename(&name, target).inspect_err(|_| {
+                    let _ = std::fs::remove_file(&name);
+                })
             }
-            return Err(error);
         }
-        return std::fs::rename(&name, target).inspect_err(|_| {
-            let _ = std::fs::remove_file(&name);
-        });
     }
     Err(std::io::Error::from_raw_os_error(libc::EEXIST))
 }

@@ -70,26 +70,10 @@ pub fn torch(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
         .map(|module| module.bind(py))
 }
 
-/// The `torch.dtype` of `dtype` (`torch.float64` for F8).
+/// The `torch.dtype` of `dtype` (`torch.float64` for F8): torch names
+/// its types as numpy does.
 pub fn torch_dtype(py: Python<'_>, dtype: crate::dtype::DType) -> PyResult<Bound<'_, PyAny>> {
-    use crate::dtype::DType;
-    let name = match dtype {
-        DType::F2 => "float16",
-        DType::F4 => "float32",
-        DType::F8 => "float64",
-        DType::I1 => "int8",
-        DType::I2 => "int16",
-        DType::I4 => "int32",
-        DType::I8 => "int64",
-        DType::U1 => "uint8",
-        DType::U2 => "uint16",
-        DType::U4 => "uint32",
-        DType::U8 => "uint64",
-        DType::B1 => "bool",
-        DType::C8 => "complex64",
-        DType::C16 => "complex128",
-    };
-    torch(py)?.getattr(name)
+    torch(py)?.getattr(dtype.name())
 }
 
 /// `torch.device("cpu")`, the device of every torch-backed array.
