@@ -137,16 +137,7 @@ impl Temporary {
         if let Some(name) = self.name.take() {
             let _ = std::fs::remove_file(name);
         }
-        let file = self
-            .file
-            .take()
-            .ok_or_else(|| Error::internal("the temporary file was already given back"))?;
-        if durable {
-            if let Ok(directory) = File::open(&self.directory) {
-                directory.sync_all().map_err(error)?;
-            }
-        }
-        Ok(Some(file))
+        self.placed(durable, error).map(Some)
     }
 
     /// Sync the data, give it the mode (and owner) of `target` when it
@@ -178,11 +169,16 @@ impl Temporary {
             }
             None => link_unnamed(file, &self.directory, target).map_err(error)?,
         }
+        self.placed(durable, error)
+    }
+
+    /// The file, now at its target, given back; with `durable`, the
+    /// directory synced (the new name is durable once the directory is).
+    fn placed(&mut self, durable: bool, error: impl Fn(std::io::Error) -> Error) -> Result<File> {
         let file = self
             .file
             .take()
             .ok_or_else(|| Error::internal("the temporary file was already given back"))?;
-        // the rename is durable once the directory is
         if durable {
             if let Ok(directory) = File::open(&self.directory) {
                 directory.sync_all().map_err(error)?;
