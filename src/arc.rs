@@ -1,5 +1,7 @@
-//! [`Arc`]: a reference-counted pointer whose objects are immortal in
-//! forked children.
+//! [`ForkArc`]: a fork-aware `Arc`, a reference-counted pointer whose
+//! objects are immortal in forked children; [`ForkMutex`]: a lock a forked
+//! child takes over from its parent's threads; [`SetOnce`]: a value set
+//! once without ever waiting.
 //!
 //! `std::sync::Arc` writes its counter on every clone and drop. After a
 //! `fork()`, the child shares the parent's memory page by page until either
@@ -10,7 +12,7 @@
 //! fork worker reading half of them grew its private memory by 164 MB on
 //! `len(tensor)` alone).
 //!
-//! This `Arc` records, in each object, the fork generation of the process
+//! This `ForkArc` records, in each object, the fork generation of the process
 //! that made it. A fork bumps the generation in the child (a
 //! `pthread_atfork` handler, registered with the first object). In a process
 //! of a later generation, an object made before the fork is immortal: its
@@ -81,18 +83,18 @@ struct Inner<T> {
 
 /// A thread-safe reference-counted pointer, immortal in forked children;
 /// see the [module docs](self).
-pub struct Arc<T> {
+pub struct ForkArc<T> {
     inner: NonNull<Inner<T>>,
     _owns: PhantomData<Inner<T>>,
 }
 
 // SAFETY: as std's Arc: the value is shared between threads (Sync needed)
 // and may be dropped on any thread (Send needed); the counter is atomic.
-unsafe impl<T: Send + Sync> Send for Arc<T> {}
+unsafe impl<T: Send + Sync> Send for ForkArc<T> {}
 // SAFETY: as for Send.
-unsafe impl<T: Send + Sync> Sync for Arc<T> {}
+unsafe impl<T: Send + Sync> Sync for ForkArc<T> {}
 
-impl<T> Arc<T> {
+impl<T> ForkArc<T> {
     /// A new counted `value`, counted in this process.
     pub fn new(value: T) -> Self {
         track_forks();
@@ -101,7 +103,7 @@ impl<T> Arc<T> {
             generation: generation(),
             value,
         });
-        Arc {
+        ForkArc {
             inner: NonNull::from(Box::leak(inner)),
             _owns: PhantomData,
         }
@@ -141,12 +143,12 @@ impl<T> Arc<T> {
     }
 }
 
-impl<T: Clone> Arc<T> {
+impl<T: Clone> ForkArc<T> {
     /// A mutable reference to the value, cloned first into a new object
     /// unless this pointer is the only one (as `std::sync::Arc::make_mut`).
     pub fn make_mut(this: &mut Self) -> &mut T {
         if !this.is_unique() {
-            *this = Arc::new(this.inner().value.clone());
+            *this = ForkArc::new(this.inner().value.clone());
         }
         // SAFETY: `this` is now the only pointer to an object counted in
         // this process (a fresh one, or one whose count is 1 and that no
@@ -156,7 +158,7 @@ impl<T: Clone> Arc<T> {
     }
 }
 
-impl<T> Clone for Arc<T> {
+impl<T> Clone for ForkArc<T> {
     fn clone(&self) -> Self {
         if self.counted() {
             // Relaxed, as std: a new pointer is made from an existing one
@@ -166,14 +168,14 @@ impl<T> Clone for Arc<T> {
                 std::process::abort();
             }
         }
-        Arc {
+        ForkArc {
             inner: self.inner,
             _owns: PhantomData,
         }
     }
 }
 
-impl<T> Drop for Arc<T> {
+impl<T> Drop for ForkArc<T> {
     fn drop(&mut self) {
         if !self.counted() {
             return;
@@ -190,7 +192,7 @@ impl<T> Drop for Arc<T> {
     }
 }
 
-impl<T> Deref for Arc<T> {
+impl<T> Deref for ForkArc<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -198,27 +200,27 @@ impl<T> Deref for Arc<T> {
     }
 }
 
-impl<T> AsRef<T> for Arc<T> {
+impl<T> AsRef<T> for ForkArc<T> {
     fn as_ref(&self) -> &T {
         self
     }
 }
 
-impl<T: fmt::Debug> fmt::Debug for Arc<T> {
+impl<T: fmt::Debug> fmt::Debug for ForkArc<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&**self, f)
     }
 }
 
-impl<T: PartialEq> PartialEq for Arc<T> {
+impl<T: PartialEq> PartialEq for ForkArc<T> {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl<T: Eq> Eq for Arc<T> {}
+impl<T: Eq> Eq for ForkArc<T> {}
 
-impl<T: std::hash::Hash> std::hash::Hash for Arc<T> {
+impl<T: std::hash::Hash> std::hash::Hash for ForkArc<T> {
     fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
         (**self).hash(state);
     }
@@ -468,33 +470,33 @@ mod tests {
     #[test]
     fn counts_and_frees_once() {
         let drops = Counter::new(0);
-        let a = Arc::new(Dropped(&drops));
+        let a = ForkArc::new(Dropped(&drops));
         let b = a.clone();
-        assert!(Arc::ptr_eq(&a, &b));
-        assert_eq!(Arc::strong_count(&a), 2);
+        assert!(ForkArc::ptr_eq(&a, &b));
+        assert_eq!(ForkArc::strong_count(&a), 2);
         drop(a);
         assert_eq!(drops.load(Ordering::SeqCst), 0);
-        assert_eq!(Arc::strong_count(&b), 1);
+        assert_eq!(ForkArc::strong_count(&b), 1);
         drop(b);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     #[test]
     fn make_mut_clones_only_when_shared() {
-        let mut a = Arc::new(vec![1, 2]);
+        let mut a = ForkArc::new(vec![1, 2]);
         let before = a.inner;
-        Arc::make_mut(&mut a).push(3);
+        ForkArc::make_mut(&mut a).push(3);
         assert_eq!(a.inner, before);
         let b = a.clone();
-        Arc::make_mut(&mut a).push(4);
-        assert!(!Arc::ptr_eq(&a, &b));
+        ForkArc::make_mut(&mut a).push(4);
+        assert!(!ForkArc::ptr_eq(&a, &b));
         assert_eq!(*a, vec![1, 2, 3, 4]);
         assert_eq!(*b, vec![1, 2, 3]);
     }
 
     #[test]
     fn threads_share_and_drop() {
-        let a = Arc::new(vec![7u8; 1000]);
+        let a = ForkArc::new(vec![7u8; 1000]);
         let handles: Vec<_> = (0..4)
             .map(|_| {
                 let mine = a.clone();
@@ -509,13 +511,13 @@ mod tests {
         for handle in handles {
             handle.join().unwrap();
         }
-        assert_eq!(Arc::strong_count(&a), 1);
+        assert_eq!(ForkArc::strong_count(&a), 1);
     }
 
     #[test]
     fn objects_made_before_a_fork_are_immortal_in_the_child() {
-        let old = Arc::new(vec![1u64; 8]);
-        let count = Arc::strong_count(&old);
+        let old = ForkArc::new(vec![1u64; 8]);
+        let count = ForkArc::strong_count(&old);
         // SAFETY: the child only touches atomics and `old`'s memory, then
         // leaves with _exit (no destructor, no stdio of the parent).
         let pid = unsafe { libc::fork() };
@@ -524,18 +526,18 @@ mod tests {
             let ok = {
                 let clone = old.clone();
                 let inherited_untouched = old.inner().count.load(Ordering::Relaxed) == count;
-                let never_unique = Arc::strong_count(&clone) == usize::MAX;
+                let never_unique = ForkArc::strong_count(&clone) == usize::MAX;
                 drop(clone);
-                let mut young = Arc::new(1u8);
-                let young_counted = Arc::strong_count(&young) == 1;
-                *Arc::make_mut(&mut young) += 1;
+                let mut young = ForkArc::new(1u8);
+                let young_counted = ForkArc::strong_count(&young) == 1;
+                *ForkArc::make_mut(&mut young) += 1;
                 let mut copy = old.clone();
-                Arc::make_mut(&mut copy)[0] = 5;
+                ForkArc::make_mut(&mut copy)[0] = 5;
                 inherited_untouched
                     && never_unique
                     && young_counted
                     && *young == 2
-                    && !Arc::ptr_eq(&copy, &old)
+                    && !ForkArc::ptr_eq(&copy, &old)
                     && old[0] == 1
             };
             // SAFETY: _exit ends the child without running anything of the
@@ -548,7 +550,7 @@ mod tests {
         assert_eq!(waited, pid);
         assert!(libc::WIFEXITED(status));
         assert_eq!(libc::WEXITSTATUS(status), 0, "the child saw counts change");
-        assert_eq!(Arc::strong_count(&old), count);
+        assert_eq!(ForkArc::strong_count(&old), count);
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::ptr::NonNull;
 
 use super::guard::Guard;
 use super::{Buffer, Storage};
-use crate::arc::Arc;
+use crate::arc::ForkArc;
 use crate::error::{Error, Result};
 
 /// How a file is mapped.
@@ -74,7 +74,7 @@ impl Buffer {
         let writable = mode == MapMode::CopyOnWrite;
         let guard = Guard::register(ptr.as_ptr(), len, writable);
         Ok(Buffer {
-            storage: Arc::new(Storage::Mapped(Mapping { guard, map })),
+            storage: ForkArc::new(Storage::Mapped(Mapping { guard, map })),
             ptr,
             len,
             writable,

@@ -36,7 +36,7 @@ use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
 
-use crate::arc::Arc;
+use crate::arc::ForkArc;
 
 pub use aligned::{prefault, AlignedBytes};
 pub use mapped::MapMode;
@@ -80,7 +80,7 @@ pub enum OwnerKind {
 /// Reference-counted bytes with an owner; see the [module docs](self).
 #[derive(Clone)]
 pub struct Buffer {
-    storage: Arc<Storage>,
+    storage: ForkArc<Storage>,
     ptr: NonNull<u8>,
     len: usize,
     writable: bool,
@@ -144,7 +144,7 @@ impl Buffer {
         let ptr = NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
         let len = bytes.len();
         Buffer {
-            storage: Arc::new(Storage::Foreign(owner)),
+            storage: ForkArc::new(Storage::Foreign(owner)),
             ptr,
             len,
             writable: false,
@@ -167,7 +167,7 @@ impl Buffer {
         owner: Box<dyn Any + Send + Sync>,
     ) -> Self {
         Buffer {
-            storage: Arc::new(Storage::Foreign(owner)),
+            storage: ForkArc::new(Storage::Foreign(owner)),
             ptr,
             len,
             writable,
@@ -189,7 +189,7 @@ impl Buffer {
         // (or one past the end of) the same allocation.
         let ptr = unsafe { NonNull::new_unchecked(self.ptr.as_ptr().add(offset)) };
         Ok(Buffer {
-            storage: Arc::clone(&self.storage),
+            storage: ForkArc::clone(&self.storage),
             ptr,
             len,
             writable: self.writable,
@@ -285,7 +285,7 @@ impl Buffer {
             Storage::Shared(segment) => {
                 let bytes = segment.as_slice();
                 Some(Buffer {
-                    storage: Arc::clone(&self.storage),
+                    storage: ForkArc::clone(&self.storage),
                     ptr: NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling()),
                     len: bytes.len(),
                     writable: self.writable,
@@ -314,7 +314,7 @@ impl Buffer {
 
     /// Number of buffers (clones and slices) sharing this owner.
     pub fn owner_count(&self) -> usize {
-        Arc::strong_count(&self.storage)
+        ForkArc::strong_count(&self.storage)
     }
 }
 
@@ -329,7 +329,7 @@ impl From<AlignedBytes> for Buffer {
         let ptr = bytes.ptr();
         let len = bytes.len();
         Buffer {
-            storage: Arc::new(Storage::Rust(bytes)),
+            storage: ForkArc::new(Storage::Rust(bytes)),
             ptr,
             len,
             writable: true,
@@ -343,7 +343,7 @@ impl From<SharedBytes> for Buffer {
         let ptr = NonNull::new(slice.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
         let len = slice.len();
         Buffer {
-            storage: Arc::new(Storage::Shared(bytes)),
+            storage: ForkArc::new(Storage::Shared(bytes)),
             ptr,
             len,
             writable: true,

@@ -15,7 +15,7 @@ mod set;
 use std::fmt;
 use std::hash::BuildHasher;
 
-use crate::arc::{Arc, SetOnce};
+use crate::arc::{ForkArc, SetOnce};
 
 use hashbrown::HashTable;
 
@@ -58,7 +58,7 @@ impl fmt::Display for Names<'_> {
 /// Labels are immutable; cloning them is O(1) and shares the values. The
 /// values are a `count x size` int32 [`Array`] in native byte order.
 #[derive(Clone)]
-pub struct Labels(Arc<Inner>);
+pub struct Labels(ForkArc<Inner>);
 
 struct Inner {
     names: Vec<String>,
@@ -198,7 +198,7 @@ impl Labels {
         } else {
             unique_rows(&names, as_i32(&values), values.shape()[0])?
         };
-        let labels = Labels(Arc::new(Inner {
+        let labels = Labels(ForkArc::new(Inner {
             names,
             values,
             index: SetOnce::new(),
@@ -364,7 +364,7 @@ impl Labels {
 
     /// Whether the two labels are the same object (not just equal).
     pub fn ptr_eq(&self, other: &Labels) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        ForkArc::ptr_eq(&self.0, &other.0)
     }
 }
 

@@ -4,8 +4,8 @@
 //!
 //! A map or a block is a value that many threads read: every class is
 //! frozen (no borrow flag, so no "already borrowed" errors), and a map or a
-//! block holds its data as an immutable `Arc` behind a lock that is held
-//! only to take a snapshot (clone the `Arc`) or to swap in a new value.
+//! block holds its data as an immutable `ForkArc` behind a lock that is held
+//! only to take a snapshot (clone the `ForkArc`) or to swap in a new value.
 //! Long operations (save, share, copy, pickle) work on a snapshot with the
 //! GIL released and lock nobody out; the few that change the object
 //! (`set_info`, `add_gradient`, `share_memory`) build the new value, then
@@ -13,7 +13,7 @@
 
 use pyo3::prelude::*;
 
-use crate::arc::{Arc, ForkGuard, ForkMutex};
+use crate::arc::{ForkArc, ForkGuard, ForkMutex};
 
 use crate::block::TensorBlock;
 use crate::labels::Labels;
@@ -128,7 +128,7 @@ impl PyLabelsEntry {
 pub struct SwapCell<T> {
     /// held only to clone or replace the pointer: consistent at every
     /// instant, as a lock taken over in a forked child needs
-    value: ForkMutex<Arc<T>>,
+    value: ForkMutex<ForkArc<T>>,
     /// taken (with the GIL released) by `share_memory`, so that two threads
     /// sharing the same object share it once
     sharing: ForkMutex<()>,
@@ -137,12 +137,12 @@ pub struct SwapCell<T> {
 impl<T: Clone> SwapCell<T> {
     pub fn new(value: T) -> Self {
         SwapCell {
-            value: ForkMutex::new(Arc::new(value)),
+            value: ForkMutex::new(ForkArc::new(value)),
             sharing: ForkMutex::new(()),
         }
     }
 
-    fn lock(&self) -> ForkGuard<'_, Arc<T>> {
+    fn lock(&self) -> ForkGuard<'_, ForkArc<T>> {
         loop {
             // held for a pointer copy or swap, which runs no code of anyone
             // else's (old values are dropped after unlocking): this thread
@@ -154,12 +154,12 @@ impl<T: Clone> SwapCell<T> {
     }
 
     /// The current value (O(1), never waits for a long operation).
-    pub fn get(&self) -> Arc<T> {
-        Arc::clone(&self.lock())
+    pub fn get(&self) -> ForkArc<T> {
+        ForkArc::clone(&self.lock())
     }
 
     /// Replace the value.
-    pub fn set(&self, value: Arc<T>) {
+    pub fn set(&self, value: ForkArc<T>) {
         let old = std::mem::replace(&mut *self.lock(), value);
         // dropped unlocked: dropping may release a Python object, whose
         // finalizer may read this cell
@@ -169,14 +169,14 @@ impl<T: Clone> SwapCell<T> {
     /// Change the value in place (the metadata is cloned first when a
     /// snapshot of it is alive elsewhere).
     pub fn modify<R>(&self, change: impl FnOnce(&mut T) -> R) -> R {
-        change(Arc::make_mut(&mut self.lock()))
+        change(ForkArc::make_mut(&mut self.lock()))
     }
 
     /// The value, when this cell is its only holder and no thread holds
     /// the lock (the garbage collector's traversal: see `gc.rs`).
-    pub fn sole(&self) -> Option<ForkGuard<'_, Arc<T>>> {
+    pub fn sole(&self) -> Option<ForkGuard<'_, ForkArc<T>>> {
         let guard = self.value.try_lock()?;
-        (Arc::strong_count(&guard) == 1).then_some(guard)
+        (ForkArc::strong_count(&guard) == 1).then_some(guard)
     }
 
     /// Hold the sharing lock while `work` runs. Re-entered (a signal
@@ -254,7 +254,7 @@ impl PyTensorBlock {
     }
 
     /// The block's current value.
-    pub fn block(&self) -> Arc<TensorBlock> {
+    pub fn block(&self) -> ForkArc<TensorBlock> {
         self.block.get()
     }
 }
@@ -285,7 +285,7 @@ pub struct MapOrigin {
     /// the Python dataset object (it pickles as a reference to its file)
     pub dataset: Py<PyAny>,
     pub index: usize,
-    pub snapshot: Arc<TensorMap>,
+    pub snapshot: ForkArc<TensorMap>,
 }
 
 impl PyTensorMap {
@@ -321,11 +321,11 @@ impl PyTensorMap {
     /// The `(dataset, index)` this map pickles as, while it is unchanged.
     pub fn reference(&self) -> Option<&MapOrigin> {
         let origin = self.origin.as_ref()?;
-        Arc::ptr_eq(&origin.snapshot, &self.map()).then_some(origin)
+        ForkArc::ptr_eq(&origin.snapshot, &self.map()).then_some(origin)
     }
 
     /// The map's current value.
-    pub fn map(&self) -> Arc<TensorMap> {
+    pub fn map(&self) -> ForkArc<TensorMap> {
         self.map.get()
     }
 }

@@ -9,7 +9,7 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use crate::arc::Arc;
+use crate::arc::ForkArc;
 
 use super::classes::Arrays;
 use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
@@ -27,9 +27,9 @@ use crate::tensor::TensorMap;
 #[derive(Debug)]
 pub enum Held {
     /// a map
-    Tensor(Arc<TensorMap>),
+    Tensor(ForkArc<TensorMap>),
     /// a block
-    Block(Arc<TensorBlock>),
+    Block(ForkArc<TensorBlock>),
     /// labels
     Labels(Labels),
 }

@@ -13,7 +13,7 @@ use super::file::{FileArg, MmapArg};
 use super::gil::detached;
 use super::io::keys_arg;
 use super::torch::arrays_arg;
-use crate::arc::{Arc, ForkMutex};
+use crate::arc::{ForkArc, ForkMutex};
 use crate::buffer::MapMode;
 use crate::dataset;
 
@@ -27,7 +27,7 @@ use crate::dataset;
 #[pyclass(name = "_Dataset", module = "blockmap._blockmap", subclass, frozen)]
 #[derive(Debug)]
 pub struct PyDataset {
-    inner: Arc<dataset::Dataset>,
+    inner: ForkArc<dataset::Dataset>,
     mode: MapMode,
     count: usize,
     /// the checksum of the `count` maps, computed at the first pickle
@@ -76,7 +76,7 @@ impl PyDataset {
             }
         };
         Ok(PyDataset {
-            inner: Arc::new(inner),
+            inner: ForkArc::new(inner),
             mode,
             count,
             checksum: std::sync::OnceLock::new(),

@@ -19,7 +19,7 @@ use pyo3::PyTraverseError;
 
 use super::classes::{PyTensorBlock, PyTensorMap};
 use super::torch::TorchOwner;
-use crate::arc::Arc;
+use crate::arc::ForkArc;
 use crate::array::Array;
 use crate::block::TensorBlock;
 use crate::buffer::Buffer;
@@ -83,7 +83,7 @@ impl PyTensorBlock {
     /// `__clear__`: an empty block in place of the value.
     pub fn clear(&self) {
         if let Ok(empty) = empty_block() {
-            self.block.set(Arc::new(empty));
+            self.block.set(ForkArc::new(empty));
         }
     }
 }
@@ -105,7 +105,7 @@ impl PyTensorMap {
     /// `__clear__`: an empty map in place of the value.
     pub fn clear(&self) {
         if let Ok(empty) = no_labels().and_then(|keys| TensorMap::new(keys, Vec::new())) {
-            self.map.set(Arc::new(empty));
+            self.map.set(ForkArc::new(empty));
         }
     }
 }

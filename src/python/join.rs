@@ -253,7 +253,7 @@ pub(super) fn operation<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py,
 fn same_dtype(
     py: Python<'_>,
     maps: &[Bound<'_, PyTensorMap>],
-) -> PyResult<Vec<crate::arc::Arc<crate::tensor::TensorMap>>> {
+) -> PyResult<Vec<crate::arc::ForkArc<crate::tensor::TensorMap>>> {
     let first = maps[0].get().map();
     let dtype = first.blocks().first().map(crate::block::TensorBlock::dtype);
     let mut snapshots = vec![first];
@@ -371,7 +371,7 @@ pub fn join_blocks<'py>(
                 .getattr("dtype")?
                 .call1((want.native_descr(),))?;
             let converted = block_to(snapshot, Some(&target), arrays == Arrays::Torch)?;
-            *snapshot = crate::arc::Arc::new(converted);
+            *snapshot = crate::arc::ForkArc::new(converted);
         }
     }
     let mut autograd = false;

@@ -31,7 +31,7 @@ pub fn share_in_place<T: Clone + Send + Sync>(
         cell.while_sharing(|| {
             let value = cell.get();
             if let Some(shared) = shm::share(as_data(&value))? {
-                cell.set(crate::arc::Arc::new(from_data(shared)?));
+                cell.set(crate::arc::ForkArc::new(from_data(shared)?));
             }
             Ok(())
         })
