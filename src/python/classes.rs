@@ -4,8 +4,8 @@
 //!
 //! A map or a block is a value that many threads read: every class is
 //! frozen (no borrow flag, so no "already borrowed" errors), and a map or a
-//! block holds its data as an immutable `ForkArc` behind a lock that is held
-//! only to take a snapshot (clone the `ForkArc`) or to swap in a new value.
+//! block holds its data as an immutable `ForkArc` behind a lock (a
+//! [`SwapCell`], `cell.rs`) that is held only to take a snapshot (clone the `ForkArc`) or to swap in a new value.
 //! Long operations (save, share, copy, pickle) work on a snapshot with the
 //! GIL released and lock nobody out; the few that change the object
 //! (`set_info`, `add_gradient`, `share_memory`) build the new value, then
@@ -13,7 +13,8 @@
 
 use pyo3::prelude::*;
 
-use crate::arc::{ForkArc, ForkGuard, ForkMutex};
+use super::cell::SwapCell;
+use crate::arc::ForkArc;
 
 use crate::block::TensorBlock;
 use crate::labels::Labels;
@@ -115,77 +116,6 @@ impl PyLabelsEntry {
     /// The names of its dimensions.
     pub fn names(&self) -> &[String] {
         self.labels.names()
-    }
-}
-
-/// The value behind a map or a block: an immutable snapshot, swapped
-/// whole when the object changes.
-///
-/// Both locks survive `fork()` (a child never waits for a thread of its
-/// parent, see [`ForkMutex`]): a child of a process where another thread
-/// was sharing the object shares it itself.
-#[derive(Debug)]
-pub struct SwapCell<T> {
-    /// held only to clone or replace the pointer: consistent at every
-    /// instant, as a lock taken over in a forked child needs
-    value: ForkMutex<ForkArc<T>>,
-    /// taken (with the GIL released) by `share_memory`, so that two threads
-    /// sharing the same object share it once
-    sharing: ForkMutex<()>,
-}
-
-impl<T: Clone> SwapCell<T> {
-    pub fn new(value: T) -> Self {
-        SwapCell {
-            value: ForkMutex::new(ForkArc::new(value)),
-            sharing: ForkMutex::new(()),
-        }
-    }
-
-    fn lock(&self) -> ForkGuard<'_, ForkArc<T>> {
-        loop {
-            // held for a pointer copy or swap, which runs no code of anyone
-            // else's (old values are dropped after unlocking): this thread
-            // cannot hold it already
-            if let Ok(guard) = self.value.lock() {
-                return guard;
-            }
-        }
-    }
-
-    /// The current value (O(1), never waits for a long operation).
-    pub fn get(&self) -> ForkArc<T> {
-        ForkArc::clone(&self.lock())
-    }
-
-    /// Replace the value.
-    pub fn set(&self, value: ForkArc<T>) {
-        let old = std::mem::replace(&mut *self.lock(), value);
-        // dropped unlocked: dropping may release a Python object, whose
-        // finalizer may read this cell
-        drop(old);
-    }
-
-    /// Change the value in place (the metadata is cloned first when a
-    /// snapshot of it is alive elsewhere).
-    pub fn modify<R>(&self, change: impl FnOnce(&mut T) -> R) -> R {
-        change(ForkArc::make_mut(&mut self.lock()))
-    }
-
-    /// The value, when this cell is its only holder and no thread holds
-    /// the lock (the garbage collector's traversal: see `gc.rs`).
-    pub fn sole(&self) -> Option<ForkGuard<'_, ForkArc<T>>> {
-        let guard = self.value.try_lock()?;
-        (ForkArc::strong_count(&guard) == 1).then_some(guard)
-    }
-
-    /// Hold the sharing lock while `work` runs. Re-entered (a signal
-    /// handler sharing the object again while this thread shares it), the
-    /// nested call runs without it: it shares the value it sees, which is
-    /// correct, only not done once.
-    pub fn while_sharing<R>(&self, work: impl FnOnce() -> R) -> R {
-        let _guard = self.sharing.lock().ok();
-        work()
     }
 }
 

@@ -2,18 +2,22 @@
 //! `blockmap._blockmap`. It converts, checks and calls into the core; the
 //! public Python API is re-exported by `python/blockmap/__init__.py`.
 
-//! Modules, bottom up: `errors` (exceptions), `array` (numpy glue),
-//! `classes` (what each class holds), `convert` (Python objects to and from
-//! the core), `repr` (metatensor's text layout), `file` (paths and file
-//! objects), `gil` (core work with the GIL released, interruptible), then
-//! `torch` (torch tensors as values), `io`, `pickle` and `shm` (the functions behind every save, load, pickle
+//! Modules, bottom up (as docs/design.md lists them): `errors` (core errors
+//! to blockmap's exception classes), `gil` (core work with the GIL
+//! released, interruptible), `array` (numpy glue), `file` (paths and file
+//! objects), `cell` (the swapped value of a map or a block), `classes`
+//! (what each class holds), `repr` (metatensor's text layout), `convert`
+//! (Python objects to and from the core), `torch` (torch tensors as
+//! values), `gc` (what maps and blocks report to the garbage collector),
+//! `io`, `pickle` and `shm` (the functions behind every save, load, pickle
 //! and share), `ops` and `selection` (the arguments of the map operations
-//! and of block selections, read as metatensor-core reads them), and last
-//! the classes' methods (`labels`, `entry`, `block`, `tensor`), whose
-//! bodies call into those.
+//! and of block selections, read as metatensor-core reads them), the
+//! classes' methods (`labels`, `entry`, `block`, `tensor`), whose bodies
+//! call into those, and last `dataset`, `join` and `split`.
 
 mod array;
 mod block;
+mod cell;
 mod classes;
 mod convert;
 mod dataset;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use super::classes::SwapCell;
+use super::cell::SwapCell;
 use super::convert::{held_from_python, to_python};
 use super::errors::Class;
 use crate::buffer::{Buffer, SharedBytes};
