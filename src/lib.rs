@@ -7,11 +7,17 @@
 //! by a file mapping, by a shared-memory segment, or by a foreign owner such
 //! as a Python object.
 //!
-//! Modules use only those below them:
-//! `{error, arc} → {interrupt, limits} → dtype → buffer → array → labels → block →
-//! tensor → data → {io, pickle} → shm`, with `ops` (operations that build
-//! new maps) above `tensor`; the binding (`python`, feature `python`) calls
-//! into them.
+//! Modules use only those below them; the layers, lowest first (the order
+//! docs/design.md gives, word for word):
+//!
+//! ```text
+//! {error, arc} → {dtype, interrupt, limits} → buffer → array → labels → block → tensor
+//!   → {data, fixtures} → {ops, io, pickle} → {dataset, shm} → python
+//! ```
+//!
+//! `ops` holds the operations that build new maps, `fixtures` the small
+//! maps of the tests; the binding (`python`, feature `python`) calls down
+//! into all of them.
 
 pub mod arc;
 pub mod array;
