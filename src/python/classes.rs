@@ -1,6 +1,13 @@
 //! What each Python class holds. The classes' methods are in `labels.rs`,
-//! `block.rs` and `tensor.rs`; the conversions between them and the core's
-//! [`Data`](crate::data::Data) in `convert.rs`.
+//! `entry.rs`, `block.rs` and `tensor.rs`; the conversions between them and
+//! the core's [`Data`](crate::data::Data) in `convert.rs`.
+//!
+//! The structs stay here, below their methods, because the binding's
+//! helpers that the methods call name every class: `convert.rs` turns any
+//! of them into core data and back (used by `io.rs`, `pickle.rs` and
+//! `shm.rs`), and `torch.rs`'s `_as_torch` rebuilds each. A struct in the
+//! file of its methods would make those helpers and the methods use each
+//! other (one cycle of eleven modules).
 //!
 //! A map or a block is a value that many threads read: every class is
 //! frozen (no borrow flag, so no "already borrowed" errors), and a map or a

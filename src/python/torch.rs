@@ -181,7 +181,7 @@ impl TorchOwner {
         Ok(shape == self.shape && tensor.call_method0("is_contiguous")?.is_truthy()?)
     }
 
-    /// The tensor held (visited by the garbage collector: `classes.rs`).
+    /// The tensor held (visited by the garbage collector: `gc.rs`).
     pub fn tensor(&self) -> &Py<PyAny> {
         &self.tensor
     }
