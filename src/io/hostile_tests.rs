@@ -566,20 +566,39 @@ fn the_rebuilt_archives_load_in_every_form() {
         };
         assert_eq!(loaded, map, "{label}");
     }
-    // the DEFLATE helpers make what they say
+    // the DEFLATE helpers make what they say: info.json as 1 + 258 * 4
+    // zero bytes (valid UTF-8, not JSON) inflates and passes its CRC
+    // check, to be refused by the JSON parser; one bit more and the stream
+    // or the CRC is refused
     let bomb = deflate_zeros(4);
     assert!(bomb.len() < 10, "{}", bomb.len());
-    let zeros = vec![0u8; 1 + 258 * 4];
-    let entries = [Entry {
-        method: DEFLATED,
-        payload: Some(bomb),
-        ..Entry::new("zeros.bin", zeros)
-    }];
-    let bytes = zip_bytes(&entries, 0);
-    // read by the valid-archive path: not a map, but its entry inflates
-    // with the right CRC (else the error would be about the CRC)
-    let err = load(Cursor::new(&bytes), Kind::Tensor).unwrap_err();
-    assert!(!err.to_string().contains("CRC"), "{err}");
+    let zeros = |payload: Vec<u8>| {
+        with_changed("info.json", |e| {
+            e.method = DEFLATED;
+            e.data = vec![0u8; 1 + 258 * 4];
+            e.payload = Some(payload);
+        })
+    };
+    let mut longer = bomb.clone();
+    longer[1] ^= 0x20;
+    let json = zeros(bomb);
+    let broken = zeros(longer);
+    let file = TempFile::new(&json);
+    for form in TENSOR_FORMS {
+        let err = load_as(form, &json, Kind::Tensor, Some(&file)).unwrap_err();
+        assert!(
+            err.to_string().contains("info.json is not a JSON object"),
+            "{form:?}: {err}"
+        );
+        let err = load_all(&broken, Kind::Tensor, &[form])
+            .remove(0)
+            .1
+            .unwrap_err();
+        assert!(
+            !err.to_string().contains("info.json is not a JSON object"),
+            "{form:?}: {err}"
+        );
+    }
 }
 
 // ------------------------------------------------------------ zip container
@@ -2261,4 +2280,98 @@ fn random_corruption_never_panics() {
     // most changes are found (flips in array data are found by the CRCs,
     // but for the mapped loads)
     assert!(outcomes[0] > outcomes[1], "{outcomes:?}");
+}
+
+/// The gradients of the two blocks differ, or a gradient's name holds a
+/// '/' (which splits the entry names: it reads as a gradient "po" without
+/// values).
+#[test]
+fn gradient_names() {
+    let renamed = |from: &str, to: &str, keep: bool| {
+        let mut entries = valid_entries();
+        let copies: Vec<Entry> = entries
+            .iter()
+            .filter(|e| e.name.contains(from))
+            .map(|e| Entry {
+                name: e.name.replace(from, to),
+                ..e.clone()
+            })
+            .collect();
+        if !keep {
+            entries.retain(|e| !e.name.contains(from));
+        }
+        entries.extend(copies);
+        zip_bytes(&entries, 0)
+    };
+    let cases = vec![
+        (
+            "block with a gradient the other block lacks",
+            renamed(
+                "blocks/1/gradients/positions/",
+                "blocks/1/gradients/strain/",
+                true,
+            ),
+            Expect::Invalid(&["gradients ['positions', 'strain'] differ from ['positions']"]),
+        ),
+        (
+            "gradient parameter with a slash",
+            renamed("/gradients/positions/", "/gradients/po/sitions/", false),
+            Expect::Format(&["has no entry 'blocks/0/gradients/po/values.npy'"]),
+        ),
+    ];
+    assert_refused(&cases, Kind::Tensor, &TENSOR_FORMS);
+}
+
+/// A bomb whose NPY header declares 3 GiB of data too (shape
+/// (2, 3, 2^26) of float64), over 8 MiB of zeros inflated from 53 kB:
+/// refused by the declared size, before anything of it is allocated.
+#[test]
+fn deflate_bomb_with_a_matching_npy_shape() {
+    let header = npy_raw(
+        npy::MAGIC,
+        (1, 0),
+        header_text("'<f8'", "(2, 3, 67108864)").as_bytes(),
+        None,
+        &[],
+    );
+    let runs = (8 << 20) / 258;
+    let mut payload = vec![0u8];
+    let len = to_u16(header.len());
+    payload.extend_from_slice(&len.to_le_bytes());
+    payload.extend_from_slice(&(!len).to_le_bytes());
+    payload.extend_from_slice(&header);
+    payload.extend(deflate_zeros(runs));
+    let content = [header.as_slice(), &vec![0; 1 + 258 * runs]].concat();
+    let bytes = with_changed(VALUES, |e| {
+        e.method = DEFLATED;
+        e.crc = Some(crc32fast::hash(&content));
+        e.declared_size = Some(to_u32(header.len()) + (3 << 30));
+        e.payload = Some(payload);
+    });
+    assert!(bytes.len() < 100_000, "{}", bytes.len());
+    assert_refused(&[("3 GiB", bytes, DECLARED)], Kind::Tensor, &TENSOR_FORMS);
+    // the same entry declaring its true size loads as far as the shape
+    let truthful = with_changed(VALUES, |e| {
+        e.method = DEFLATED;
+        e.data = content.clone();
+        e.payload = Some(
+            [
+                &[0u8][..],
+                &len.to_le_bytes(),
+                &(!len).to_le_bytes(),
+                &header,
+                &deflate_zeros(runs),
+            ]
+            .concat(),
+        );
+    });
+    assert_refused(
+        &[(
+            "true size",
+            truthful,
+            Expect::Format(&["but the shape [2, 3, 67108864] needs"]),
+        )],
+        Kind::Tensor,
+        &TENSOR_FORMS,
+    );
 }
