@@ -429,18 +429,33 @@ fn samples_npy(
 enum Form {
     Reader,
     Buffer,
+    /// a buffer starting one byte past a 64-byte boundary: every array is
+    /// copied
+    Unaligned,
     Path,
     Mapped,
     Verify,
 }
 
-const TENSOR_FORMS: [Form; 5] = [
+const TENSOR_FORMS: [Form; 6] = [
     Form::Reader,
     Form::Buffer,
+    Form::Unaligned,
     Form::Path,
     Form::Mapped,
     Form::Verify,
 ];
+
+/// `bytes` in memory blockmap owns, one byte past a 64-byte boundary.
+fn unaligned(bytes: &[u8]) -> Buffer {
+    let padded = [&[0u8][..], bytes].concat();
+    let buffer = Buffer::copy_from(&padded)
+        .unwrap()
+        .slice(1, bytes.len())
+        .unwrap();
+    assert_eq!(buffer.as_ptr() as usize % 64, 1);
+    buffer
+}
 
 static FILES: AtomicUsize = AtomicUsize::new(0);
 
@@ -468,6 +483,7 @@ fn load_as(form: Form, bytes: &[u8], kind: Kind, file: Option<&TempFile>) -> Res
     match form {
         Form::Reader => load(Cursor::new(bytes), kind).map(drop),
         Form::Buffer => load_buffer(Buffer::copy_from(bytes)?, kind).map(drop),
+        Form::Unaligned => load_buffer(unaligned(bytes), kind).map(drop),
         Form::Path => load_path(path(), kind, None).map(drop),
         Form::Mapped => load_path(path(), kind, Some(MapMode::ReadOnly)).map(drop),
         Form::Verify => verify_path(path()).map(drop),
@@ -695,7 +711,13 @@ fn wrong_crc() {
         assert_refused(
             &[("crc", bytes.clone(), Expect::Format(crc))],
             Kind::Tensor,
-            &[Form::Reader, Form::Buffer, Form::Path, Form::Verify],
+            &[
+                Form::Reader,
+                Form::Buffer,
+                Form::Unaligned,
+                Form::Path,
+                Form::Verify,
+            ],
         );
         let file = TempFile::new(&bytes);
         let mapped = load_as(Form::Mapped, &bytes, Kind::Tensor, Some(&file));
@@ -863,11 +885,7 @@ fn not_an_archive() {
             Expect::Format(&["load_block"]),
         ),
     ];
-    assert_refused(
-        &other,
-        Kind::Tensor,
-        &[Form::Reader, Form::Buffer, Form::Path, Form::Mapped],
-    );
+    assert_refused(&other, Kind::Tensor, &BLOCK_FORMS);
     let file = TempFile::new(&valid_block());
     assert_eq!(verify_path(&file.0).unwrap(), Kind::Block);
     let file = TempFile::new(&values_npy());
@@ -1078,8 +1096,7 @@ fn xorshift(state: &mut u64) -> u64 {
 /// Records that disagree where the readers need only one of them (the
 /// central directory's sizes, method and name; the local header only for
 /// where the data starts): a load may refuse them, or load the map the
-/// data holds, never another one. Duplicate names: every form reads the
-/// same entry (the last, as Python's `zipfile`).
+/// data holds, never another one.
 #[test]
 fn inconsistencies_the_readers_may_tolerate() {
     let bytes = valid_tensor();
@@ -1145,6 +1162,7 @@ fn inconsistencies_the_readers_may_tolerate() {
             let loaded = match form {
                 Form::Reader => load(Cursor::new(bytes), Kind::Tensor),
                 Form::Buffer => load_buffer(Buffer::copy_from(bytes).unwrap(), Kind::Tensor),
+                Form::Unaligned => load_buffer(unaligned(bytes), Kind::Tensor),
                 Form::Path => load_path(&file.0, Kind::Tensor, None),
                 Form::Mapped => load_path(&file.0, Kind::Tensor, Some(MapMode::ReadOnly)),
                 Form::Verify => verify_path(&file.0).map(|_| Data::Tensor(map.clone())),
@@ -1156,8 +1174,12 @@ fn inconsistencies_the_readers_may_tolerate() {
             }
         }
     }
+}
 
-    // two entries named blocks/0/values.npy, the second of zeros
+/// Two entries named blocks/0/values.npy, the second of zeros: every form
+/// reads the same one (the last, as Python's `zipfile`), or refuses them.
+#[test]
+fn duplicate_names_read_the_same_entry_in_every_form() {
     let mut entries = valid_entries();
     let mut zeros = entries.iter().find(|e| e.name == VALUES).unwrap().clone();
     let n = zeros.data.len();
@@ -1165,10 +1187,17 @@ fn inconsistencies_the_readers_may_tolerate() {
     entries.push(zeros);
     let bytes = zip_bytes(&entries, 0);
     let file = TempFile::new(&bytes);
-    for form in [Form::Reader, Form::Buffer, Form::Path, Form::Mapped] {
+    for form in [
+        Form::Reader,
+        Form::Buffer,
+        Form::Unaligned,
+        Form::Path,
+        Form::Mapped,
+    ] {
         let loaded = match form {
             Form::Reader => load(Cursor::new(&bytes), Kind::Tensor),
             Form::Buffer => load_buffer(Buffer::copy_from(&bytes).unwrap(), Kind::Tensor),
+            Form::Unaligned => load_buffer(unaligned(&bytes), Kind::Tensor),
             Form::Path => load_path(&file.0, Kind::Tensor, None),
             _ => load_path(&file.0, Kind::Tensor, Some(MapMode::ReadOnly)),
         };
@@ -1994,7 +2023,13 @@ fn info_json() {
 
 // ---------------------------------------------- TensorBlock and Labels files
 
-const BLOCK_FORMS: [Form; 4] = [Form::Reader, Form::Buffer, Form::Path, Form::Mapped];
+const BLOCK_FORMS: [Form; 5] = [
+    Form::Reader,
+    Form::Buffer,
+    Form::Unaligned,
+    Form::Path,
+    Form::Mapped,
+];
 
 #[test]
 fn hostile_block_files() {
@@ -2144,7 +2179,7 @@ fn hostile_labels_files() {
     assert_refused(
         &cases,
         Kind::Labels,
-        &[Form::Reader, Form::Buffer, Form::Path],
+        &[Form::Reader, Form::Buffer, Form::Unaligned, Form::Path],
     );
     // verify_path reads a file starting with the npy magic as Labels
     let npy: Vec<_> = cases
@@ -2180,6 +2215,10 @@ fn selected_loads_read_only_what_they_select() {
                     true,
                     Some(keys),
                 ),
+            ),
+            (
+                Form::Unaligned,
+                load_buffer_selected(unaligned(bytes), Kind::Tensor, true, Some(keys)),
             ),
             (
                 Form::Path,
@@ -2255,7 +2294,13 @@ fn random_corruption_never_panics() {
         };
         let bytes = mutated(valid, &mut state);
         let forms: &[Form] = if kind == Kind::Labels {
-            &[Form::Reader, Form::Buffer, Form::Path, Form::Verify]
+            &[
+                Form::Reader,
+                Form::Buffer,
+                Form::Unaligned,
+                Form::Path,
+                Form::Verify,
+            ]
         } else {
             &TENSOR_FORMS
         };
