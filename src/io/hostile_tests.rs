@@ -432,15 +432,18 @@ enum Form {
     /// a buffer starting one byte past a 64-byte boundary: every array is
     /// copied
     Unaligned,
+    /// the archive in three buffers, as a pickle's (`load_pieces`)
+    Pieces,
     Path,
     Mapped,
     Verify,
 }
 
-const TENSOR_FORMS: [Form; 6] = [
+const TENSOR_FORMS: [Form; 7] = [
     Form::Reader,
     Form::Buffer,
     Form::Unaligned,
+    Form::Pieces,
     Form::Path,
     Form::Mapped,
     Form::Verify,
@@ -455,6 +458,14 @@ fn unaligned(bytes: &[u8]) -> Buffer {
         .unwrap();
     assert_eq!(buffer.as_ptr() as usize % 64, 1);
     buffer
+}
+
+/// `bytes` in three buffers, cut at a third and two thirds.
+fn pieces(bytes: &[u8]) -> Vec<Buffer> {
+    let cuts = [0, bytes.len() / 3, bytes.len() * 2 / 3, bytes.len()];
+    cuts.windows(2)
+        .map(|w| Buffer::copy_from(&bytes[w[0]..w[1]]).unwrap())
+        .collect()
 }
 
 static FILES: AtomicUsize = AtomicUsize::new(0);
@@ -484,6 +495,7 @@ fn load_as(form: Form, bytes: &[u8], kind: Kind, file: Option<&TempFile>) -> Res
         Form::Reader => load(Cursor::new(bytes), kind).map(drop),
         Form::Buffer => load_buffer(Buffer::copy_from(bytes)?, kind).map(drop),
         Form::Unaligned => load_buffer(unaligned(bytes), kind).map(drop),
+        Form::Pieces => load_pieces(pieces(bytes), kind, true).map(drop),
         Form::Path => load_path(path(), kind, None).map(drop),
         Form::Mapped => load_path(path(), kind, Some(MapMode::ReadOnly)).map(drop),
         Form::Verify => verify_path(path()).map(drop),
@@ -715,6 +727,7 @@ fn wrong_crc() {
                 Form::Reader,
                 Form::Buffer,
                 Form::Unaligned,
+                Form::Pieces,
                 Form::Path,
                 Form::Verify,
             ],
@@ -885,7 +898,15 @@ fn not_an_archive() {
             Expect::Format(&["load_block"]),
         ),
     ];
-    assert_refused(&other, Kind::Tensor, &BLOCK_FORMS);
+    // (not load_pieces: a pickle's archive, never a file a user picked)
+    let forms = [
+        Form::Reader,
+        Form::Buffer,
+        Form::Unaligned,
+        Form::Path,
+        Form::Mapped,
+    ];
+    assert_refused(&other, Kind::Tensor, &forms);
     let file = TempFile::new(&valid_block());
     assert_eq!(verify_path(&file.0).unwrap(), Kind::Block);
     let file = TempFile::new(&values_npy());
@@ -1173,6 +1194,7 @@ fn inconsistencies_the_readers_may_tolerate() {
                 Form::Reader => load(Cursor::new(bytes), Kind::Tensor),
                 Form::Buffer => load_buffer(Buffer::copy_from(bytes).unwrap(), Kind::Tensor),
                 Form::Unaligned => load_buffer(unaligned(bytes), Kind::Tensor),
+                Form::Pieces => load_pieces(pieces(bytes), Kind::Tensor, true),
                 Form::Path => load_path(&file.0, Kind::Tensor, None),
                 Form::Mapped => load_path(&file.0, Kind::Tensor, Some(MapMode::ReadOnly)),
                 Form::Verify => verify_path(&file.0).map(|_| Data::Tensor(map.clone())),
@@ -1201,6 +1223,7 @@ fn duplicate_names_read_the_same_entry_in_every_form() {
         Form::Reader,
         Form::Buffer,
         Form::Unaligned,
+        Form::Pieces,
         Form::Path,
         Form::Mapped,
     ] {
@@ -1208,6 +1231,7 @@ fn duplicate_names_read_the_same_entry_in_every_form() {
             Form::Reader => load(Cursor::new(&bytes), Kind::Tensor),
             Form::Buffer => load_buffer(Buffer::copy_from(&bytes).unwrap(), Kind::Tensor),
             Form::Unaligned => load_buffer(unaligned(&bytes), Kind::Tensor),
+            Form::Pieces => load_pieces(pieces(&bytes), Kind::Tensor, true),
             Form::Path => load_path(&file.0, Kind::Tensor, None),
             _ => load_path(&file.0, Kind::Tensor, Some(MapMode::ReadOnly)),
         };
@@ -2033,10 +2057,11 @@ fn info_json() {
 
 // ---------------------------------------------- TensorBlock and Labels files
 
-const BLOCK_FORMS: [Form; 5] = [
+const BLOCK_FORMS: [Form; 6] = [
     Form::Reader,
     Form::Buffer,
     Form::Unaligned,
+    Form::Pieces,
     Form::Path,
     Form::Mapped,
 ];
