@@ -1,9 +1,11 @@
 //! Hostile input for the readers (the Rust side of
 //! `tests/python/io/test_io_hostile.py`): archives and NPY files whose
 //! bytes lie, loaded through every reader form (a `Read + Seek`, a
-//! `Buffer`, a path read or mapped, `verify_path`), each refused with the
-//! error it deserves, never a panic or an allocation of what a header
-//! declares.
+//! `Buffer` aligned or not, the pieces of a pickle, a path read or mapped,
+//! `verify_path`, and loads by keys), each refused with the error it
+//! deserves (the exact `Error` variant, and a fragment of the message where
+//! blockmap writes it rather than the zip reader), never a panic or an
+//! allocation of what a header declares.
 //!
 //! The archives are built from a valid save: its entries are taken out by a
 //! small central-directory reader of this file and written again by a small
