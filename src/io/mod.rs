@@ -460,3 +460,6 @@ fn check_selection(kind: Kind, keys: Option<&Labels>) -> Result<()> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod hostile_tests;
