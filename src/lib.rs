@@ -8,7 +8,7 @@
 //! as a Python object.
 //!
 //! Modules use only those below them:
-//! `{error, arc} → {interrupt, limits} → dtype → buffer → array → labels → block →
+//! `{error, arc} → {interrupt, limits} → dtype → cast → buffer → array → labels → block →
 //! tensor → data → {io, pickle} → shm`, with `ops` (operations that build
 //! new maps) above `tensor`; the binding (`python`, feature `python`) calls
 //! into them.
@@ -17,6 +17,7 @@ pub mod arc;
 pub mod array;
 pub mod block;
 pub mod buffer;
+pub mod cast;
 pub mod data;
 pub mod dataset;
 pub mod dtype;
