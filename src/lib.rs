@@ -9,7 +9,7 @@
 //!
 //! Modules use only those below them:
 //! `{error, arc} → {interrupt, limits} → dtype → cast → buffer → array → labels → block →
-//! tensor → data → {io, pickle} → shm`, with `ops` (operations that build
+//! tensor → data → io → pickle → shm`, with `ops` (operations that build
 //! new maps) above `tensor`; the binding (`python`, feature `python`) calls
 //! into them.
 
