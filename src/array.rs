@@ -157,6 +157,35 @@ impl Array {
         Array::new(self.dtype, self.shape.clone(), copy)
     }
 
+    /// This array with elements of `dtype`, in new memory blockmap owns,
+    /// converted as numpy's `astype` converts them (see [`crate::cast`]);
+    /// the array itself (sharing its memory) when it already is of `dtype`.
+    /// A writable result, whatever this array's memory.
+    pub fn cast_to(&self, dtype: DType) -> Result<Self> {
+        if dtype == self.dtype {
+            return Ok(self.clone());
+        }
+        let (from_size, to_size) = (self.dtype.size(), dtype.size());
+        let from = self.buffer.as_slice();
+        let bytes =
+            AlignedBytes::filled_in_order(byte_len(dtype, &self.shape)?, |offset, piece| {
+                // pieces hold whole elements: their length is a multiple of
+                // every element size but at the end
+                let first = offset / to_size;
+                let count = piece.len() / to_size;
+                crate::cast::cast(
+                    self.dtype,
+                    dtype,
+                    &from[first * from_size..(first + count) * from_size],
+                    piece,
+                );
+                Ok(())
+            })?;
+        // a mapped file truncated by another program: refuse the zeros
+        self.buffer.check_intact()?;
+        Array::new(dtype, self.shape.clone(), Buffer::from(bytes))
+    }
+
     /// Element type.
     pub fn dtype(&self) -> DType {
         self.dtype
@@ -271,6 +300,35 @@ impl fmt::Debug for Array {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn casts_are_written_a_piece_at_a_time_element_for_element() {
+        // 3 MiB of int32 into int64 (6 MiB), int8 and float64: pieces of
+        // the output start mid-input, and every element is its own cast
+        let count = 3 << 18;
+        let data: Vec<i32> = (0..count)
+            .map(|i| i32::try_from(i).unwrap().wrapping_mul(-7919))
+            .collect();
+        let array = Array::from_slice(vec![count / 4, 4], &data).unwrap();
+        let wide = array.cast_to(DType::I8).unwrap();
+        assert_eq!(wide.shape(), &[count / 4, 4]);
+        assert!(wide.buffer().is_writable());
+        let wide = wide.as_slice::<i64>().unwrap();
+        let narrow = array.cast_to(DType::I1).unwrap();
+        let narrow = narrow.as_slice::<i8>().unwrap();
+        let floats = array.cast_to(DType::F8).unwrap();
+        let floats = floats.as_slice::<f64>().unwrap();
+        for (i, &value) in data.iter().enumerate() {
+            assert_eq!(wide[i], i64::from(value));
+            assert_eq!(narrow[i], value.to_le_bytes()[0].cast_signed());
+            assert_eq!(floats[i].to_bits(), f64::from(value).to_bits());
+        }
+        // the same dtype: the same memory
+        let same = array.cast_to(DType::I4).unwrap();
+        assert_eq!(same.bytes().as_ptr(), array.bytes().as_ptr());
+        let empty = Array::zeros(DType::F8, vec![0, 3]).unwrap();
+        assert_eq!(empty.cast_to(DType::C8).unwrap().shape(), &[0, 3]);
+    }
 
     #[test]
     fn size_must_match_shape() {

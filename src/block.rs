@@ -241,6 +241,23 @@ impl TensorBlock {
         })
     }
 
+    /// This block with values and gradient values of `dtype`, converted as
+    /// numpy's `astype` converts them (see [`Array::cast_to`]); arrays
+    /// already of `dtype`, and labels, are shared.
+    pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
+        let mut gradients = BTreeMap::new();
+        for (parameter, gradient) in &self.gradients {
+            gradients.insert(parameter.clone(), gradient.to_dtype(dtype)?);
+        }
+        Ok(TensorBlock {
+            values: self.values.cast_to(dtype)?,
+            samples: self.samples.clone(),
+            components: self.components.clone(),
+            properties: self.properties.clone(),
+            gradients,
+        })
+    }
+
     /// [`deep_copy`](Self::deep_copy), except that the arrays at the
     /// positions `shared` are shared with this block instead of copied.
     /// Arrays are numbered values first, then each gradient's (recursively,

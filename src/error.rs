@@ -46,6 +46,11 @@ pub enum Error {
     #[error("{0}")]
     NotEqual(String),
 
+    /// An index outside the items it indexes (a dataset's maps); Python's
+    /// `IndexError`.
+    #[error("{0}")]
+    OutOfRange(String),
+
     /// Something the data model allows but an operation does not handle
     /// (yet), e.g. gradients of gradients in `join`.
     #[error("{0}")]

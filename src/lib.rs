@@ -11,7 +11,7 @@
 //! docs/design.md gives, word for word):
 //!
 //! ```text
-//! {error, arc} → {dtype, interrupt, limits} → buffer → array → labels → block → tensor
+//! {error, arc} → {dtype, interrupt, limits} → cast → buffer → array → labels → block → tensor
 //!   → {data, fixtures} → {ops, io, pickle} → {dataset, shm} → python
 //! ```
 //!
@@ -23,6 +23,7 @@ pub mod arc;
 pub mod array;
 pub mod block;
 pub mod buffer;
+pub mod cast;
 pub mod data;
 pub mod dataset;
 pub mod dtype;

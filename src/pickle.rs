@@ -1,11 +1,20 @@
-//! The out-of-band pickle wire format (version 3; version 1 is read too):
-//! a small metadata header and one buffer per array, in a fixed order,
-//! labels equal to earlier ones referring to them. See `docs/pickle.md`.
+//! The pickle wire format, every version, and the dispatch on the version
+//! (see `docs/pickle.md`); the binding only turns Python objects into
+//! [`Buffer`]s and back ([`Arguments`]).
 //!
-//! [`dump`] lists the buffers a map, block or labels already hold (nothing
-//! is copied); [`load`] rebuilds the object from a header and buffers given
-//! by a transport, viewing each buffer when it is aligned for its element
-//! type and copying it otherwise, and validating everything.
+//! - protocol >= 5, out of band (version 3; version 1 is read too): a
+//!   small metadata header and one buffer per array, in a fixed order,
+//!   labels equal to earlier ones referring to them. [`dump`] lists the
+//!   buffers a map, block or labels already hold (nothing is copied);
+//!   [`load`] rebuilds the object from a header and buffers given by a
+//!   transport, viewing each buffer when it is aligned for its element
+//!   type and copying it otherwise, and validating everything;
+//! - protocol < 5, in band: the `.mts` archive in one piece (version 0,
+//!   and always for labels, a bare NPY file) or in several (version 2),
+//!   each array whole in one piece ([`write_in_band`]).
+//!
+//! [`Pickled::read`] reads the arguments of a reconstructor call of any
+//! version, [`Pickled::load`] rebuilds the object they describe.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -15,16 +24,186 @@ use serde::{Deserialize, Serialize};
 
 use crate::array::{byte_len, Array, Layout};
 use crate::block::TensorBlock;
-use crate::buffer::Buffer;
-use crate::data::{Data, DataRef};
+use crate::buffer::{Allocate, Buffer, PiecedWriter};
+use crate::data::{Data, DataRef, Kind};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
 /// The version of the wire format [`dump`] writes. [`load`] reads it and
 /// version 1, the same without references to earlier labels.
 pub const VERSION: u32 = 3;
+
+/// The version of the in-band `.mts` form in one piece (protocol < 5).
+pub const ARCHIVE_VERSION: u32 = 0;
+
+/// The version of the in-band `.mts` form in several pieces.
+pub const PIECES_VERSION: u32 = 2;
+
+/// The most bytes the in-band form of `data` takes (an upper bound).
+pub fn in_band_bound(data: DataRef<'_>) -> usize {
+    io::save_size_bound(data)
+}
+
+/// The size of the pieces the in-band form of `data` is written in, for
+/// pieces of about `target` bytes: labels (a bare NPY file, small) in one
+/// piece whatever the target.
+pub fn in_band_piece_size(data: DataRef<'_>, target: usize) -> usize {
+    match data {
+        DataRef::Labels(_) => in_band_bound(data),
+        _ => target,
+    }
+}
+
+/// Write the in-band form of `data` (protocol < 5) into `writer`, made
+/// with [`in_band_bound`] and [`in_band_piece_size`]: the `.mts` archive
+/// (a bare NPY file for labels), each array whole in one piece.
+pub fn write_in_band<'a, A: Allocate<'a>>(
+    writer: &mut PiecedWriter<'a, A>,
+    data: DataRef<'_>,
+) -> Result<()> {
+    let next_data = match data {
+        // a bare NPY file has no array data to tell of
+        DataRef::Labels(_) => None,
+        _ => Some(writer.next_data()),
+    };
+    io::save_archive(writer, data, next_data).map(drop)
+}
+
+/// The version of an in-band pickle written in `pieces` pieces.
+pub fn in_band_version(pieces: usize) -> u32 {
+    if pieces == 1 {
+        ARCHIVE_VERSION
+    } else {
+        PIECES_VERSION
+    }
+}
+
+/// The arguments of a reconstructor call after the version, as the binding
+/// reads them from the objects the unpickler gives.
+pub trait Arguments {
+    /// The binding's error, which core errors become.
+    type Error: From<Error>;
+
+    /// How many there are.
+    fn count(&self) -> usize;
+
+    /// Argument `index` as a string, `None` when it is not one.
+    fn text(&self, index: usize) -> Result<Option<String>, Self::Error>;
+
+    /// The bytes of argument `index`. `in_band`: a piece of an archive the
+    /// pickler wrote into the stream, which the unpickler made into a new
+    /// object (that the binding may view writable, as numpy does).
+    fn buffer(&self, index: usize, in_band: bool) -> Result<Buffer, Self::Error>;
+}
+
+/// What the arguments of a reconstructor call describe.
+#[derive(Debug)]
+pub enum Pickled {
+    /// versions 1 and 3: a header and one buffer per array
+    OutOfBand {
+        /// 1 or 3
+        version: u32,
+        /// the metadata header (JSON)
+        header: Buffer,
+        /// the arrays' buffers, in the header's order
+        buffers: Vec<Buffer>,
+    },
+    /// version 0: the `.mts` archive (or NPY file) in one buffer
+    Archive {
+        /// what the archive holds
+        kind: Kind,
+        /// the archive
+        archive: Buffer,
+    },
+    /// version 2: the `.mts` archive in pieces
+    Pieces {
+        /// what the archive holds
+        kind: Kind,
+        /// the pieces, in order
+        pieces: Vec<Buffer>,
+    },
+}
+
+impl Pickled {
+    /// Read the arguments of a reconstructor call of format `version`
+    /// (refusing versions this blockmap does not know).
+    pub fn read<A: Arguments>(version: i64, args: &A) -> Result<Self, A::Error> {
+        let count = args.count();
+        let buffers = |first: usize, in_band: bool| {
+            (first..count)
+                .map(|i| args.buffer(i, in_band))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        match version {
+            1 | 3 => {
+                if count == 0 {
+                    return Err(Error::format("the pickle has no header").into());
+                }
+                Ok(Pickled::OutOfBand {
+                    version: if version == 1 { 1 } else { VERSION },
+                    header: args.buffer(0, false)?,
+                    buffers: buffers(1, false)?,
+                })
+            }
+            0 => {
+                if count != 2 {
+                    return Err(Error::format(format!(
+                        "a version 0 pickle has a kind and an archive, got {count} arguments"
+                    ))
+                    .into());
+                }
+                Ok(Pickled::Archive {
+                    kind: Self::kind(args, ARCHIVE_VERSION)?,
+                    archive: args.buffer(1, true)?,
+                })
+            }
+            2 => {
+                if count == 0 {
+                    return Err(Error::format(
+                        "a version 2 pickle has a kind and pieces, got no arguments",
+                    )
+                    .into());
+                }
+                Ok(Pickled::Pieces {
+                    kind: Self::kind(args, PIECES_VERSION)?,
+                    pieces: buffers(1, true)?,
+                })
+            }
+            other => Err(Error::format(format!(
+                "unknown pickle format version {other}: this blockmap reads versions 0 to \
+                 {VERSION}; the pickle may come from a newer blockmap"
+            ))
+            .into()),
+        }
+    }
+
+    /// The kind of object (`"tensor"`, `"block"`, `"labels"`) the first
+    /// argument of an in-band pickle of format `version` names.
+    fn kind<A: Arguments>(args: &A, version: u32) -> Result<Kind, A::Error> {
+        let name = args.text(0)?.ok_or_else(|| {
+            Error::format(format!(
+                "the kind of a version {version} pickle must be a string"
+            ))
+        })?;
+        Ok(Kind::from_name(&name)?)
+    }
+
+    /// Rebuild the object, validating everything.
+    pub fn load(self) -> Result<Data> {
+        match self {
+            Pickled::OutOfBand {
+                version,
+                header,
+                buffers,
+            } => load_version(version, header.as_slice(), buffers),
+            Pickled::Archive { kind, archive } => io::load_buffer_checked(archive, kind, false),
+            Pickled::Pieces { kind, pieces } => io::load_pieces(pieces, kind, false),
+        }
+    }
+}
 
 /// Label names as a header holds them: one string and where each name
 /// ends. Read as a JSON list of strings, checked against the limit of label
@@ -898,7 +1077,150 @@ pub fn load_version(version: u32, header: &[u8], buffers: Vec<Buffer>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::buffer::PieceMemory;
     use crate::fixtures::small_map as map;
+
+    /// A reconstructor argument as a transport gives it.
+    enum Arg {
+        Text(&'static str),
+        Bytes(Buffer),
+    }
+
+    impl Arguments for Vec<Arg> {
+        type Error = Error;
+
+        fn count(&self) -> usize {
+            self.len()
+        }
+
+        fn text(&self, index: usize) -> Result<Option<String>> {
+            Ok(match &self[index] {
+                Arg::Text(text) => Some((*text).to_string()),
+                Arg::Bytes(_) => None,
+            })
+        }
+
+        fn buffer(&self, index: usize, _: bool) -> Result<Buffer> {
+            match &self[index] {
+                Arg::Bytes(buffer) => Ok(buffer.clone()),
+                Arg::Text(_) => Err(Error::UnsupportedType("not bytes".into())),
+            }
+        }
+    }
+
+    /// Pieces from leaked boxes (the test's memory, never freed),
+    /// remembered by address to be read back.
+    struct Leaked(Vec<(usize, usize)>);
+
+    impl Allocate<'static> for &mut Leaked {
+        fn allocate(&mut self, capacity: usize) -> std::io::Result<PieceMemory<'static>> {
+            let memory =
+                Box::leak(vec![std::mem::MaybeUninit::new(0_u8); capacity].into_boxed_slice());
+            self.0.push((memory.as_ptr() as usize, capacity));
+            Ok(memory)
+        }
+    }
+
+    /// The in-band form of `data` in pieces of about `target` bytes, as
+    /// the arguments of its reconstructor call: (version, arguments).
+    fn in_band(data: DataRef<'_>, target: usize) -> (i64, Vec<Arg>) {
+        let mut leaked = Leaked(Vec::new());
+        let size = in_band_piece_size(data, target);
+        let mut writer = PiecedWriter::new(&mut leaked, size, in_band_bound(data));
+        write_in_band(&mut writer, data).unwrap();
+        let lengths = writer.lengths();
+        drop(writer);
+        let mut args = vec![Arg::Text(data.kind().name())];
+        for (length, &(address, _)) in lengths.iter().zip(&leaked.0) {
+            // SAFETY: the piece was leaked (it lives forever), its first
+            // `length` bytes were written, and the writer is gone.
+            let bytes = unsafe { std::slice::from_raw_parts(address as *const u8, *length) };
+            args.push(Arg::Bytes(Buffer::copy_from(bytes).unwrap()));
+        }
+        (i64::from(in_band_version(lengths.len())), args)
+    }
+
+    #[test]
+    fn every_version_is_read_and_dispatched_in_the_core() {
+        let map = map();
+        let labels = map.keys().clone();
+        // out of band: version 3, and version 1 (no references)
+        for (version, refer) in [(3, true), (1, false)] {
+            let (header, buffers) = dump_version(DataRef::Tensor(&map), refer).unwrap();
+            let mut args = vec![Arg::Bytes(Buffer::copy_from(&header).unwrap())];
+            args.extend(buffers.into_iter().map(|(buffer, _)| Arg::Bytes(buffer)));
+            let pickled = Pickled::read(version, &args).unwrap();
+            assert!(matches!(pickled, Pickled::OutOfBand { .. }));
+            assert_eq!(pickled.load().unwrap(), Data::Tensor(map.clone()));
+        }
+        // in band: one piece (version 0), several (version 2); labels
+        // always in one
+        for (data, target, version) in [
+            (Data::Tensor(map.clone()), 16 << 20, 0),
+            (Data::Tensor(map.clone()), 256, 2),
+            (Data::Block(map.blocks()[0].clone()), 256, 2),
+            (Data::Labels(labels), 1, 0),
+        ] {
+            let (written, args) = in_band(data.as_ref(), target);
+            assert_eq!(written, version);
+            let pickled = Pickled::read(written, &args).unwrap();
+            assert_eq!(pickled.load().unwrap(), data);
+        }
+    }
+
+    #[test]
+    fn bad_calls_are_format_errors() {
+        let (_, pieces) = in_band(DataRef::Tensor(&map()), 256);
+        let piece = || match &pieces[1] {
+            Arg::Bytes(buffer) => Arg::Bytes(buffer.clone()),
+            Arg::Text(_) => unreachable!(),
+        };
+        for (version, args, message) in [
+            (
+                4,
+                vec![],
+                "unknown pickle format version 4: this blockmap reads versions 0 to 3",
+            ),
+            (-1, vec![], "unknown pickle format version -1"),
+            (3, vec![], "the pickle has no header"),
+            (1, vec![], "the pickle has no header"),
+            (
+                0,
+                vec![Arg::Text("tensor")],
+                "a version 0 pickle has a kind and an archive, got 1",
+            ),
+            (
+                2,
+                vec![],
+                "a version 2 pickle has a kind and pieces, got no arguments",
+            ),
+            (
+                0,
+                vec![piece(), piece()],
+                "the kind of a version 0 pickle must be a string",
+            ),
+            (
+                2,
+                vec![piece(), piece()],
+                "the kind of a version 2 pickle must be a string",
+            ),
+            (2, vec![Arg::Text("map"), piece()], "unknown kind 'map'"),
+            (
+                2,
+                vec![Arg::Text("labels"), piece()],
+                "labels are a bare NPY file",
+            ),
+        ] {
+            let error = Pickled::read(version, &args)
+                .and_then(Pickled::load)
+                .unwrap_err();
+            assert!(matches!(error, Error::Format(_)), "{error}");
+            assert!(error.to_string().contains(message), "{error}");
+        }
+        // an argument the binding cannot read: its error
+        let error = Pickled::read(3, &vec![Arg::Text("x")]).unwrap_err();
+        assert!(matches!(error, Error::UnsupportedType(_)), "{error}");
+    }
 
     #[test]
     fn round_trip_shares_memory() {

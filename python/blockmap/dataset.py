@@ -41,7 +41,6 @@ from typing import Any, SupportsIndex, overload
 
 from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, _ForeignZip, load
 from .exceptions import (
-    BlockMapIndexError,
     BlockMapIOError,
     BlockMapTypeError,
     ValidationError,
@@ -150,16 +149,13 @@ class Dataset(_Dataset):
     whose writes never reach the file, and pickle as data.
     """
 
-    def _position(self, index: Any) -> int:
+    def _integer(self, index: Any) -> int:
         if isinstance(index, bool) or not hasattr(index, "__index__"):
             raise BlockMapTypeError(
                 f"dataset indices must be integers or slices, not {type(index).__name__}"
             )
+        # bounds (negative from the end) are checked by the core
         position: int = index.__index__()
-        if position < 0:
-            position += len(self)
-        if not 0 <= position < len(self):
-            raise BlockMapIndexError(f"map {index} is out of range for a dataset of {len(self)}")
         return position
 
     @overload
@@ -192,7 +188,7 @@ class Dataset(_Dataset):
         """
         if isinstance(index, slice):
             return [self._get(i) for i in range(*index.indices(len(self)))]
-        return self._get(self._position(index))
+        return self._get(self._integer(index))
 
     def __iter__(self) -> Iterator[TensorMap]:
         """``for tensor in dataset``: every map, in order.
@@ -247,7 +243,7 @@ class Dataset(_Dataset):
         ModuleNotFoundError
             If ``arrays="torch"`` and torch is not installed.
         """
-        return self._get(self._position(index), keys=keys, arrays=arrays)
+        return self._get(self._integer(index), keys=keys, arrays=arrays)
 
     def _reference(self) -> _Reference:
         return (os.fspath(self.path), self.mmap, self.id, len(self), self._checksum())

@@ -445,14 +445,53 @@ impl Dataset {
         &self.contents.slots
     }
 
-    /// The `.mts` archive of map `i`, viewing the mapping.
-    pub fn archive(&self, i: usize) -> Result<Buffer> {
-        let slot = self.contents.slots.get(i).ok_or_else(|| {
-            Error::invalid(format!(
-                "map {i} is out of range for a dataset of {}",
+    /// Keep the first `count` maps only: a reference reopened in another
+    /// process sees what its sender saw, although the file may have grown.
+    pub fn keep_first(&mut self, count: usize) -> Result<()> {
+        if count > self.len() {
+            return Err(Error::invalid(format!(
+                "'{}' holds {} maps, fewer than the {count} asked for",
+                self.path.display(),
                 self.len()
+            )));
+        }
+        self.contents.slots.truncate(count);
+        Ok(())
+    }
+
+    /// The position of map `index` (Python's rule: a negative index counts
+    /// from the end), or an [`Error::OutOfRange`]: the one bounds check of
+    /// the indices of a dataset's maps, which the binding passes through.
+    pub fn position(&self, index: i64) -> Result<usize> {
+        let len = self.len();
+        let position = if index < 0 {
+            usize::try_from(index.unsigned_abs())
+                .ok()
+                .and_then(|back| len.checked_sub(back))
+        } else {
+            usize::try_from(index).ok().filter(|&i| i < len)
+        };
+        position.ok_or_else(|| {
+            Error::OutOfRange(format!(
+                "map {index} is out of range for a dataset of {len}"
             ))
-        })?;
+        })
+    }
+
+    /// Where map `index` lies (see [`Dataset::position`]).
+    pub fn slot(&self, index: i64) -> Result<Slot> {
+        Ok(self.contents.slots[self.position(index)?])
+    }
+
+    /// The `.mts` archive of map `index` (see [`Dataset::position`]),
+    /// viewing the mapping.
+    pub fn archive(&self, index: i64) -> Result<Buffer> {
+        self.archive_at(self.position(index)?)
+    }
+
+    /// The archive of map `i`, a position [`Dataset::position`] gave.
+    fn archive_at(&self, i: usize) -> Result<Buffer> {
+        let slot = self.contents.slots[i];
         let (offset, len) = (usize::try_from(slot.offset), usize::try_from(slot.len));
         match (offset, len) {
             (Ok(offset), Ok(len)) => self.mapping.slice(offset, len),
@@ -462,8 +501,9 @@ impl Dataset {
 
     /// Map `i`, viewing the mapping (its labels in memory they own), with
     /// only the blocks whose keys match `keys` when given.
-    pub fn get(&self, i: usize, keys: Option<&Labels>) -> Result<TensorMap> {
-        let archive = self.archive(i)?;
+    pub fn get(&self, index: i64, keys: Option<&Labels>) -> Result<TensorMap> {
+        let i = self.position(index)?;
+        let archive = self.archive_at(i)?;
         match io::load_buffer_selected(archive, Kind::Tensor, false, keys) {
             Ok(Data::Tensor(map)) => Ok(map),
             Ok(_) => Err(Error::internal("a dataset map loaded as something else")),
@@ -1056,6 +1096,11 @@ mod tests {
         Scratch(dir)
     }
 
+    /// A position as the index `get` takes.
+    fn index(i: usize) -> i64 {
+        i64::try_from(i).unwrap()
+    }
+
     fn maps() -> Vec<TensorMap> {
         vec![
             fixtures::small_map(),
@@ -1083,7 +1128,7 @@ mod tests {
         let all = Dataset::open(&path, MapMode::ReadOnly).unwrap();
         assert_eq!((all.len(), all.id()), (3, first.id()));
         for (i, map) in maps.iter().enumerate() {
-            assert_eq!(&all.get(i, None).unwrap(), map);
+            assert_eq!(&all.get(index(i), None).unwrap(), map);
             assert_eq!(all.slots()[i].offset % ALIGNMENT as u64, 0);
         }
         // the reader opened before the append still reads its two maps
@@ -1091,6 +1136,42 @@ mod tests {
         assert!(first.get(2, None).is_err());
         assert_eq!(first.checksum(2).unwrap(), all.checksum(2).unwrap());
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn indices_are_checked_once_python_style() {
+        let path_dir = scratch("indices");
+        let path = path_dir.path();
+        let maps = maps();
+        let mut writer = Writer::create(&path, None).unwrap();
+        for map in &maps {
+            writer.write(map).unwrap();
+        }
+        writer.close().unwrap();
+        let mut dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+        let len = index(maps.len());
+        assert_eq!(dataset.position(-1).unwrap(), maps.len() - 1);
+        assert_eq!(dataset.position(-len).unwrap(), 0);
+        assert_eq!(&dataset.get(-1, None).unwrap(), maps.last().unwrap());
+        for index in [len, -len - 1, i64::MAX, i64::MIN] {
+            let error = dataset.get(index, None).unwrap_err();
+            assert!(matches!(error, Error::OutOfRange(_)), "{error}");
+            assert_eq!(
+                error.to_string(),
+                format!("map {index} is out of range for a dataset of {len}")
+            );
+            assert!(dataset.archive(index).is_err());
+            assert!(dataset.slot(index).is_err());
+        }
+        // a view of the first maps: the others are out of its range
+        assert!(dataset.keep_first(maps.len() + 1).is_err());
+        dataset.keep_first(1).unwrap();
+        assert_eq!(&dataset.get(-1, None).unwrap(), &maps[0]);
+        let error = dataset.get(1, None).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "map 1 is out of range for a dataset of 1"
+        );
     }
 
     #[test]
@@ -1116,7 +1197,7 @@ mod tests {
             let complete = ends.iter().filter(|&&end| end <= cut as u64).count();
             assert_eq!(dataset.len(), complete, "cut at {cut}");
             for (i, map) in maps.iter().take(complete).enumerate() {
-                assert_eq!(&dataset.get(i, None).unwrap(), map, "cut at {cut}");
+                assert_eq!(&dataset.get(index(i), None).unwrap(), map, "cut at {cut}");
             }
             if cut % 97 == 0 || cut == bytes.len() - 1 {
                 // appending to it cuts the incomplete tail off first
@@ -1126,7 +1207,7 @@ mod tests {
                 let appended = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
                 assert!(appended.committed());
                 assert_eq!(appended.len(), complete + 1);
-                assert_eq!(&appended.get(complete, None).unwrap(), &maps[0]);
+                assert_eq!(&appended.get(index(complete), None).unwrap(), &maps[0]);
             }
         }
         let _ = std::fs::remove_file(&path);
@@ -1150,7 +1231,7 @@ mod tests {
             std::fs::write(&bad_path, &bytes).unwrap();
             if let Ok(dataset) = Dataset::open(&bad_path, MapMode::ReadOnly) {
                 for i in 0..dataset.len() {
-                    let _ = dataset.get(i, None);
+                    let _ = dataset.get(index(i), None);
                 }
             }
         }

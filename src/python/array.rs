@@ -25,7 +25,7 @@ use pyo3::types::{PyBytes, PyBytesMethods, PyDict, PyMemoryView};
 
 use super::errors::{from_callee, internal, invalid, type_name, wrong_type};
 use crate::array::{byte_len, Array};
-use crate::buffer::{Buffer, FixedWriter, PieceMemory, PiecedWriter};
+use crate::buffer::{Buffer, PieceMemory, PiecedWriter};
 use crate::dtype::{ByteOrder, DType};
 
 /// Keeps a buffer's memory alive for the numpy arrays viewing it, and
@@ -340,53 +340,6 @@ extern "C" {
     /// `CPython`'s resize of a `bytes` object that nothing else references
     /// yet (it is exported by the interpreter; `pyo3-ffi` keeps it private).
     fn _PyBytes_Resize(bytes: *mut *mut ffi::PyObject, size: ffi::Py_ssize_t) -> c_int;
-}
-
-/// A `bytes` object written in place by `write` (into at most `capacity`
-/// bytes, through a [`FixedWriter`] that returns the length written), then
-/// shrunk to what was written: one pass over the data, no copy.
-pub fn bytes_with<W>(py: Python<'_>, capacity: usize, write: W) -> PyResult<Bound<'_, PyBytes>>
-where
-    W: FnOnce(FixedWriter<'_>) -> crate::Result<usize> + Send,
-{
-    let size = ffi::Py_ssize_t::try_from(capacity)
-        .map_err(|_| invalid(py, "the data is too large for a bytes object"))?;
-    // SAFETY: with a null pointer, PyBytes_FromStringAndSize returns a new,
-    // owned bytes object of `size` uninitialised bytes (or null on error).
-    let mut object = unsafe { ffi::PyBytes_FromStringAndSize(std::ptr::null(), size) };
-    if object.is_null() {
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: `object` is a non-null bytes object whose storage of
-    // `capacity` bytes (possibly uninitialised, hence `MaybeUninit`) is
-    // referenced only here until the object is handed out below.
-    let memory = unsafe {
-        std::slice::from_raw_parts_mut(
-            ffi::PyBytes_AsString(object).cast::<MaybeUninit<u8>>(),
-            capacity,
-        )
-    };
-    // written with the GIL released (nothing else references the object)
-    let len = super::gil::detached(py, || write(FixedWriter::new(memory))).and_then(|len| {
-        // never fails: `len <= capacity`, which fits (checked above)
-        ffi::Py_ssize_t::try_from(len)
-            .map_err(|_| invalid(py, "the data is too large for a bytes object"))
-    });
-    let len = match len {
-        Ok(len) => len,
-        Err(error) => {
-            // SAFETY: `object` is the owned reference created above.
-            unsafe { ffi::Py_DECREF(object) };
-            return Err(error);
-        }
-    };
-    // SAFETY: nothing else references `object` yet, as _PyBytes_Resize
-    // requires; on failure it releases the object and sets it to null.
-    if unsafe { _PyBytes_Resize(&raw mut object, len) } < 0 {
-        return Err(PyErr::fetch(py));
-    }
-    // SAFETY: `object` is an owned, non-null reference to a bytes object.
-    Ok(unsafe { Bound::from_owned_ptr(py, object) }.cast_into()?)
 }
 
 /// Write a stream into new `bytes` objects of about `target` bytes each,

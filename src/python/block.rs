@@ -179,7 +179,7 @@ impl PyTensorBlock {
         let _ = non_blocking;
         let dtype = to_dtype("`TensorBlock.to`", args, dtype, device, arrays)?;
         let arrays = arrays_arg(args.py(), arrays, self.arrays)?;
-        let block = block_to(&self.block(), dtype.as_ref(), arrays == Arrays::Torch)?;
+        let block = block_to(&self.block(), dtype, arrays == Arrays::Torch)?;
         Ok(PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays))
     }
 

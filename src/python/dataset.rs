@@ -60,21 +60,11 @@ impl PyDataset {
                 "a dataset is always mapped: mmap must be True, 'r' or 'c'",
             ));
         };
-        let inner = detached(py, move || dataset::Dataset::open(&path, mode))?;
-        let count = match count {
-            None => inner.len(),
-            Some(count) if count <= inner.len() => count,
-            Some(count) => {
-                return Err(invalid(
-                    py,
-                    format!(
-                        "'{}' holds {} maps, fewer than the {count} asked for",
-                        inner.path().display(),
-                        inner.len()
-                    ),
-                ))
-            }
-        };
+        let mut inner = detached(py, move || dataset::Dataset::open(&path, mode))?;
+        if let Some(count) = count {
+            inner.keep_first(count)?;
+        }
+        let count = inner.len();
         Ok(PyDataset {
             inner: ForkArc::new(inner),
             mode,
@@ -128,43 +118,34 @@ impl PyDataset {
     }
 
     /// ``(offset, length)`` in the file of map ``index``'s ``.mts`` archive.
-    fn _slot(&self, py: Python<'_>, index: usize) -> PyResult<(u64, u64)> {
-        if index >= self.count {
-            return Err(invalid(
-                py,
-                format!("map {index} of a dataset of {}", self.count),
-            ));
-        }
-        let slot = self.inner.slots()[index];
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
+    fn _slot(&self, index: SaturatingInt) -> PyResult<(u64, u64)> {
+        let slot = self.inner.slot(index.0)?;
         Ok((slot.offset, slot.len))
     }
 
-    /// Map ``index`` (``0 <= index < len``), viewing the mapping; with
+    /// Map ``index`` (negative from the end), viewing the mapping; with
     /// ``keys``, only the blocks whose keys match. A read-only, whole map
     /// pickles as a reference to this dataset while it is unchanged.
     #[pyo3(signature = (index, keys = None, arrays = None))]
+    #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn _get(
         slf: &Bound<'_, Self>,
-        index: usize,
+        index: SaturatingInt,
         keys: Option<LabelsArg>,
         arrays: Option<&str>,
     ) -> PyResult<Py<PyTensorMap>> {
         let py = slf.py();
         let this = slf.get();
-        if index >= this.count {
-            return Err(super::errors::Class::BlockMapIndexError.err(
-                py,
-                format!(
-                    "map {index} is out of range for a dataset of {}",
-                    this.count
-                ),
-            ));
-        }
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
         let keys = keys_arg(keys);
         let keys = keys.as_ref();
         let inner = &this.inner;
-        let map = detached(py, || inner.get(index, keys))?;
+        let index = index.0;
+        let (index, map) = detached(py, || {
+            let position = inner.position(index)?;
+            Ok((position, inner.get(index, keys)?))
+        })?;
         let object = if keys.is_none() && this.mode == MapMode::ReadOnly && arrays == Arrays::Numpy
         {
             PyTensorMap::from_dataset(map, slf.clone().into_any().unbind(), index)

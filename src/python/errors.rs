@@ -170,6 +170,7 @@ impl From<Error> for PyErr {
             Error::UnsupportedType(message) => wrong_type(py, message),
             Error::OutOfMemory(message) => Class::BlockMapMemoryError.err(py, message),
             Error::NotEqual(message) => Class::NotEqualError.err(py, message),
+            Error::OutOfRange(message) => Class::BlockMapIndexError.err(py, message),
             Error::NotImplemented(message) => Class::BlockMapNotImplementedError.err(py, message),
             error @ Error::Internal(_) => Class::InternalError.err(py, error.to_string()),
             Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),

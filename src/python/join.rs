@@ -245,8 +245,9 @@ pub(super) fn operation<'py>(py: Python<'py>, name: &str) -> PyResult<Bound<'py,
     py.import("blockmap.operations")?.getattr(name)
 }
 
-/// The maps' data, every map in the dtype of the first (converted with
-/// `to(dtype=...)` where it differs), as metatensor-operations' join
+/// The maps' data, every map in the dtype of the first (converted as
+/// `to(dtype=...)` converts where it differs: by the core, or by torch for
+/// torch-backed maps), as metatensor-operations' join
 /// assigns every input into an array of the first's dtype; but where that
 /// cast would change values (float64 into int32 or float32, int64 into
 /// float64, ...) the maps are refused instead.
@@ -265,10 +266,15 @@ fn same_dtype(
         ) {
             (Some(want), Some(have)) if want != have => {
                 check_lossless(py, have, want, &format!("tensor {i}"), "tensor 0")?;
-                let kwargs = pyo3::types::PyDict::new(py);
-                kwargs.set_item("dtype", want.native_descr())?;
-                let converted = map.call_method("to", (), Some(&kwargs))?;
-                snapshots.push(converted.cast::<PyTensorMap>()?.get().map());
+                let torch = map.get().arrays == Arrays::Torch;
+                let blocks = data
+                    .blocks()
+                    .iter()
+                    .map(|block| block_to(block, Some(want), torch))
+                    .collect::<PyResult<Vec<_>>>()?;
+                let mut converted = crate::tensor::TensorMap::new(data.keys().clone(), blocks)?;
+                converted.replace_info(crate::limits::try_clone_info(data.info())?)?;
+                snapshots.push(crate::arc::Arc::new(converted));
             }
             _ => snapshots.push(data),
         }
@@ -366,11 +372,7 @@ pub fn join_blocks<'py>(
         let have = snapshot.dtype();
         if have != want {
             check_lossless(py, have, want, &format!("block {i}"), "block 0")?;
-            let target = py
-                .import("numpy")?
-                .getattr("dtype")?
-                .call1((want.native_descr(),))?;
-            let converted = block_to(snapshot, Some(&target), arrays == Arrays::Torch)?;
+            let converted = block_to(snapshot, Some(want), arrays == Arrays::Torch)?;
             *snapshot = crate::arc::ForkArc::new(converted);
         }
     }

@@ -6,12 +6,11 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::array::{from_python, to_numpy};
 use super::classes::PyLabels;
 use super::convert::{extract_names, is_torch};
 use super::errors::{invalid, type_name, wrong_type};
 use crate::block::TensorBlock;
-use crate::dtype::{ByteOrder, DType};
+use crate::dtype::DType;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
@@ -68,7 +67,7 @@ pub fn fill_bytes(map: &TensorMap, fill_value: &Bound<'_, PyAny>) -> PyResult<Ve
     scalar.call_method0("tobytes")?.extract()
 }
 
-/// The dtype a `to(...)` call asks for (as a numpy dtype), after checking
+/// The dtype a `to(...)` call asks for, after checking
 /// its arguments as metatensor-core does: positional arguments are a
 /// device (a str) or a numeric dtype, each given once; the device must be
 /// the CPU and the arrays numpy.
@@ -78,7 +77,7 @@ pub fn to_dtype<'py>(
     dtype: Option<Bound<'py, PyAny>>,
     device: Option<Bound<'py, PyAny>>,
     arrays: Option<&str>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
+) -> PyResult<Option<DType>> {
     let py = args.py();
     let numpy = py.import("numpy")?;
     let mut dtype = dtype.filter(|d| !d.is_none());
@@ -145,16 +144,18 @@ pub fn to_dtype<'py>(
                 }
             })?;
             let descr: String = dtype.getattr("str")?.extract()?;
-            if DType::parse_descr(&descr).is_err() {
-                return Err(invalid(
+            match DType::parse_descr(&descr) {
+                // the values come back in native byte order, whatever the
+                // order asked for (as blockmap holds every array)
+                Ok((dtype, _)) => Ok(dtype),
+                Err(_) => Err(invalid(
                     py,
                     format!(
                         "unsupported dtype {}: blockmap holds numeric arrays",
                         dtype.str()?
                     ),
-                ));
+                )),
             }
-            Ok(dtype)
         })
         .transpose()
 }
@@ -182,47 +183,36 @@ fn numpy_of_torch_dtype<'py>(dtype: &Bound<'py, PyAny>) -> PyResult<Option<Bound
 }
 
 /// `block` (and its gradients) with values of `dtype`: the same arrays
-/// when they already are, otherwise converted by numpy's `astype`, or for
-/// torch tensors (`torch`) by `tensor.to(dtype)`, which autograd follows.
-pub fn block_to(
-    block: &TensorBlock,
-    dtype: Option<&Bound<'_, PyAny>>,
-    torch: bool,
-) -> PyResult<TensorBlock> {
-    let same = match dtype {
-        Some(dtype) => {
-            let descr: String = dtype.getattr("str")?.extract()?;
-            DType::parse_descr(&descr).is_ok_and(|(d, order)| {
-                d == block.dtype() && (order == ByteOrder::NATIVE || d.size() == 1)
-            })
-        }
-        None => true,
+/// when they already are, otherwise converted by the core as numpy's
+/// `astype` converts (no call into Python), or for torch tensors (`torch`)
+/// by `tensor.to(dtype)`, which autograd follows.
+pub fn block_to(block: &TensorBlock, dtype: Option<DType>, torch: bool) -> PyResult<TensorBlock> {
+    let Some(dtype) = dtype.filter(|&dtype| dtype != block.dtype()) else {
+        return Ok(block.clone());
     };
-    let values = match dtype {
-        Some(dtype) if !same && torch => {
-            let py = dtype.py();
-            let module = super::torch::torch(py)?;
-            let empty = py.import("numpy")?.getattr("empty")?.call1((0, dtype))?;
-            let target = module
-                .call_method1("from_numpy", (empty,))?
-                .getattr("dtype")?;
-            let tensor = super::torch::to_tensor(py, block.values())?;
-            super::torch::from_tensor(&tensor.call_method1("to", (target,))?, "values")?
+    Python::attach(|py| {
+        if !torch {
+            return Ok(py.detach(|| block.to_dtype(dtype))?);
         }
-        Some(dtype) if !same => {
-            let view = to_numpy(dtype.py(), block.values())?;
-            from_python(&view.call_method1("astype", (dtype,))?, "values")?
+        let module = super::torch::torch(py)?;
+        let empty = py
+            .import("numpy")?
+            .getattr("empty")?
+            .call1((0, dtype.native_descr()))?;
+        let target = module
+            .call_method1("from_numpy", (empty,))?
+            .getattr("dtype")?;
+        let tensor = super::torch::to_tensor(py, block.values())?;
+        let values = super::torch::from_tensor(&tensor.call_method1("to", (&target,))?, "values")?;
+        let mut converted = TensorBlock::new(
+            values,
+            block.samples().clone(),
+            block.components().to_vec(),
+            block.properties().clone(),
+        )?;
+        for (parameter, gradient) in block.gradients() {
+            converted.add_gradient(parameter, block_to(gradient, Some(dtype), torch)?)?;
         }
-        _ => block.values().clone(),
-    };
-    let mut converted = TensorBlock::new(
-        values,
-        block.samples().clone(),
-        block.components().to_vec(),
-        block.properties().clone(),
-    )?;
-    for (parameter, gradient) in block.gradients() {
-        converted.add_gradient(parameter, block_to(gradient, dtype, torch)?)?;
-    }
-    Ok(converted)
+        Ok(converted)
+    })
 }

@@ -1,14 +1,10 @@
 //! Pickle support: `__reduce_ex__` of `Labels`, `TensorBlock` and
-//! `TensorMap` and the reconstructor `blockmap._blockmap._reconstruct` (see
-//! docs/pickle.md).
-//!
-//! - protocol >= 5: `_reconstruct(3, header, *buffers)`, one
-//!   `pickle.PickleBuffer` per array over the memory the object holds
-//!   (labels equal to earlier ones refer to them); version 1 is read too;
-//! - protocol < 5: `_reconstruct(2, kind, *pieces)`, the `.mts` archive in
-//!   a few `bytes` objects of about [`PIECE_TARGET`] bytes, each array whole
-//!   in one of them; or `_reconstruct(0, kind, archive)` when it fits in one
-//!   (and always for Labels, a bare NPY file). A `bytearray` is read too.
+//! `TensorMap` and the reconstructor `blockmap._blockmap._reconstruct`: the
+//! Python glue of the wire format, which lives in the core (`pickle.rs`,
+//! docs/pickle.md). Here: `pickle.PickleBuffer`s over the buffers the core
+//! lists (protocol >= 5), the archive written into `bytes` objects of about
+//! [`PIECE_TARGET`] bytes (protocol < 5), and the reconstructor's Python
+//! arguments as [`Buffer`]s.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -16,23 +12,16 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple};
 
-use super::array::{
-    buffer_from_pickled_bytes, buffer_from_python, bytes_with, pieces_with, BufferOwner,
-};
+use super::array::{buffer_from_pickled_bytes, buffer_from_python, pieces_with, BufferOwner};
 use super::convert::{saturating_index, to_python};
 use super::errors::{invalid, type_name, Class};
 use super::gil::detached;
-use crate::data::{DataRef, Kind};
-use crate::io;
-use crate::pickle;
+use crate::buffer::Buffer;
+use crate::data::DataRef;
+use crate::pickle::{self, Pickled};
 
 static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 static RECONSTRUCT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-
-/// The version of the in-band `.mts` form in one piece (protocol < 5).
-const ARCHIVE_VERSION: u32 = 0;
-/// The version of the in-band `.mts` form in several pieces.
-const PIECES_VERSION: u32 = 2;
 
 /// About how large each piece of an archive pickled in-band is. `CPython`'s
 /// pickler writes one large `bytes` object much slower than the same bytes
@@ -63,24 +52,17 @@ pub fn reduce<'py>(
         }
     } else {
         // `bytes`, not `bytearray`: before protocol 5, pickle copies a
-        // bytearray through bytes(self) on dumps and back on loads. Labels
-        // (a bare NPY file, small) go in one object, maps and blocks in
-        // pieces (one when small)
-        let bound = io::save_size_bound(data);
-        let pieces = if let DataRef::Labels(_) = data {
-            vec![bytes_with(py, bound, |writer| io::save_into(writer, data))?]
-        } else {
-            pieces_with(py, piece_target(), bound, |writer| {
-                let next_data = writer.next_data();
-                io::save_archive(writer, data, Some(next_data)).map(drop)
-            })?
-        };
-        let version = if pieces.len() == 1 {
-            ARCHIVE_VERSION
-        } else {
-            PIECES_VERSION
-        };
-        args.push(version.into_pyobject(py)?.into_any());
+        // bytearray through bytes(self) on dumps and back on loads
+        let bound = pickle::in_band_bound(data);
+        let size = pickle::in_band_piece_size(data, piece_target());
+        let pieces = pieces_with(py, size, bound, |writer| {
+            pickle::write_in_band(writer, data)
+        })?;
+        args.push(
+            pickle::in_band_version(pieces.len())
+                .into_pyobject(py)?
+                .into_any(),
+        );
         args.push(data.kind().name().into_pyobject(py)?.into_any());
         args.extend(pieces.into_iter().map(Bound::into_any));
     }
@@ -88,6 +70,32 @@ pub fn reduce<'py>(
         py,
         [reconstruct.clone(), PyTuple::new(py, args)?.into_any()],
     )
+}
+
+/// The reconstructor's arguments after the version, for the core.
+struct Arguments<'a, 'py>(&'a Bound<'py, PyTuple>);
+
+impl pickle::Arguments for Arguments<'_, '_> {
+    type Error = PyErr;
+
+    fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    fn text(&self, index: usize) -> PyResult<Option<String>> {
+        Ok(self.0.get_item(index)?.extract::<String>().ok())
+    }
+
+    /// A `bytes` object the unpickler made for a piece written in band is
+    /// viewed writable (see [`buffer_from_pickled_bytes`]); anything else
+    /// through its buffer export.
+    fn buffer(&self, index: usize, in_band: bool) -> PyResult<Buffer> {
+        let object = self.0.get_item(index)?;
+        match object.cast_exact::<PyBytes>() {
+            Ok(bytes) if in_band => Ok(buffer_from_pickled_bytes(bytes)),
+            _ => buffer_from_python(&object),
+        }
+    }
 }
 
 /// Rebuild a `Labels`, `TensorBlock` or `TensorMap` from what
@@ -102,85 +110,21 @@ fn _reconstruct(
     version: &Bound<'_, PyAny>,
     args: &Bound<'_, PyTuple>,
 ) -> PyResult<Py<PyAny>> {
-    let format_error = |message: String| Class::FormatError.err(py, message);
     let version = saturating_index(version)
         .ok_or_else(|| {
-            format_error(format!(
-                "the pickle format version must be an integer, got {}",
-                type_name(version)
-            ))
+            Class::FormatError.err(
+                py,
+                format!(
+                    "the pickle format version must be an integer, got {}",
+                    type_name(version)
+                ),
+            )
         })?
         .value;
-    match version {
-        1 | 3 => {
-            let Some(header) = args.iter().next() else {
-                return Err(format_error("the pickle has no header".into()));
-            };
-            let header = buffer_from_python(&header)?;
-            let buffers = args
-                .iter()
-                .skip(1)
-                .map(|b| buffer_from_python(&b))
-                .collect::<PyResult<Vec<_>>>()?;
-            let version = if version == 1 { 1 } else { pickle::VERSION };
-            let data = detached(py, || {
-                pickle::load_version(version, header.as_slice(), buffers)
-            })?;
-            to_python(py, data)
-        }
-        0 => {
-            let [kind, archive] = &args.iter().collect::<Vec<_>>()[..] else {
-                return Err(format_error(format!(
-                    "a version 0 pickle has a kind and an archive, got {} arguments",
-                    args.len()
-                )));
-            };
-            let kind = pickled_kind(py, kind, 0)?;
-            let archive = pickled_buffer(archive)?;
-            let data = detached(py, || io::load_buffer_checked(archive, kind, false))?;
-            to_python(py, data)
-        }
-        2 => {
-            let mut args = args.iter();
-            let Some(kind) = args.next() else {
-                return Err(format_error(
-                    "a version 2 pickle has a kind and pieces, got no arguments".into(),
-                ));
-            };
-            let kind = pickled_kind(py, &kind, 2)?;
-            let pieces = args
-                .map(|piece| pickled_buffer(&piece))
-                .collect::<PyResult<Vec<_>>>()?;
-            let data = detached(py, || io::load_pieces(pieces, kind, false))?;
-            to_python(py, data)
-        }
-        other => Err(format_error(format!(
-            "unknown pickle format version {other}: this blockmap reads versions 0 to 3; \
-             the pickle may come from a newer blockmap"
-        ))),
-    }
-}
-
-/// The kind of object (`"tensor"`, `"block"`, `"labels"`) a pickle of
-/// format `version` names.
-fn pickled_kind(py: Python<'_>, kind: &Bound<'_, PyAny>, version: u32) -> PyResult<Kind> {
-    let name = kind.extract::<String>().map_err(|_| {
-        Class::FormatError.err(
-            py,
-            format!("the kind of a version {version} pickle must be a string"),
-        )
-    })?;
-    Ok(Kind::from_name(&name)?)
-}
-
-/// A piece of an archive pickled in-band: a `bytes` object the unpickler
-/// made (viewed, writable: see [`buffer_from_pickled_bytes`]) or any other
-/// buffer.
-fn pickled_buffer(piece: &Bound<'_, PyAny>) -> PyResult<crate::buffer::Buffer> {
-    match piece.cast_exact::<PyBytes>() {
-        Ok(bytes) => Ok(buffer_from_pickled_bytes(bytes)),
-        Err(_) => buffer_from_python(piece),
-    }
+    let version = i64::try_from(version).unwrap_or(i64::MAX);
+    let pickled = Pickled::read(version, &Arguments(args))?;
+    let data = detached(py, move || pickled.load())?;
+    to_python(py, data)
 }
 
 /// The size of pieces pickles are written in (see [`PIECE_TARGET`]).

@@ -609,7 +609,8 @@ impl PyTensorMap {
     }
 
     /// The map with every array of ``dtype`` (a numpy or torch dtype,
-    /// converted with numpy's ``astype``; arrays already of that dtype are
+    /// converted as numpy's ``astype`` converts, by blockmap itself; torch
+    /// tensors by ``tensor.to``; arrays already of that dtype are
     /// shared, not copied), on ``device`` (only ``"cpu"``), given as
     /// ``arrays``: ``"numpy"`` or ``"torch"`` (the same memory either way,
     /// nothing is copied). Positional arguments are a device (a str or a
@@ -663,7 +664,7 @@ impl PyTensorMap {
         let blocks = map
             .blocks()
             .iter()
-            .map(|block| block_to(block, dtype.as_ref(), arrays == Arrays::Torch))
+            .map(|block| block_to(block, dtype, arrays == Arrays::Torch))
             .collect::<PyResult<Vec<_>>>()?;
         let converted = TensorMap::new(map.keys().clone(), blocks)?;
         Ok(PyTensorMap::with_arrays(

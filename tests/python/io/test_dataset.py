@@ -3,6 +3,7 @@
 as references, converted from folders of ``.mts`` files and from
 metatrain's DiskDataset layout."""
 
+import functools
 import os
 import pickle
 import zipfile
@@ -58,6 +59,37 @@ def test_maps_read_back_as_views_of_the_mapping(saved, maps):
         with pytest.raises(error):
             dataset[index]
     assert "40 maps" in repr(dataset)
+
+
+def test_indices_are_checked_once_by_the_core(saved, maps):
+    """One bounds check (negative indices from the end, as Python's) for
+    ``dataset[i]``, ``load(i)``, the binding's ``_get`` and ``_slot``, and a
+    reference's view of its first maps; the message names the index given."""
+    dataset = Dataset(saved)
+    assert_identical(dataset.load(-2), maps[-2])
+    assert_identical(dataset.load(-40, keys=maps[0].keys), maps[0])
+    assert dataset._slot(-1) == dataset._slot(39)
+    # the reference of a map read by a negative index names its position
+    assert_identical(pickle.loads(pickle.dumps(dataset[-1], protocol=5)), maps[-1])
+    view = blockmap._blockmap._Dataset(saved, count=3)
+    assert_identical(view._get(-1), maps[2])
+    cases = [(dataset, 40), (dataset, -41), (dataset, 2**70), (dataset, -(2**70))]
+    cases += [(view, 3), (view, -4)]
+    for opened, index in cases:
+        calls = [opened._get, opened._slot]
+        if isinstance(opened, Dataset):
+            calls += [opened.__getitem__, functools.partial(opened.load, keys=maps[0].keys)]
+        for call in calls:
+            with pytest.raises(blockmap.BlockMapIndexError) as error:
+                call(index)
+            if abs(index) < 2**63:
+                assert str(error.value) == (
+                    f"map {index} is out of range for a dataset of {len(opened)}"
+                )
+    for index in ["0", 1.0, True, None, [0]]:
+        for call in [dataset.__getitem__, dataset.load]:
+            with pytest.raises(blockmap.BlockMapTypeError):
+                call(index)
 
 
 def test_selected_blocks_of_one_map(tmp_path, rng):

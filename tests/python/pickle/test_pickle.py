@@ -992,8 +992,9 @@ class _RecordingUnpickler(pickle.Unpickler):
                 return _reconstruct(*args)
 
             return recording
-        if (module, name) == ("builtins", "bytearray"):
-            # protocols < 5 write a bytearray as a call of bytearray
+        if (module, name) in (("builtins", "bytearray"), ("_codecs", "encode")):
+            # protocols < 5 write a bytearray as a call of bytearray, and
+            # protocols < 3 bytes as a call of _codecs.encode
             return super().find_class(module, name)
         raise pickle.UnpicklingError(f"unexpected global {module}.{name}")
 
@@ -1020,6 +1021,41 @@ def test_stored_pickles_still_load(kind, protocol, version):
     else:
         assert call[1] == kind
         assert len(call) == 3
+
+
+def _reconstruct_arguments(data):
+    """The arguments of the one ``_reconstruct`` call of a pickle, buffers
+    as bytes."""
+    unpickler = _RecordingUnpickler(__import__("io").BytesIO(data))
+    unpickler.load()
+    (call,) = unpickler.calls
+    return [arg if isinstance(arg, (int, str)) else bytes(arg) for arg in call]
+
+
+@pytest.mark.parametrize("kind", sorted(STORED))
+def test_this_build_writes_the_stored_wire_bytes(kind):
+    """Pickles of every protocol written now carry, byte for byte, the
+    ``_reconstruct`` arguments of the stored files of the version they
+    write (made by blockmap 0.1.0): older builds read what this one writes
+    as they read those files."""
+    stored = {
+        protocol: _reconstruct_arguments(
+            (DATA / STORED_FILES[(kind, 5 if protocol == 5 else 4, version)]).read_bytes()
+        )
+        for protocol, version in [(5, 3), *((p, 0) for p in range(5))]
+    }
+    for protocol, arguments in stored.items():
+        assert _reconstruct_arguments(pickle.dumps(STORED[kind](), protocol=protocol)) == arguments
+    if kind in STORED_PIECES:
+        pieces = _reconstruct_arguments((DATA / STORED_PIECES[kind]).read_bytes())
+        assert pieces[0] == 2 and len(pieces) > 3
+        previous = _set_pickle_piece_size(STORED_PIECE_SIZE)
+        try:
+            for protocol in range(5):
+                written = pickle.dumps(STORED[kind](), protocol=protocol)
+                assert _reconstruct_arguments(written) == pieces
+        finally:
+            _set_pickle_piece_size(previous)
 
 
 def test_stored_builders_are_what_they_say():
