@@ -12,7 +12,7 @@
 //!
 //! ```text
 //! {error, arc} → {dtype, interrupt, limits} → cast → buffer → array → labels → block → tensor
-//!   → {data, fixtures} → {ops, io, pickle} → {dataset, shm} → python
+//!   → {data, fixtures} → {ops, io} → pickle → {dataset, shm} → python
 //! ```
 //!
 //! `ops` holds the operations that build new maps, `fixtures` the small

@@ -274,7 +274,7 @@ fn same_dtype(
                     .collect::<PyResult<Vec<_>>>()?;
                 let mut converted = crate::tensor::TensorMap::new(data.keys().clone(), blocks)?;
                 converted.replace_info(crate::limits::try_clone_info(data.info())?)?;
-                snapshots.push(crate::arc::Arc::new(converted));
+                snapshots.push(crate::arc::ForkArc::new(converted));
             }
             _ => snapshots.push(data),
         }
