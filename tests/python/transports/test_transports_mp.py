@@ -598,7 +598,8 @@ late = ForkingPickler.dumps(tensor)
 print("late", len(late) > tensor.nbytes, pickle.loads(late).is_shared())
 # outside a DataLoader worker join does not share, and asks torch nothing
 flat = make_map(np.random.default_rng(0), n_samples=(2000, 3000), nested=False)
-print("join", blockmap.join([flat, flat], axis="samples", add_dimension="t").is_shared(), "torch" in sys.modules)
+joined = blockmap.join([flat, flat], axis="samples", add_dimension="t")
+print("join", joined.is_shared(), "torch" in sys.modules)
 """
 
 
