@@ -683,20 +683,22 @@ def test_join_can_write_straight_into_one_shared_segment():
     assert not blockmap.join(pieces, axis="samples").is_shared()
 
 
-def test_joins_in_a_loop_reuse_the_memory_of_the_last_one():
-    # large arrays the join overwrites come from memory freed before (warm
-    # pages, as glibc gives torch.cat and np.concatenate)
+def test_joins_in_a_loop_over_freed_memory_give_whole_results():
+    # a join may write into memory an earlier result freed (warm pages, as
+    # glibc gives torch.cat); which addresses come back is the allocator's
+    # choice, so what is checked is that none a live map holds is handed
+    # out, and that nothing of a freed result shows through
     pieces = _pieces()
-
-    def addresses(tensor):
-        return {array.__array_interface__["data"][0] for array in _value_arrays(tensor)}
-
-    gc.collect()  # what earlier tests left is freed now, not in between
-    first = blockmap.join(pieces, axis="samples")
-    assert all(array.nbytes >= 64 * 1024 for array in _value_arrays(first))
-    freed = addresses(first)
-    del first
-    gc.collect()
-    again = blockmap.join(pieces, axis="samples")
-    assert addresses(again) == freed
-    assert again == blockmap.join(pieces, axis="samples")
+    kept = blockmap.join(pieces, axis="samples")
+    reference = blockmap.join(pieces, axis="samples")
+    assert all(array.nbytes >= 64 * 1024 for array in _value_arrays(kept))
+    for _ in range(3):
+        result = blockmap.join(pieces, axis="samples")
+        assert result == reference
+        for ours, live in zip(_value_arrays(result), _value_arrays(kept), strict=True):
+            assert not np.shares_memory(ours, live)
+        for array in _value_arrays(result):
+            array[...] = -1.0
+        del result
+        gc.collect()
+    assert kept == reference
