@@ -355,10 +355,14 @@ fn _auto_shares(obj: &Bound<'_, PyAny>) -> bool {
 /// is already imported (a process that has not imported it is no worker).
 pub fn in_dataloader_worker(py: Python<'_>) -> PyResult<bool> {
     let modules = py.import("sys")?.getattr("modules")?;
-    let Ok(data) = modules.get_item("torch.utils.data") else {
+    // absent, or torch still being imported: not a worker yet
+    let Ok(get_worker_info) = modules
+        .get_item("torch.utils.data")
+        .and_then(|data| data.getattr("get_worker_info"))
+    else {
         return Ok(false);
     };
-    Ok(!data.getattr("get_worker_info")?.call0()?.is_none())
+    Ok(!get_worker_info.call0()?.is_none())
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
