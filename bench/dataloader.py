@@ -74,7 +74,6 @@ STRUCTURES = 4096
 #: timed epochs last at least this long (whole epochs)
 MIN_SECONDS = 2.0
 WORKER_TIMEOUT = 900.0
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------

@@ -60,7 +60,6 @@ RANDOM_READS = {"qm9": 10_000, "w": 300}
 #: maps read by the peers' epoch (scaled to all of them)
 PEER_EPOCH = 10_000
 APPENDED = 1_000
-ROOT = Path(__file__).resolve().parent.parent
 WORKER_TIMEOUT = 3600.0
 
 

@@ -75,7 +75,6 @@ BYTE_SLOPE_LIMIT = 1.1
 #: 8 GB of input on a 24 GB machine shared with others (no in-band pickle, no
 #: full load, no second copy), by blockmap and numpy only.
 HUGE_OPERATIONS = ("oob", "save", "mmap", "construct", "lookup")
-ROOT = Path(__file__).resolve().parent.parent
 #: The line of ``docs/scaling.md`` after which the hand-written analysis
 #: starts: regenerating the page keeps it.
 NOTES_MARKER = "<!-- analysis: written by hand, kept when this page is regenerated -->"
