@@ -167,7 +167,7 @@ def test_errors_raised_in_workers_reach_the_caller_whole(host):
         for case, result in results.items():
             with pytest.raises(blockmap.BlockMapError) as error:
                 result()
-            error_cases.assert_same(error.value, error_cases.caught(case))
+            error_cases.assert_same_error(error.value, error_cases.caught(case))
 
 
 # ------------------------------------------------------------ shared memory
