@@ -44,7 +44,8 @@ py-test: build
 
 test: build lint stubtest rust-test py-test
 
-# The same without the slow tests (soak, fuzz, demo and benchmark runs).
+# The same without the slow tests (soak, fuzz, demo and benchmark runs, and
+# timings of large runs).
 test-fast: PYTEST_ARGS = -m "not slow"
 test-fast: build lint stubtest rust-test py-test
 

@@ -11,7 +11,8 @@ Commands:
              medians, their ratios and the targets they meet, and write them as
              markdown and a chart when asked.
     scaling  how each operation's time grows with the number of blocks and
-             with the bytes of the map (bench/scaling.py): log-log slopes.
+             with the bytes of the map (bench/scaling.py, its operations in
+             bench/scaling_ops.py): log-log slopes.
     torch    DataLoader throughput (0 and 2 workers, fork and spawn) with
              blockmap, metatensor-torch and plain torch tensors, and join and
              split against metatensor-operations (bench/dataloader.py).
@@ -39,6 +40,7 @@ from . import (
     families,  # noqa: F401  (registers every operation before the parser is made)
     runner,
     scaling,
+    scaling_ops,
 )
 from .registry import OPERATIONS, OTHER_NAME, metatensor_version
 from .report import print_report, runs_phrase, workload_summary, write_chart, write_markdown
@@ -195,7 +197,7 @@ def _parser() -> argparse.ArgumentParser:
     datasets.add_arguments(datasets_command)
     datasets_command.set_defaults(run=datasets.run)
     runner.add_commands(commands)
-    scaling.add_commands(commands)
+    scaling_ops.add_commands(commands)
     dataloader.add_commands(commands)
     datasets.add_commands(commands)
     return parser

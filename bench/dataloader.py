@@ -42,7 +42,6 @@ import argparse
 import functools
 import json
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +51,7 @@ from typing import Any
 
 from .batches import structure_maps, to_library, w_pieces
 from .report import write_section
+from .runner import spawn
 from .workload import build_blockmap, make_arrays
 
 __all__ = ["add_arguments", "add_commands", "run"]
@@ -74,7 +74,6 @@ STRUCTURES = 4096
 #: timed epochs last at least this long (whole epochs)
 MIN_SECONDS = 2.0
 WORKER_TIMEOUT = 900.0
-ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---------------------------------------------------------------------------
@@ -331,23 +330,6 @@ def _rate(per_second: float) -> str:
     return f"{per_second:,.0f}/s" if per_second >= 100 else f"{per_second:.3g}/s"
 
 
-def _spawn(arguments: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
-    command = [sys.executable, "-m", "bench", *arguments]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=WORKER_TIMEOUT, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {WORKER_TIMEOUT:.0f} s"
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return None, lines[-1]
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line), ""
-    return None, "no result printed"
-
-
 def run_loaders(
     data: Sequence[str],
     loaders: Sequence[str],
@@ -367,7 +349,7 @@ def run_loaders(
                     arguments = ["torch-worker", "--data", name, "--library", library]
                     arguments += ["--loader", loader, "--seconds", str(seconds)]
                     arguments += ["--small"] if small else []
-                    result, error = _spawn(arguments)
+                    result, error = spawn(arguments, WORKER_TIMEOUT)
                     if result is None:
                         cell.error = error
                     else:

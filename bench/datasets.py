@@ -37,7 +37,6 @@ import os
 import resource
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -50,6 +49,7 @@ import numpy as np
 
 from .batches import qm9_maps
 from .report import write_section
+from .runner import spawn
 
 __all__ = ["add_arguments", "add_commands", "run"]
 
@@ -60,7 +60,6 @@ RANDOM_READS = {"qm9": 10_000, "w": 300}
 #: maps read by the peers' epoch (scaled to all of them)
 PEER_EPOCH = 10_000
 APPENDED = 1_000
-ROOT = Path(__file__).resolve().parent.parent
 WORKER_TIMEOUT = 3600.0
 
 
@@ -257,23 +256,6 @@ def _worker(args: argparse.Namespace) -> int:
 # -- running and reporting -------------------------------------------------------
 
 
-def _spawn(arguments: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
-    command = [sys.executable, "-m", "bench", *arguments]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=WORKER_TIMEOUT, cwd=ROOT
-        )
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {WORKER_TIMEOUT:.0f} s"
-    if done.returncode != 0:
-        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
-        return None, lines[-1]
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            return json.loads(line), ""
-    return None, "no result printed"
-
-
 def run_all(
     data: str,
     count: int,
@@ -297,7 +279,7 @@ def run_all(
                     arguments = ["datasets-worker", "--operation", operation, "--layout", layout]
                     arguments += ["--data", data, "--count", str(count)]
                     arguments += ["--workdir", str(workdir)]
-                    result, error = _spawn(arguments)
+                    result, error = spawn(arguments, WORKER_TIMEOUT)
                     if result is None:
                         cell["error"] = error
                         break

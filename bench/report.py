@@ -132,8 +132,18 @@ SECTIONS = {
 }
 
 
+#: sections written by hand, with their headings: regenerating the page
+#: keeps them as they are
+HAND_WRITTEN = {"design": "## Figures behind design choices"}
+
+
 def markers(family: str) -> tuple[str, str]:
     """The lines between which ``family``'s section lies."""
+    if family in HAND_WRITTEN:
+        return (
+            f"<!-- {family}: written by hand, kept when this page is regenerated -->",
+            f"<!-- end of {family} -->",
+        )
     return (
         f"<!-- {family} family: written by `python -m bench {family}` -->",
         f"<!-- end of the {family} family -->",
@@ -157,15 +167,17 @@ def write_section(path: Path, text: str, family: str = "torch") -> None:
     if old is not None:
         content = content.replace(old, section)
     else:
-        content = content.rstrip("\n") + f"\n\n{SECTIONS[family]}\n\n{section}\n"
+        heading = {**SECTIONS, **HAND_WRITTEN}[family]
+        content = content.rstrip("\n") + f"\n\n{heading}\n\n{section}\n"
     path.write_text(content)
 
 
 def write_markdown(result: BenchResult, path: Path, command: str) -> None:
     """Write the report as a markdown page (``docs/benchmarks.md``) to
-    ``path``, keeping the sections of :data:`SECTIONS` it holds."""
+    ``path``, keeping the sections of :data:`SECTIONS` and
+    :data:`HAND_WRITTEN` it holds."""
     content = path.read_text() if path.exists() else ""
-    kept = {family: _section(content, family) for family in SECTIONS}
+    kept = {family: _section(content, family) for family in (*SECTIONS, *HAND_WRITTEN)}
     _write_markdown(result, path, command)
     for family, section in kept.items():
         if section is not None:

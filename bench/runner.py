@@ -139,15 +139,17 @@ def add_commands(commands: Any) -> None:
         command.add_argument("--small", action="store_true")
 
 
-def _spawn(arguments: Sequence[str]) -> tuple[dict[str, Any] | None, str]:
-    """Run ``python -m bench ARGUMENTS``; its JSON record, or None and why not."""
+def spawn(
+    arguments: Sequence[str], timeout: float = WORKER_TIMEOUT
+) -> tuple[dict[str, Any] | None, str]:
+    """Run ``python -m bench ARGUMENTS`` in a fresh process (every harness
+    measures that way); its JSON record (the last line that starts with
+    ``{``), or None and why not (a timeout, the last line of stderr)."""
     command = [sys.executable, "-m", "bench", *arguments]
     try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=WORKER_TIMEOUT, cwd=ROOT
-        )
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
-        return None, f"timed out after {WORKER_TIMEOUT:.0f} s"
+        return None, f"timed out after {timeout:.0f} s"
     if done.returncode != 0:
         lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
         return None, lines[-1]
@@ -298,7 +300,7 @@ def _warm_up(
         runs = result.outcomes.get((name, library))
         if runs is not None and runs.error is None:
             _settle()
-            _, error = _spawn(
+            _, error = spawn(
                 ["worker", "--operation", name, "--library", library, "--workdir", str(workdir)]
                 + (["--small"] if small else [])
             )
@@ -355,7 +357,7 @@ def run_bench(
         failed_files: dict[str, str] = {}
         if needs:
             _progress(f"preparing {', '.join(needs)} in {workdir}", progress)
-            record, error = _spawn(
+            record, error = spawn(
                 ["prepare", "--files", ",".join(needs), "--workdir", str(workdir)]
                 + (["--small"] if small else [])
             )
@@ -380,7 +382,7 @@ def run_bench(
                     if runs is None or runs.error is not None:
                         continue
                     _settle()
-                    record, error = _spawn(
+                    record, error = spawn(
                         ["worker", "--operation", name, "--library", library]
                         + ["--workdir", str(workdir)]
                         + (["--small"] if small else [])

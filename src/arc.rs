@@ -8,9 +8,8 @@
 //! writes to it (copy-on-write): a `DataLoader` worker that only *reads* the
 //! dataset it inherited still copies one page per map it touches, for the
 //! counter of that map's metadata. With many small maps that is more memory
-//! than the maps' data (measured before this type: 40,000 QM9-like maps, a
-//! fork worker reading half of them grew its private memory by 164 MB on
-//! `len(tensor)` alone).
+//! than the maps' data (docs/benchmarks.md, "Figures behind design
+//! choices").
 //!
 //! This `ForkArc` records, in each object, the fork generation of the process
 //! that made it. A fork bumps the generation in the child (a

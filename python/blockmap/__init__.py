@@ -11,19 +11,21 @@ import importlib.util
 import types
 from typing import TYPE_CHECKING
 
-from . import _hooks, _shared
+from . import _hooks, _reduction
 from ._blockmap import (
     Labels,
     LabelsEntry,
     TensorBlock,
     TensorMap,
     __version__,
+    get_auto_share_threshold,
     join,
     join_blocks,
+    set_auto_share_threshold,
     split,
     split_block,
 )
-from ._shared import get_auto_share_threshold, set_auto_share_threshold, share_memory
+from ._reduction import share_memory
 from .dataset import Dataset, DatasetWriter, save_dataset
 from .exceptions import (
     BlockMapAssertionError,
@@ -229,10 +231,10 @@ def __dir__() -> list[str]:
     return sorted(names)
 
 
-_shared.register()
-for _module in _shared.LOKY_REDUCTION_MODULES:
+_reduction.register()
+for _module in _reduction.LOKY_REDUCTION_MODULES:
     _hooks.when_imported(
-        _module, functools.partial(_shared.register_loky, _module), key="blockmap loky"
+        _module, functools.partial(_reduction.register_loky, _module), key="blockmap loky"
     )
 _hooks.when_imported(
     "distributed", functools.partial(importlib.import_module, "blockmap.dask"), key="blockmap.dask"

@@ -18,6 +18,8 @@ __all__ = [
     "join_blocks",
     "split",
     "split_block",
+    "get_auto_share_threshold",
+    "set_auto_share_threshold",
     "BlockMapError",
     "ValidationError",
     "BlockMapTypeError",
@@ -51,8 +53,7 @@ __all__ = [
     "_foreign",
     "_shared_parts",
     "_attach_shared",
-    "_set_auto_share_threshold",
-    "_auto_share_threshold",
+    "_auto_shares",
     "_Dataset",
     "_ForeignZip",
     "DatasetWriter",
@@ -131,8 +132,13 @@ def _foreign(obj: object) -> str | None: ...
 def _shared_parts(
     data: _Data,
 ) -> tuple[bytes, list[int], list[tuple[int, int, int, bool] | None], bytes] | None: ...
-def _set_auto_share_threshold(nbytes: int | None) -> None: ...
-def _auto_share_threshold() -> int | None: ...
+def _auto_shares(obj: object) -> bool: ...
+def get_auto_share_threshold() -> int | None:
+    """The threshold of :func:`set_auto_share_threshold` (bytes), or None when off."""
+
+def set_auto_share_threshold(nbytes: int | None) -> None:
+    """Send maps and blocks of at least ``nbytes`` bytes through shared memory."""
+
 def _attach_shared(
     header: Buffer,
     fds: Sequence[int],

@@ -132,7 +132,7 @@ def _map_from_reference(
 
 def _reduce_map(tensor: TensorMap) -> tuple[Any, tuple[Any, ...]] | None:
     """``(reconstructor, args)`` sending ``tensor`` as a reference to the
-    dataset it was read from (see :mod:`blockmap._shared`), or ``None``."""
+    dataset it was read from (see :mod:`blockmap._reduction`), or ``None``."""
     origin = tensor._dataset_origin
     if origin is None:
         return None

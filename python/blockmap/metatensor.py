@@ -103,8 +103,8 @@ def to_metatensor(obj: Blockmap) -> Any:
 class _Cache:
     """Labels converted once per conversion: the components and properties
     that many blocks have in common (small labels, compared by content) are
-    made once, as each library's labels cost a native object (metatensor-core's
-    take about 20 us each, most of a conversion)."""
+    made once, as each library's labels cost a native object, most of a
+    conversion (docs/benchmarks.md, "Figures behind design choices")."""
 
     #: labels of at most this many bytes of values are looked up by content
     SMALL = 4096

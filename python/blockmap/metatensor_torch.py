@@ -83,8 +83,9 @@ def _keep_metatensor_operations() -> None:
 class _Cache:
     """Labels converted once per conversion: small labels (at most
     :attr:`SMALL` bytes of values) are looked up by content, so that the
-    components and properties shared by many blocks are made once (a
-    metatensor-torch Labels costs about 20 us to build, 10 us to read)."""
+    components and properties shared by many blocks are made once (each
+    metatensor-torch Labels is a native object, costly to build and to read:
+    docs/benchmarks.md, "Figures behind design choices")."""
 
     #: labels of at most this many bytes of values are looked up by content
     SMALL = 4096

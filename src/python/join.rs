@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use super::classes::{Arrays, Origin, PyTensorBlock, PyTensorMap};
 use super::errors::{class_repr, invalid, wrong_type, Class};
 use super::ops::block_to;
-use super::shm::{auto_share_threshold, in_dataloader_worker};
+use super::shm::{auto_shares, in_dataloader_worker};
 use super::torch::grad_positions;
 use crate::dtype::DType;
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
@@ -178,15 +178,11 @@ pub fn join<'py>(
         return operation(py, "join")?.call((list,), Some(&kwargs));
     }
     let refs: Vec<&crate::tensor::TensorMap> = snapshots.iter().map(AsRef::as_ref).collect();
-    let shared = match shared {
-        Some(shared) => shared,
-        None => match auto_share_threshold() {
-            Some(threshold) => {
-                let nbytes: usize = refs.iter().map(|map| map.nbytes()).sum();
-                nbytes as u64 >= threshold && in_dataloader_worker(py)?
-            }
-            None => false,
-        },
+    let shared = if let Some(shared) = shared {
+        shared
+    } else {
+        let nbytes: usize = refs.iter().map(|map| map.nbytes()).sum();
+        auto_shares(nbytes) && in_dataloader_worker(py)?
     };
     let joined = py.detach(|| {
         if shared {

@@ -1,6 +1,6 @@
 //! Shared memory in the binding: `share_memory()` / `is_shared()` on
 //! `TensorMap` and `TensorBlock` (in their pymethods), and the two functions
-//! the multiprocessing reducer of `python/blockmap/_shared.py` uses to send
+//! the multiprocessing reducer of `python/blockmap/_reduction.py` uses to send
 //! shared data as metadata plus file descriptors (see docs/transports.md).
 
 use std::fs::File;
@@ -8,11 +8,12 @@ use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBool, PyBytes, PyInt};
 
 use super::cell::SwapCell;
+use super::classes::{PyTensorBlock, PyTensorMap};
 use super::convert::{held_from_python, to_python};
-use super::errors::Class;
+use super::errors::{invalid, wrong_type, Class};
 use crate::buffer::{Buffer, SharedBytes};
 use crate::data::{Data, DataRef};
 use crate::shm::{self, Location, Place};
@@ -246,21 +247,80 @@ fn copy_bytes(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Bu
     Ok(Buffer::copy_from(buffer.as_slice())?)
 }
 
-/// The auto-share threshold of `python/blockmap/_shared.py` (bytes of
-/// values; `u64::MAX`: off), kept here so that `join` can read it: the
-/// Python module sets it (its default at import) and checks the argument.
-static AUTO_SHARE_BYTES: AtomicU64 = AtomicU64::new(u64::MAX);
+/// The threshold of the automatic sharing (bytes of values; `u64::MAX`:
+/// off) and its policy live here, and only here: the multiprocessing
+/// reducer (`python/blockmap/_reduction.py`) asks [`_auto_shares`], `join`
+/// in a `DataLoader` worker reads [`auto_share_threshold`]. 256 KiB by
+/// default: below it, pickling the values through the pipe costs less than
+/// a segment, a descriptor passed over a socket and a mapping
+/// (docs/transports.md, docs/benchmarks.md).
+pub const DEFAULT_AUTO_SHARE_BYTES: u64 = 256 * 1024;
 
-/// Set the auto-share threshold (``None``: off); the caller has checked it.
+static AUTO_SHARE_BYTES: AtomicU64 = AtomicU64::new(DEFAULT_AUTO_SHARE_BYTES);
+
+/// Send maps and blocks holding at least ``nbytes`` bytes of values
+/// through shared memory (a copy into a fresh segment) when multiprocessing
+/// pickles them; ``None`` turns this off (only maps shared with
+/// ``share_memory()`` then travel as descriptors). In a torch DataLoader
+/// worker, :func:`blockmap.join` of at least this many bytes writes its
+/// result straight into shared memory (no copy when it is sent). 256 KiB by
+/// default; thresholds beyond the largest possible map are all kept as
+/// ``2**64 - 2``.
+///
+/// Parameters
+/// ----------
+/// nbytes : int or None
+///     The threshold in bytes, or None to turn automatic sharing off.
+///
+/// Raises
+/// ------
+/// BlockMapTypeError
+///     If ``nbytes`` is neither an int nor None.
+/// ValidationError
+///     If ``nbytes`` is negative.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction]
 #[pyo3(signature = (nbytes))]
-fn _set_auto_share_threshold(nbytes: Option<u64>) {
-    AUTO_SHARE_BYTES.store(nbytes.unwrap_or(u64::MAX), Ordering::Relaxed);
+fn set_auto_share_threshold(py: Python<'_>, nbytes: &Bound<'_, PyAny>) -> PyResult<()> {
+    let stored = if nbytes.is_none() {
+        u64::MAX
+    } else {
+        if nbytes.is_instance_of::<PyBool>() || !nbytes.is_instance_of::<PyInt>() {
+            return Err(wrong_type(
+                py,
+                format!(
+                    "the threshold must be an int or None, got {}",
+                    nbytes.get_type().name()?
+                ),
+            ));
+        }
+        if nbytes.lt(0)? {
+            return Err(invalid(
+                py,
+                format!("the threshold must not be negative, got {nbytes}"),
+            ));
+        }
+        // larger than u64: more than any map, as u64::MAX - 1 is
+        nbytes
+            .extract::<u64>()
+            .unwrap_or(u64::MAX)
+            .min(u64::MAX - 1)
+    };
+    AUTO_SHARE_BYTES.store(stored, Ordering::Relaxed);
+    Ok(())
 }
 
-/// The auto-share threshold (bytes), or ``None`` when it is off.
+/// The threshold of :func:`set_auto_share_threshold`.
+///
+/// Returns
+/// -------
+/// int or None
+///     The threshold in bytes, or None when automatic sharing is off.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
 #[pyfunction]
-fn _auto_share_threshold() -> Option<u64> {
+fn get_auto_share_threshold() -> Option<u64> {
     auto_share_threshold()
 }
 
@@ -271,21 +331,45 @@ pub fn auto_share_threshold() -> Option<u64> {
     }
 }
 
-/// Whether this process is a torch `DataLoader` worker (torch's own test,
-/// `get_worker_info() is not None`, without importing torch).
+/// Whether this many bytes of values are worth a segment of their own.
+pub fn auto_shares(nbytes: usize) -> bool {
+    auto_share_threshold().is_some_and(|threshold| nbytes as u64 >= threshold)
+}
+
+/// Whether the multiprocessing reducer copies `obj` into a fresh segment
+/// before sending it: maps and blocks (not Labels, which always travel in
+/// the message) of at least the threshold's bytes of values.
+#[pyfunction]
+fn _auto_shares(obj: &Bound<'_, PyAny>) -> bool {
+    let nbytes = if let Ok(map) = obj.cast::<PyTensorMap>() {
+        map.get().map().nbytes()
+    } else if let Ok(block) = obj.cast::<PyTensorBlock>() {
+        block.get().block().nbytes()
+    } else {
+        return false;
+    };
+    auto_shares(nbytes)
+}
+
+/// Whether this process is a torch `DataLoader` worker: torch's public
+/// `torch.utils.data.get_worker_info() is not None`, asked only when torch
+/// is already imported (a process that has not imported it is no worker).
 pub fn in_dataloader_worker(py: Python<'_>) -> PyResult<bool> {
     let modules = py.import("sys")?.getattr("modules")?;
-    let Ok(worker) = modules.get_item("torch.utils.data._utils.worker") else {
+    // absent, or torch still being imported: not a worker yet
+    let Ok(get_worker_info) = modules
+        .get_item("torch.utils.data")
+        .and_then(|data| data.getattr("get_worker_info"))
+    else {
         return Ok(false);
     };
-    Ok(worker
-        .getattr("_worker_info")
-        .is_ok_and(|info| !info.is_none()))
+    Ok(!get_worker_info.call0()?.is_none())
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(_set_auto_share_threshold, module)?)?;
-    module.add_function(wrap_pyfunction!(_auto_share_threshold, module)?)?;
+    module.add_function(wrap_pyfunction!(set_auto_share_threshold, module)?)?;
+    module.add_function(wrap_pyfunction!(get_auto_share_threshold, module)?)?;
+    module.add_function(wrap_pyfunction!(_auto_shares, module)?)?;
     module.add_function(wrap_pyfunction!(_shared_parts, module)?)?;
     module.add_function(wrap_pyfunction!(_attach_shared, module)?)?;
     Ok(())

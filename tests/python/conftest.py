@@ -52,8 +52,8 @@ def _samples(n_samples, sample_names=("system", "atom")):
 
 
 @pytest.fixture
-def make_block(random_values):
-    """``make_block(n_samples=3, component_sizes=(), n_properties=2, ...)``.
+def block_and_values(random_values):
+    """``block_and_values(n_samples=3, component_sizes=(), n_properties=2, ...)``.
 
     Returns ``(block, values)`` where ``values`` is the array given to the block.
     Samples are named ("system", "atom") and properties ("n",) by default.
@@ -82,8 +82,8 @@ def make_block(random_values):
 
 
 @pytest.fixture
-def make_gradient(random_values):
-    """``make_gradient(parent, n_samples=4, extra=(("xyz", 3),), ...)``.
+def gradient_and_values(random_values):
+    """``gradient_and_values(parent, n_samples=4, extra=(("xyz", 3),), ...)``.
 
     Builds a valid gradient block for ``parent``: samples ("sample", "system",
     "atom") pointing inside the parent's samples, components ``extra`` followed by
@@ -113,7 +113,7 @@ def make_gradient(random_values):
 
 
 @pytest.fixture
-def tensor(make_block, make_gradient):
+def tensor(block_and_values, gradient_and_values):
     """A TensorMap with keys ("o3_lambda", "center_type") = (0, 1), (1, 6).
 
     Block ``i`` has components ``[o3_mu]`` of size ``2 * o3_lambda + 1``, samples
@@ -122,13 +122,13 @@ def tensor(make_block, make_gradient):
     keys = Labels(["o3_lambda", "center_type"], np.array([[0, 1], [1, 6]]))
     blocks = []
     for o3_lambda, n_samples in ((0, 3), (1, 5)):
-        block, _ = make_block(
+        block, _ = block_and_values(
             n_samples=n_samples,
             component_sizes=(2 * o3_lambda + 1,),
             n_properties=4,
             component_names=["o3_mu"],
         )
-        gradient, _ = make_gradient(block, n_samples=2 * n_samples)
+        gradient, _ = gradient_and_values(block, n_samples=2 * n_samples)
         block.add_gradient("positions", gradient)
         blocks.append(block)
     return TensorMap(keys, blocks)

@@ -221,8 +221,8 @@ def test_non_labels_properties_and_components():
 # ------------------------------------------------------------------- gradients
 
 
-def test_add_gradient(make_block, random_values):
-    block, _ = make_block(n_samples=3, component_sizes=(2,), n_properties=4)
+def test_add_gradient(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3, component_sizes=(2,), n_properties=4)
     samples = _gradient_samples([0, 0, 2, 1, 2])
     components = [_xyz(), block.components[0]]
     values = random_values((5, 3, 2, 4))
@@ -247,25 +247,25 @@ def test_add_gradient(make_block, random_values):
     assert stored.gradients_list() == []
 
 
-def test_gradient_samples_may_have_only_sample_dimension(make_block, random_values):
-    block, _ = make_block(n_samples=3, n_properties=2)
+def test_gradient_samples_may_have_only_sample_dimension(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3, n_properties=2)
     samples = Labels("sample", np.array([[0], [2]]))
     gradient = TensorBlock(random_values((2, 2)), samples, [], block.properties)
     block.add_gradient("alpha", gradient)
     assert block.gradient("alpha").samples.names == ["sample"]
 
 
-def test_gradient_without_extra_components(make_block, make_gradient):
-    block, _ = make_block(component_sizes=(3,))
-    gradient, values = make_gradient(block, extra=())
+def test_gradient_without_extra_components(block_and_values, gradient_and_values):
+    block, _ = block_and_values(component_sizes=(3,))
+    gradient, values = gradient_and_values(block, extra=())
     block.add_gradient("alpha", gradient)
     np.testing.assert_array_equal(block.gradient("alpha").values, values)
     assert block.gradient("alpha").shape == values.shape
 
 
-def test_gradient_with_two_extra_components(make_block, make_gradient):
-    block, _ = make_block(component_sizes=(2,))
-    gradient, values = make_gradient(block, extra=(("cell_a", 3), ("cell_b", 3)))
+def test_gradient_with_two_extra_components(block_and_values, gradient_and_values):
+    block, _ = block_and_values(component_sizes=(2,))
+    gradient, values = gradient_and_values(block, extra=(("cell_a", 3), ("cell_b", 3)))
     block.add_gradient("strain", gradient)
     assert block.gradient("strain").shape == (4, 3, 3, 2, 2)
     assert [c.names[0] for c in block.gradient("strain").components] == [
@@ -275,25 +275,25 @@ def test_gradient_with_two_extra_components(make_block, make_gradient):
     ]
 
 
-def test_empty_gradient(make_block, make_gradient):
-    block, _ = make_block(n_samples=3)
-    gradient, _ = make_gradient(block, n_samples=0)
+def test_empty_gradient(block_and_values, gradient_and_values):
+    block, _ = block_and_values(n_samples=3)
+    gradient, _ = gradient_and_values(block, n_samples=0)
     block.add_gradient("positions", gradient)
     assert block.gradient("positions").shape == (0, 3, 2)
 
 
-def test_gradient_of_empty_block(make_block, make_gradient):
-    block, _ = make_block(n_samples=0)
-    gradient, _ = make_gradient(block)
+def test_gradient_of_empty_block(block_and_values, gradient_and_values):
+    block, _ = block_and_values(n_samples=0)
+    gradient, _ = gradient_and_values(block)
     block.add_gradient("positions", gradient)
     assert len(block.gradient("positions").samples) == 0
 
 
-def test_gradients_list_sorted_and_gradients(make_block, make_gradient):
-    block, _ = make_block()
-    strain, strain_values = make_gradient(block, extra=(("d", 3), ("e", 3)))
-    positions, positions_values = make_gradient(block)
-    alpha, alpha_values = make_gradient(block, extra=())
+def test_gradients_list_sorted_and_gradients(block_and_values, gradient_and_values):
+    block, _ = block_and_values()
+    strain, strain_values = gradient_and_values(block, extra=(("d", 3), ("e", 3)))
+    positions, positions_values = gradient_and_values(block)
+    alpha, alpha_values = gradient_and_values(block, extra=())
     block.add_gradient("strain", strain)
     block.add_gradient("positions", positions)
     block.add_gradient("alpha", alpha)
@@ -311,10 +311,10 @@ def test_gradients_list_sorted_and_gradients(make_block, make_gradient):
     assert by_name["positions"] == positions
 
 
-def test_gradient_of_gradient(make_block, make_gradient):
-    block, _ = make_block(n_samples=3, component_sizes=(2,))
-    gradient, gradient_values = make_gradient(block, n_samples=4)
-    second, second_values = make_gradient(gradient, n_samples=6, extra=(("abc", 2),))
+def test_gradient_of_gradient(block_and_values, gradient_and_values):
+    block, _ = block_and_values(n_samples=3, component_sizes=(2,))
+    gradient, gradient_values = gradient_and_values(block, n_samples=4)
+    second, second_values = gradient_and_values(gradient, n_samples=6, extra=(("abc", 2),))
     gradient.add_gradient("strain", second)
     block.add_gradient("positions", gradient)
 
@@ -333,9 +333,9 @@ def test_gradient_of_gradient(make_block, make_gradient):
     assert copy == block
 
 
-def test_gradient_of_gradient_validated(make_block, make_gradient, random_values):
-    block, _ = make_block(n_samples=3)
-    gradient, _ = make_gradient(block, n_samples=4)
+def test_gradient_of_gradient_validated(block_and_values, gradient_and_values, random_values):
+    block, _ = block_and_values(n_samples=3)
+    gradient, _ = gradient_and_values(block, n_samples=4)
     # the "sample" dimension of a second-level gradient points into the 4 samples
     # of the first-level gradient
     samples = _gradient_samples([0, 4])
@@ -344,8 +344,8 @@ def test_gradient_of_gradient_validated(make_block, make_gradient, random_values
         gradient.add_gradient("strain", bad)
 
 
-def test_gradient_first_sample_dimension_must_be_sample(make_block, random_values):
-    block, _ = make_block(n_samples=3)
+def test_gradient_first_sample_dimension_must_be_sample(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3)
     samples = _gradient_samples([0, 1], names=("structure", "atom"))
     gradient = TensorBlock(random_values((2, 3, 2)), samples, [_xyz()], block.properties)
     with pytest.raises(blockmap.ValidationError, match="sample"):
@@ -353,8 +353,8 @@ def test_gradient_first_sample_dimension_must_be_sample(make_block, random_value
     assert not block.has_gradient("positions")
 
 
-def test_gradient_sample_dimension_not_first(make_block, random_values):
-    block, _ = make_block(n_samples=3)
+def test_gradient_sample_dimension_not_first(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3)
     samples = _gradient_samples([0, 1], names=("atom", "sample"))
     gradient = TensorBlock(random_values((2, 2)), samples, [], block.properties)
     with pytest.raises(blockmap.ValidationError):
@@ -362,8 +362,8 @@ def test_gradient_sample_dimension_not_first(make_block, random_values):
 
 
 @pytest.mark.parametrize("bad_index", [3, 100, -1])
-def test_gradient_sample_out_of_range(make_block, random_values, bad_index):
-    block, _ = make_block(n_samples=3)
+def test_gradient_sample_out_of_range(block_and_values, random_values, bad_index):
+    block, _ = block_and_values(n_samples=3)
     samples = _gradient_samples([0, bad_index, 2])
     gradient = TensorBlock(random_values((3, 3, 2)), samples, [_xyz()], block.properties)
     with pytest.raises(blockmap.ValidationError):
@@ -371,16 +371,16 @@ def test_gradient_sample_out_of_range(make_block, random_values, bad_index):
     assert block.gradients_list() == []
 
 
-def test_gradient_sample_last_valid_index(make_block, random_values):
-    block, _ = make_block(n_samples=3)
+def test_gradient_sample_last_valid_index(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3)
     samples = _gradient_samples([2])
     gradient = TensorBlock(random_values((1, 2)), samples, [], block.properties)
     block.add_gradient("positions", gradient)
     assert block.has_gradient("positions")
 
 
-def test_gradient_properties_must_match(make_block, random_values):
-    block, _ = make_block(n_samples=3, n_properties=2)
+def test_gradient_properties_must_match(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3, n_properties=2)
     samples = _gradient_samples([0, 1])
     other_values = Labels("n", np.array([[0], [7]]))
     gradient = TensorBlock(random_values((2, 2)), samples, [], other_values)
@@ -396,8 +396,8 @@ def test_gradient_properties_must_match(make_block, random_values):
         block.add_gradient("positions", gradient)
 
 
-def test_gradient_components_must_end_with_parent_components(make_block, random_values):
-    block, _ = make_block(n_samples=3, component_sizes=(2,), component_names=["o3_mu"])
+def test_gradient_components_must_end_with_parent_components(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3, component_sizes=(2,), component_names=["o3_mu"])
     parent_component = block.components[0]
     samples = _gradient_samples([0, 1])
 
@@ -429,8 +429,8 @@ def test_gradient_components_must_end_with_parent_components(make_block, random_
     assert block.gradients_list() == []
 
 
-def test_gradient_dtype_must_match(make_block, random_values):
-    block, _ = make_block(n_samples=3, dtype=np.float64)
+def test_gradient_dtype_must_match(block_and_values, random_values):
+    block, _ = block_and_values(n_samples=3, dtype=np.float64)
     samples = _gradient_samples([0, 1])
     gradient = TensorBlock(
         random_values((2, 3, 2), np.float32), samples, [_xyz()], block.properties
@@ -439,10 +439,10 @@ def test_gradient_dtype_must_match(make_block, random_values):
         block.add_gradient("positions", gradient)
 
 
-def test_gradient_added_twice(make_block, make_gradient):
-    block, _ = make_block()
-    first, first_values = make_gradient(block)
-    second, _ = make_gradient(block)
+def test_gradient_added_twice(block_and_values, gradient_and_values):
+    block, _ = block_and_values()
+    first, first_values = gradient_and_values(block)
+    second, _ = gradient_and_values(block)
     block.add_gradient("positions", first)
     with pytest.raises(blockmap.ValidationError, match="positions"):
         block.add_gradient("positions", second)
@@ -450,28 +450,28 @@ def test_gradient_added_twice(make_block, make_gradient):
     assert block.gradients_list() == ["positions"]
 
 
-def test_missing_gradient(make_block):
-    block, _ = make_block()
+def test_missing_gradient(block_and_values):
+    block, _ = block_and_values()
     with pytest.raises(blockmap.ValidationError, match="missing"):
         block.gradient("missing")
     with pytest.raises(ValueError):
         block.gradient("missing")
 
 
-def test_block_as_its_own_gradient(make_block):
+def test_block_as_its_own_gradient(block_and_values):
     # the samples of this block are ("system", "atom"): it is not a valid gradient
-    block, _ = make_block()
+    block, _ = block_and_values()
     with pytest.raises(blockmap.ValidationError):
         block.add_gradient("positions", block)
     assert block.gradients_list() == []
 
 
-def test_add_gradient_to_gradient_view_keeps_parent_valid(make_block, make_gradient):
-    block, _ = make_block()
-    gradient, _ = make_gradient(block)
+def test_add_gradient_to_gradient_view_keeps_parent_valid(block_and_values, gradient_and_values):
+    block, _ = block_and_values()
+    gradient, _ = gradient_and_values(block)
     block.add_gradient("positions", gradient)
     view = block.gradient("positions")
-    nested, _ = make_gradient(view, extra=())
+    nested, _ = gradient_and_values(view, extra=())
     try:
         view.add_gradient("strain", nested)
     except blockmap.ValidationError:
@@ -481,16 +481,16 @@ def test_add_gradient_to_gradient_view_keeps_parent_valid(make_block, make_gradi
         assert block.gradient("positions").gradients_list() in ([], ["strain"])
 
 
-def test_add_gradient_requires_block(make_block):
-    block, _ = make_block()
+def test_add_gradient_requires_block(block_and_values):
+    block, _ = block_and_values()
     with pytest.raises(TypeError):
         block.add_gradient("positions", np.zeros((3, 3, 2)))
 
 
-def test_nbytes_counts_gradients(make_block, make_gradient):
-    block, _ = make_block(component_sizes=(3,))
+def test_nbytes_counts_gradients(block_and_values, gradient_and_values):
+    block, _ = block_and_values(component_sizes=(3,))
     without = block.nbytes
-    gradient, _ = make_gradient(block)
+    gradient, _ = gradient_and_values(block)
     block.add_gradient("positions", gradient)
     assert block.nbytes == without + gradient.nbytes
     assert block.nbytes == _expected_nbytes(block)
@@ -499,9 +499,9 @@ def test_nbytes_counts_gradients(make_block, make_gradient):
 # ------------------------------------------------------------------------ copy
 
 
-def test_copy(make_block, make_gradient):
-    block, values = make_block(component_sizes=(3,))
-    gradient, gradient_values = make_gradient(block)
+def test_copy(block_and_values, gradient_and_values):
+    block, values = block_and_values(component_sizes=(3,))
+    gradient, gradient_values = gradient_and_values(block)
     block.add_gradient("positions", gradient)
 
     copy = block.copy()
@@ -519,9 +519,9 @@ def test_copy(make_block, make_gradient):
     assert not np.shares_memory(copied_gradient.values, gradient_values)
 
 
-def test_copy_is_independent(make_block, make_gradient):
-    block, values = make_block()
-    gradient, gradient_values = make_gradient(block)
+def test_copy_is_independent(block_and_values, gradient_and_values):
+    block, values = block_and_values()
+    gradient, gradient_values = gradient_and_values(block)
     block.add_gradient("positions", gradient)
     original = values.copy()
     original_gradient = gradient_values.copy()
@@ -536,7 +536,7 @@ def test_copy_is_independent(make_block, make_gradient):
     block.values[0, 0] = 123.0
     assert copy.values[0, 0] == 0.0
 
-    extra, _ = make_gradient(block)
+    extra, _ = gradient_and_values(block)
     copy.add_gradient("strain", extra)
     assert not block.has_gradient("strain")
 
@@ -544,16 +544,16 @@ def test_copy_is_independent(make_block, make_gradient):
 # -------------------------------------------------------------------- equality
 
 
-def test_equality(make_block):
-    block, values = make_block(component_sizes=(3,))
+def test_equality(block_and_values):
+    block, values = block_and_values(component_sizes=(3,))
     same = TensorBlock(values.copy(), block.samples, block.components, block.properties)
     assert block == same
     assert not block != same
     assert block == block
 
 
-def test_inequality_values(make_block):
-    block, values = make_block()
+def test_inequality_values(block_and_values):
+    block, values = block_and_values()
     changed_values = values.copy()
     changed_values[1, 1] += 1.0
     other = TensorBlock(changed_values, block.samples, block.components, block.properties)
@@ -561,8 +561,8 @@ def test_inequality_values(make_block):
     assert not block == other
 
 
-def test_inequality_labels(make_block):
-    block, values = make_block(n_samples=3, component_sizes=(3,))
+def test_inequality_labels(block_and_values):
+    block, values = block_and_values(n_samples=3, component_sizes=(3,))
     other_samples = Labels(["system", "atom"], np.array([[0, 0], [0, 1], [0, 5]]))
     assert block != TensorBlock(values, other_samples, block.components, block.properties)
     renamed_samples = Labels(["system", "center"], block.samples.values)
@@ -581,9 +581,9 @@ def test_inequality_dtype():
     assert not block == other
 
 
-def test_inequality_gradients(make_block, make_gradient):
-    block, values = make_block()
-    gradient, gradient_values = make_gradient(block)
+def test_inequality_gradients(block_and_values, gradient_and_values):
+    block, values = block_and_values()
+    gradient, gradient_values = gradient_and_values(block)
     block.add_gradient("positions", gradient)
 
     without = TensorBlock(values, block.samples, block.components, block.properties)
@@ -613,8 +613,8 @@ def test_inequality_gradients(make_block, make_gradient):
     assert block != renamed
 
 
-def test_equality_with_other_types(make_block):
-    block, values = make_block()
+def test_equality_with_other_types(block_and_values):
+    block, values = block_and_values()
     assert block != "block"
     assert not block == 1
     assert block != block.samples
@@ -623,15 +623,15 @@ def test_equality_with_other_types(make_block):
 # ------------------------------------------------------------------------ repr
 
 
-def test_repr(make_block, make_gradient):
-    block, _ = make_block(
+def test_repr(block_and_values, gradient_and_values):
+    block, _ = block_and_values(
         n_samples=5,
         component_sizes=(3,),
         n_properties=4,
         sample_names=("structure", "center"),
         property_name="radial",
     )
-    gradient, _ = make_gradient(block, sample_names=["sample", "structure", "center"])
+    gradient, _ = gradient_and_values(block, sample_names=["sample", "structure", "center"])
     block.add_gradient("positions", gradient)
     text = repr(block)
     assert re.search(r"5\D+3\D+4", text), text
@@ -641,9 +641,9 @@ def test_repr(make_block, make_gradient):
     assert "positions" in text
 
 
-def test_repr_layout(make_block):
+def test_repr_layout(block_and_values):
     # metatensor-core's layout, which does not show the dtype
-    block, _ = make_block(dtype=np.int16)
+    block, _ = block_and_values(dtype=np.int16)
     assert str(block) == (
         "TensorBlock with shape (3, 2)\n    samples: [system, atom]\n    properties: [n]"
     )

@@ -13,7 +13,7 @@ import pytest
 import blockmap
 import blockmap.exceptions
 from blockmap import _blockmap
-from helpers.error_cases import CASES, CLASSES, MESSAGE, assert_same, caught
+from helpers.error_cases import CASES, CLASSES, MESSAGE, assert_same_error, caught
 
 BUILTINS = {
     "BlockMapError": Exception,
@@ -58,10 +58,10 @@ def test_copy_and_pickle_rebuild_every_error(case):
     ray send errors this way) keep the class, message, arguments, errno,
     strerror and filename."""
     error = caught(case)
-    assert_same(copy.copy(error), error)
-    assert_same(copy.deepcopy(error), error)
+    assert_same_error(copy.copy(error), error)
+    assert_same_error(copy.deepcopy(error), error)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
-        assert_same(pickle.loads(pickle.dumps(error, protocol=protocol)), error)
+        assert_same_error(pickle.loads(pickle.dumps(error, protocol=protocol)), error)
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -75,7 +75,7 @@ def test_tblib_pickling_rebuilds_every_error(case):
     except blockmap.BlockMapError as error:
         pickling_support.install(error)
         rebuilt = pickle.loads(pickle.dumps(error))
-        assert_same(rebuilt, error)
+        assert_same_error(rebuilt, error)
         assert rebuilt.__traceback__ is not None
 
 
@@ -87,7 +87,7 @@ def test_message_by_keyword(name):
     error = cls(message=MESSAGE)
     assert type(error) is cls
     assert (str(error), error.message, error.args) == (MESSAGE, MESSAGE, (MESSAGE,))
-    assert_same(pickle.loads(pickle.dumps(error)), error)
+    assert_same_error(pickle.loads(pickle.dumps(error)), error)
     with pytest.raises(blockmap.BlockMapTypeError, match="either as an argument or as message="):
         cls("one", message="two")
 

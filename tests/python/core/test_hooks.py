@@ -146,7 +146,7 @@ for step in {steps!r}:
     most_finders = max(most_finders, len(finders))
 
 import blockmap, blockmap.dask, blockmap.metatensor, dask, metatensor
-from blockmap import _shared
+from blockmap import _reduction
 from distributed.protocol import dask_serialize
 from joblib.externals.loky.backend import reduction
 print(json.dumps({{
@@ -159,7 +159,7 @@ print(json.dumps({{
         is blockmap.metatensor._dask_serialize,
     "preload": dask.config.get("distributed.worker.preload").count("blockmap.metatensor"),
     "copyreg": copyreg.dispatch_table.get(metatensor.TensorMap) is blockmap.metatensor._reduce,
-    "loky": reduction._dispatch_table.get(blockmap.TensorMap) is _shared._reduce,
+    "loky": reduction._dispatch_table.get(blockmap.TensorMap) is _reduction._reduce,
 }}))
 """
 

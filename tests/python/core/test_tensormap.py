@@ -14,7 +14,7 @@ def _keys(values=None):
 
 
 @pytest.fixture
-def parts(make_block, make_gradient):
+def parts(block_and_values, gradient_and_values):
     """Keys, blocks and the arrays of the blocks of a 4-block map, one block per key.
 
     Block ``i`` has ``i + 2`` samples, so blocks are told apart by their shape.
@@ -23,13 +23,13 @@ def parts(make_block, make_gradient):
     blocks = []
     arrays = []
     for i, (o3_lambda, _) in enumerate(KEY_VALUES):
-        block, values = make_block(
+        block, values = block_and_values(
             n_samples=i + 2,
             component_sizes=(2 * o3_lambda + 1,),
             n_properties=3,
             component_names=["o3_mu"],
         )
-        gradient, _ = make_gradient(block)
+        gradient, _ = gradient_and_values(block)
         block.add_gradient("positions", gradient)
         blocks.append(block)
         arrays.append(values)
@@ -81,8 +81,8 @@ def test_empty_tensor_map():
     assert tm.keys == Labels.empty(["o3_lambda"])
 
 
-def test_same_block_twice(make_block):
-    block, values = make_block()
+def test_same_block_twice(block_and_values):
+    block, values = block_and_values()
     tm = TensorMap(Labels.range("key", 2), [block, block])
     assert len(tm) == 2
     np.testing.assert_array_equal(tm.block(0).values, values)
@@ -112,12 +112,12 @@ def test_blocks_from_map_are_views(tm):
     )
 
 
-def test_block_from_map_outlives_map(make_block, make_gradient):
+def test_block_from_map_outlives_map(block_and_values, gradient_and_values):
     blocks = []
     arrays = []
     for _ in range(2):
-        block, values = make_block()
-        gradient, _ = make_gradient(block)
+        block, values = block_and_values()
+        gradient, _ = gradient_and_values(block)
         block.add_gradient("positions", gradient)
         blocks.append(block)
         arrays.append(values.copy())
@@ -129,35 +129,37 @@ def test_block_from_map_outlives_map(make_block, make_gradient):
     assert from_map.gradients_list() == ["positions"]
 
 
-def test_add_gradient_to_block_of_map_fails(tm, make_gradient):
+def test_add_gradient_to_block_of_map_fails(tm, gradient_and_values):
     block = tm.block(0)
-    gradient, _ = make_gradient(block)
+    gradient, _ = gradient_and_values(block)
     with pytest.raises(blockmap.ValidationError):
         block.add_gradient("strain", gradient)
     assert tm.block(0).gradients_list() == ["positions"]
     assert not block.has_gradient("strain")
 
     via_blocks = tm.blocks()[1]
-    gradient, _ = make_gradient(via_blocks)
+    gradient, _ = gradient_and_values(via_blocks)
     with pytest.raises(blockmap.ValidationError):
         via_blocks.add_gradient("strain", gradient)
     assert tm.block(1).gradients_list() == ["positions"]
 
 
-def test_add_gradient_to_block_of_map_without_gradients_fails(make_block, make_gradient):
-    block, _ = make_block()
+def test_add_gradient_to_block_of_map_without_gradients_fails(
+    block_and_values, gradient_and_values
+):
+    block, _ = block_and_values()
     tm = TensorMap(Labels.range("key", 1), [block])
     from_map = tm.block(0)
-    gradient, _ = make_gradient(from_map)
+    gradient, _ = gradient_and_values(from_map)
     with pytest.raises(blockmap.ValidationError):
         from_map.add_gradient("positions", gradient)
     assert tm.block(0).gradients_list() == []
 
 
-def test_original_block_changes_do_not_break_the_map(parts, make_gradient):
+def test_original_block_changes_do_not_break_the_map(parts, gradient_and_values):
     keys, blocks, _ = parts
     tm = TensorMap(keys, blocks)
-    strain, _ = make_gradient(blocks[0])
+    strain, _ = gradient_and_values(blocks[0])
     try:
         blocks[0].add_gradient("strain", strain)
     except blockmap.ValidationError:
@@ -166,9 +168,9 @@ def test_original_block_changes_do_not_break_the_map(parts, make_gradient):
     assert [b.gradients_list() for b in tm.blocks()] == [["positions"]] * 4
 
 
-def test_nested_gradient_of_map_block_keeps_map_valid(tm, make_gradient):
+def test_nested_gradient_of_map_block_keeps_map_valid(tm, gradient_and_values):
     view = tm.block(0).gradient("positions")
-    nested, _ = make_gradient(view, extra=())
+    nested, _ = gradient_and_values(view, extra=())
     try:
         view.add_gradient("strain", nested)
     except blockmap.ValidationError:
@@ -245,8 +247,8 @@ def test_block_by_single_row_labels(tm):
     assert _n_samples(tm.block(partial)) == 4
 
 
-def test_block_without_selection(make_block):
-    block, values = make_block()
+def test_block_without_selection(block_and_values):
+    block, values = block_and_values()
     tm = TensorMap(Labels.single(), [block])
     np.testing.assert_array_equal(tm.block().values, values)
     np.testing.assert_array_equal(tm.block(None).values, values)
@@ -355,8 +357,8 @@ def test_names(tm):
     assert tm.property_names == ["n"]
 
 
-def test_names_without_components(make_block):
-    block, _ = make_block(property_name="radial")
+def test_names_without_components(block_and_values):
+    block, _ = block_and_values(property_name="radial")
     tm = TensorMap(Labels.single(), [block])
     assert tm.component_names == []
     assert tm.property_names == ["radial"]
@@ -481,41 +483,41 @@ def test_number_of_blocks_mismatch(parts):
         TensorMap(keys, [])
 
 
-def test_different_sample_names(make_block):
-    b0, _ = make_block(sample_names=("system", "atom"))
-    b1, _ = make_block(sample_names=("system", "center"))
+def test_different_sample_names(block_and_values):
+    b0, _ = block_and_values(sample_names=("system", "atom"))
+    b1, _ = block_and_values(sample_names=("system", "center"))
     with pytest.raises(blockmap.ValidationError, match="center"):
         TensorMap(Labels.range("key", 2), [b0, b1])
 
 
-def test_different_component_names(make_block):
-    b0, _ = make_block(component_sizes=(3,), component_names=["xyz"])
-    b1, _ = make_block(component_sizes=(3,), component_names=["abc"])
+def test_different_component_names(block_and_values):
+    b0, _ = block_and_values(component_sizes=(3,), component_names=["xyz"])
+    b1, _ = block_and_values(component_sizes=(3,), component_names=["abc"])
     with pytest.raises(blockmap.ValidationError, match="abc"):
         TensorMap(Labels.range("key", 2), [b0, b1])
-    b2, _ = make_block()
+    b2, _ = block_and_values()
     with pytest.raises(blockmap.ValidationError):
         TensorMap(Labels.range("key", 2), [b0, b2])
 
 
-def test_different_property_names(make_block):
-    b0, _ = make_block(property_name="n")
-    b1, _ = make_block(property_name="radial")
+def test_different_property_names(block_and_values):
+    b0, _ = block_and_values(property_name="n")
+    b1, _ = block_and_values(property_name="radial")
     with pytest.raises(blockmap.ValidationError, match="radial"):
         TensorMap(Labels.range("key", 2), [b0, b1])
 
 
-def test_different_gradients(make_block, make_gradient):
-    b0, _ = make_block()
-    b1, _ = make_block()
-    gradient, _ = make_gradient(b0)
+def test_different_gradients(block_and_values, gradient_and_values):
+    b0, _ = block_and_values()
+    b1, _ = block_and_values()
+    gradient, _ = gradient_and_values(b0)
     b0.add_gradient("positions", gradient)
     with pytest.raises(blockmap.ValidationError):
         TensorMap(Labels.range("key", 2), [b0, b1])
     with pytest.raises(blockmap.ValidationError):
         TensorMap(Labels.range("key", 2), [b1, b0])
 
-    strain, _ = make_gradient(b1)
+    strain, _ = gradient_and_values(b1)
     b1.add_gradient("strain", strain)
     with pytest.raises(blockmap.ValidationError):
         TensorMap(Labels.range("key", 2), [b0, b1])

@@ -13,7 +13,7 @@ dask, ray) and of the ways they build them again.
   workers;
 - ``caught(name)``: the error ``raise_case`` raises, caught here, to compare
   with what a host hands back;
-- ``assert_same``: the checks a rebuilt error must pass.
+- ``assert_same_error``: the checks a rebuilt error must pass.
 """
 
 import errno
@@ -101,7 +101,7 @@ class Raising:
         raise_case(CASES[index])
 
 
-def assert_same(rebuilt, original):
+def assert_same_error(rebuilt, original):
     """``rebuilt`` is ``original`` built again: the same class, message,
     arguments and (for OS errors) errno, strerror and filename."""
     assert type(rebuilt) is type(original), (type(rebuilt), type(original))

@@ -49,7 +49,7 @@ def describe(tensor):
     )
 
 
-def doubled(tensor):
+def doubled_metatensor(tensor):
     """A new metatensor-core map with every value doubled."""
     import metatensor
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from bench import scaling
+from bench import scaling, scaling_ops
 from helpers import TESTS_DIR
 
 MISSING = [
@@ -31,10 +31,10 @@ def test_slope_of_power_laws():
 
 def test_generated_maps_have_the_fixed_total_size():
     for blocks in (1, 10, 100):
-        arrays = scaling.series_arrays("blocks", blocks)
+        arrays = scaling_ops.series_arrays("blocks", blocks)
         assert len(arrays) == blocks
         values = sum(block.values.nbytes for block in arrays.blocks)
-        assert values == pytest.approx(scaling.BLOCKS_TOTAL, rel=0.01)
+        assert values == pytest.approx(scaling_ops.BLOCKS_TOTAL, rel=0.01)
         assert arrays.blocks[-1].values.flat[0] == blocks - 1
 
 
@@ -52,7 +52,7 @@ def test_quick_scaling_report_has_every_operation_and_library(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     text = markdown.read_text()
-    for operation in scaling.OPS.values():
+    for operation in scaling_ops.OPS.values():
         assert operation.title in result.stdout
         assert operation.title in text
         for library in operation.calls:

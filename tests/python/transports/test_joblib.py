@@ -250,10 +250,10 @@ def test_errors_raised_in_loky_workers_reach_the_caller_whole():
     first, *rest = error_cases.CASES
     with pytest.raises(blockmap.BlockMapError) as error:
         Parallel(n_jobs=2, backend="loky")(delayed(error_cases.raise_case)(first) for _ in range(2))
-    error_cases.assert_same(error.value, error_cases.caught(first))
+    error_cases.assert_same_error(error.value, error_cases.caught(first))
     executor = get_reusable_executor(max_workers=2)
     futures = {case: executor.submit(error_cases.raise_case, case) for case in rest}
     for case, future in futures.items():
         with pytest.raises(blockmap.BlockMapError) as error:
             future.result()
-        error_cases.assert_same(error.value, error_cases.caught(case))
+        error_cases.assert_same_error(error.value, error_cases.caught(case))

@@ -139,7 +139,7 @@ def test_through_a_multiprocessing_pool(method):
         f"""
         import multiprocessing
         import metatensor, blockmap.metatensor
-        from helpers.metatensor_jobs import describe, doubled, map_of
+        from helpers.metatensor_jobs import describe, doubled_metatensor, map_of
 
         blockmap.metatensor.register()
         if __name__ == "__main__":
@@ -148,7 +148,7 @@ def test_through_a_multiprocessing_pool(method):
             context = multiprocessing.get_context("{method}")
             with context.Pool(2) as pool:
                 (kind, registered, got), = pool.map(describe, [tensor])
-                twice, = pool.map(doubled, [tensor])
+                twice, = pool.map(doubled_metatensor, [tensor])
             print(kind, registered, abs(got - total) < 1e-6 * total)
             print(type(twice) is metatensor.TensorMap,
                   float((twice.block(1).values - 2 * tensor.block(1).values).max()))
@@ -205,7 +205,7 @@ def test_through_a_dask_local_cluster():
         import metatensor, blockmap.metatensor
         import distributed
         from distributed.protocol import serialize
-        from helpers.metatensor_jobs import describe, doubled, map_of
+        from helpers.metatensor_jobs import describe, doubled_metatensor, map_of
 
         blockmap.metatensor.register()
         if __name__ == "__main__":
@@ -225,7 +225,7 @@ def test_through_a_dask_local_cluster():
                     future = client.scatter(tensor, direct=direct)
                     kind, registered, got = client.submit(describe, future).result()
                     print(kind, registered, abs(got - total) < 1e-6 * total)
-                    twice = client.gather(client.submit(doubled, future), direct=direct)
+                    twice = client.gather(client.submit(doubled_metatensor, future), direct=direct)
                     print(type(twice) is metatensor.TensorMap,
                           float((twice.block(2).values - 2 * tensor.block(2).values).max()))
         """,

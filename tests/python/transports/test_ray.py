@@ -322,4 +322,4 @@ def test_errors_raised_in_a_task_reach_the_caller_as_blockmap_errors():
         assert isinstance(error.value, ray.exceptions.RayTaskError), case
         assert isinstance(error.value, type(original)), case
         assert f"{type(original).__name__}: {original}" in str(error.value)
-        error_cases.assert_same(error.value.cause, original)
+        error_cases.assert_same_error(error.value.cause, original)

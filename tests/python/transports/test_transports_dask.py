@@ -223,4 +223,4 @@ def test_errors_raised_on_a_worker_reach_the_client_whole(client):
     for case, future in futures.items():
         with pytest.raises(blockmap.BlockMapError) as error:
             future.result()
-        error_cases.assert_same(error.value, error_cases.caught(case))
+        error_cases.assert_same_error(error.value, error_cases.caught(case))

@@ -29,7 +29,7 @@ def _allowed(name):
 def test_dir_lists_public_names_only():
     names = dir(blockmap)
     assert [name for name in names if not _allowed(name)] == []
-    for name in ("functools", "importlib", "types", "TYPE_CHECKING", "_hooks", "_shared"):
+    for name in ("functools", "importlib", "types", "TYPE_CHECKING", "_hooks", "_reduction"):
         assert name not in names
     assert not [name for name in names if name.startswith("_") and not name.endswith("__")]
 

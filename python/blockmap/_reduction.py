@@ -12,7 +12,7 @@ live in a segment another process could write to: each receiver copies and
 checks them). The receiver maps the same segments: the values are not
 copied, and writes by either process are seen by the other.
 A map or block that is not in shared memory but holds at least
-:func:`get_auto_share_threshold` bytes of values (256 KiB by default) is
+:func:`blockmap.get_auto_share_threshold` bytes of values (256 KiB by default) is
 first copied once into a fresh segment, and that copy is sent the same way:
 the data never goes through the pipe, and the sender's object is left as it
 was (as torch moves a tensor into shared memory when it is put on a queue,
@@ -43,79 +43,23 @@ import threading
 import time
 from collections.abc import Sequence
 from multiprocessing import context as _context
+from multiprocessing import process as _process
 from multiprocessing import util as _util
 from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Any
 
 from . import _blockmap
 from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
-from .exceptions import BlockMapError, BlockMapIOError, BlockMapTypeError, ValidationError
+from .exceptions import BlockMapError, BlockMapIOError, BlockMapTypeError
 
 __all__ = [
     "LOKY_REDUCTION_MODULES",
-    "get_auto_share_threshold",
     "register",
     "register_loky",
-    "set_auto_share_threshold",
     "share_memory",
 ]
 
 Shareable = TensorMap | TensorBlock | Labels
-
-
-#: Below this many bytes of values a map is cheaper to pickle through the pipe
-#: than to share (a segment, a descriptor passed over a socket and a mapping
-#: cost about 0.5 ms; the crossing point measured on a Queue to a spawned
-#: process is between 64 KiB and 512 KiB, see docs/transports.md).
-DEFAULT_AUTO_SHARE_BYTES = 256 * 1024
-
-_auto_share_bytes: int | None = DEFAULT_AUTO_SHARE_BYTES
-# also kept in the native module, where ``blockmap.join`` reads it (as a
-# u64: larger thresholds are all "more than any map")
-_blockmap._set_auto_share_threshold(DEFAULT_AUTO_SHARE_BYTES)
-
-
-def set_auto_share_threshold(nbytes: int | None) -> None:
-    """Send maps and blocks holding at least ``nbytes`` bytes of values
-    through shared memory (a copy into a fresh segment) when multiprocessing
-    pickles them; ``None`` turns this off (only maps shared with
-    ``share_memory()`` then travel as descriptors). In a torch DataLoader
-    worker, :func:`blockmap.join` of at least this many bytes writes its
-    result straight into shared memory (no copy when it is sent).
-
-    Parameters
-    ----------
-    nbytes : int or None
-        The threshold in bytes, or None to turn automatic sharing off.
-
-    Raises
-    ------
-    BlockMapTypeError
-        If ``nbytes`` is neither an int nor None.
-    ValidationError
-        If ``nbytes`` is negative.
-    """
-    global _auto_share_bytes
-    if nbytes is not None:
-        if isinstance(nbytes, bool) or not isinstance(nbytes, int):
-            raise BlockMapTypeError(
-                f"the threshold must be an int or None, got {type(nbytes).__name__}"
-            )
-        if nbytes < 0:
-            raise ValidationError(f"the threshold must not be negative, got {nbytes}")
-    _auto_share_bytes = nbytes
-    _blockmap._set_auto_share_threshold(None if nbytes is None else min(nbytes, 2**64 - 2))
-
-
-def get_auto_share_threshold() -> int | None:
-    """The threshold of :func:`set_auto_share_threshold`.
-
-    Returns
-    -------
-    int or None
-        The threshold in bytes, or None when automatic sharing is off.
-    """
-    return _auto_share_bytes
 
 
 def _descriptors_left() -> int | None:
@@ -143,8 +87,7 @@ def _descriptors_suffice(count: int) -> bool:
 
 def _auto_shared(obj: Shareable) -> Shareable | None:
     """A copy of ``obj`` in a fresh shared segment, when it should travel so."""
-    threshold = get_auto_share_threshold()
-    if threshold is None or isinstance(obj, Labels) or obj.nbytes < threshold:
+    if not _blockmap._auto_shares(obj):
         return None
     # a segment (one descriptor) and its duplicate until it is fetched
     if not _descriptors_suffice(2):
@@ -164,6 +107,9 @@ def _auto_shared(obj: Shareable) -> Shareable | None:
 #: to fetch the descriptors still held by its resource sharer.
 EXIT_WAIT_SECONDS = 5.0
 
+#: The process whose exit finalizer is registered and has not run yet:
+#: registered by its first send, or when a multiprocessing child starts
+#: (see :func:`register`); importing blockmap registers none.
 _exit_wait_pid: int | None = None
 
 
@@ -195,6 +141,15 @@ def _wait_for_pending_descriptors() -> None:
     messages and the receivers have fetched every descriptor. Runs first
     among the exit finalizers: the resource sharer's socket is removed at
     priority 0, and the queues are flushed only at -5."""
+    global _exit_wait_pid
+    try:
+        _wait_until_fetched()
+    finally:
+        # sends from now on come too late for it
+        _exit_wait_pid = None
+
+
+def _wait_until_fetched() -> None:
     deadline = time.monotonic() + EXIT_WAIT_SECONDS
     try:
         quiet = 0
@@ -213,13 +168,23 @@ def _wait_for_pending_descriptors() -> None:
         return
 
 
-def _wait_at_exit(force: bool = False) -> None:
+def _wait_at_exit(force: bool = False) -> bool:
     """Make this process wait at its exit until its pending descriptors are
-    fetched (see :func:`_wait_for_pending_descriptors`)."""
+    fetched (see :func:`_wait_for_pending_descriptors`); registered by the
+    first send of each process. False when it may come too late: the
+    process is exiting (a queue's feeder thread pickling while the exit
+    finalizers run) and a finalizer registered now could run after the
+    resource sharer has stopped, so the data is sent instead."""
     global _exit_wait_pid
-    if force or _exit_wait_pid != os.getpid():
-        _util.Finalize(None, _wait_for_pending_descriptors, exitpriority=100)
-        _exit_wait_pid = os.getpid()
+    if _exit_wait_pid == os.getpid() and not force:
+        return True
+    # registered before DupFd starts the resource sharer (whose finalizer
+    # runs at priority 0): whichever pass of the exit finalizers runs the
+    # sharer's also runs this one, first; two threads may both register
+    # (harmless: the second wait returns at once)
+    _util.Finalize(None, _wait_for_pending_descriptors, exitpriority=100)
+    _exit_wait_pid = os.getpid()
+    return not getattr(_util, "_exiting", False)
 
 
 #: Threads in :func:`_reduce` now (a queue's feeder thread between taking
@@ -262,12 +227,16 @@ def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     if parts is not None and parts[1] and not _descriptors_suffice(len(parts[1])):
         # descriptors run short: send the data instead of handles to it
         parts = None
+    if parts is not None and parts[1] and _context.get_spawning_popen() is None:
+        # sent now, held by the resource sharer until fetched: this process
+        # must wait for that at its exit (a process being started gets its
+        # descriptors at its start)
+        if not _wait_at_exit():
+            parts = None
     if parts is None:
         return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
     # DupFd duplicates each descriptor now: the segment outlives `shared`
     header, fds, places, labels = parts
-    if _context.get_spawning_popen() is None:
-        _wait_at_exit()
     return _rebuild, (header, [DupFd(fd) for fd in fds], places, labels)
 
 
@@ -341,22 +310,30 @@ def share_memory(obj: Any) -> Any:
 
 class _AfterFork:
     """The object multiprocessing's after-fork hooks are kept for (they are
-    held weakly): a forked child's finalizers are cleared at its start."""
+    held weakly)."""
 
 
 _AFTER_FORK = _AfterFork()
 
 
 def register() -> None:
-    """Register the reducer with ``ForkingPickler`` (done on import of blockmap)."""
+    """Register the reducer with ``ForkingPickler`` (done on import of
+    blockmap).
+
+    The exit finalizer is registered by the first send, except in the
+    processes multiprocessing starts, which register it when they start:
+    their first send is often the result put on a queue just before the
+    target returns, which the queue's feeder thread pickles while the exit
+    finalizers already run (too late to register one: that data would go
+    by value). A forked child clears the finalizers it inherited and then
+    runs the after-fork hooks; a spawned one runs none, and imports
+    blockmap while it is being set up (``_inheriting``).
+    """
     for cls in (TensorMap, TensorBlock, Labels):
         ForkingPickler.register(cls, _reduce)
-    # registered now, not when the first message is pickled: a queue's
-    # feeder thread may pickle while the exit finalizers already run
-    _wait_at_exit()
-    # a child process clears the finalizers it inherited (or registered
-    # while it was unpickling its target) when it starts, then runs these
     _util.register_after_fork(_AFTER_FORK, lambda _: _wait_at_exit(force=True))
+    if getattr(_process.current_process(), "_inheriting", False):
+        _wait_at_exit()
     # the threads of the parent that were reducing are not in a child
     os.register_at_fork(after_in_child=_reducing.clear)
 
