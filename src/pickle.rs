@@ -755,9 +755,9 @@ fn labels_in_order<'h, 'a>(
 /// may be the sender's memory, still written to: each is read once, by
 /// its copy, and compared and validated on the copy only.
 ///
-/// W's out-of-band load (300 labels, 2.4 MB) took 2.3-2.5 ms warm and
-/// 3.6 ms in a fresh process with one allocation per labels; a map of
-/// 10,000 blocks builds its 10,000 equal components and properties once.
+/// One allocation instead of one per labels is most of a small load's
+/// time (figures in docs/benchmarks.md); a map of 10,000 blocks builds its
+/// 10,000 equal components and properties once.
 /// The allocation lives as long as any of the labels made from it.
 fn gather_labels(
     header: &Header<'_>,

@@ -25,9 +25,8 @@ static RECONSTRUCT: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 
 /// About how large each piece of an archive pickled in-band is. `CPython`'s
 /// pickler writes one large `bytes` object much slower than the same bytes
-/// in pieces: 1.1-1.5 s for one of 794 MB, 0.51 s for 8 of 100 MB. Pieces of
-/// 16, 32 and 64 MiB measured alike on W (protocol 4 dumps 0.98-1.02x
-/// numpy's, loads 0.98-1.02x, 5 fresh processes each); the smallest keeps
+/// in pieces, and pieces of 16, 32 and 64 MiB measured alike (figures in
+/// docs/benchmarks.md); the smallest keeps
 /// the least unused memory in the last piece before it is trimmed, and
 /// stays below glibc's largest mmap threshold (32 MiB), so that a process
 /// pickling again reuses freed heap memory.
