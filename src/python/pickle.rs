@@ -124,7 +124,7 @@ fn _reconstruct(
                 .collect::<PyResult<Vec<_>>>()?;
             let version = if version == 1 { 1 } else { pickle::VERSION };
             let data = detached(py, || {
-                pickle::load_version(version, header.as_slice(), buffers)
+                pickle::load_version(version, &header.raw().to_vec()?, buffers)
             })?;
             to_python(py, data)
         }
