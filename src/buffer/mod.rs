@@ -40,8 +40,10 @@
 //! 2. **Private memory** is memory nobody else can write: memory blockmap
 //!    allocated and froze while it held the only reference (a read-only
 //!    buffer made by [`Buffer::into_read_only`] on the last handle, by
-//!    [`Buffer::snapshot`] or [`Buffer::filled`]), and owners moved into
-//!    [`Buffer::from_owner`] (a `Vec`, an anonymous mapping). Only such a
+//!    [`Buffer::snapshot`] or [`Buffer::filled`]), owners moved into
+//!    [`Buffer::from_owner`] (a `Vec`, an anonymous mapping), and foreign
+//!    memory nobody writes ([`Buffer::from_immutable_foreign`]: a Python
+//!    `bytes` object in the binding). Only such a
 //!    buffer gives a `&[u8]`: [`Buffer::private_bytes`]. Freezing is one
 //!    way: once frozen, no writable handle to the memory can exist again
 //!    (a buffer never becomes writable, and every handle was read-only or
@@ -250,6 +252,28 @@ impl Buffer {
             ptr,
             len,
             writable,
+        }
+    }
+
+    /// View memory kept alive by a foreign `owner` that nobody writes for
+    /// as long as it lives (a Python `bytes` object): read-only and private
+    /// (see "Aliasing" in the module docs).
+    ///
+    /// # Safety
+    ///
+    /// As [`Buffer::from_foreign`], and nobody (no thread, no foreign
+    /// code) writes the memory while `owner` lives.
+    pub unsafe fn from_immutable_foreign(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
+        Buffer {
+            // frozen: the caller vouches that nobody writes the memory
+            storage: Owner::new(Storage::Foreign(owner), true),
+            ptr,
+            len,
+            writable: false,
         }
     }
 
@@ -629,9 +653,15 @@ mod tests {
         })
         .unwrap()
         .is_private());
-        // foreign owners are not, even read-only
+        // foreign owners are not, even read-only, unless immutable
         let drops = Arc::new(AtomicUsize::new(0));
         assert!(!foreign(&drops).is_private());
+        let owner = Box::new(vec![4u8; 8]);
+        let ptr = NonNull::new(owner.as_ptr().cast_mut()).unwrap();
+        // SAFETY: the Vec's heap memory does not move when the Box moves,
+        // lives until the owner is dropped, and nothing writes it.
+        let immutable = unsafe { Buffer::from_immutable_foreign(ptr, 8, owner) };
+        assert_eq!(immutable.private_bytes().unwrap(), &[4u8; 8]);
         // raw reads work on every buffer
         let raw = writable.raw();
         assert!(raw.private().is_none());

@@ -307,6 +307,27 @@ fn hold(py: Python<'_>, export: PyUntypedBuffer) -> PyResult<Buffer> {
     }
 }
 
+/// A [`Buffer`] over the export of a `bytes` object (exactly `bytes`, not a
+/// subclass), holding the export: private (see "Aliasing" in
+/// `buffer/mod.rs`), so that it is read in place (a CRC straight over it).
+/// A `bytes` object is immutable once made; the one exception blockmap
+/// makes, the new `bytes` objects pickle gives the reconstructor
+/// (`buffer_from_pickled_bytes`), are referenced by nothing Python code can
+/// reach to pass here.
+fn hold_bytes(py: Python<'_>, export: PyUntypedBuffer) -> PyResult<Buffer> {
+    let len = export.len_bytes();
+    match NonNull::new(export.buf_ptr().cast::<u8>()) {
+        // SAFETY: the export of a `bytes` object keeps its `len` contiguous
+        // bytes valid and in place until released (when `export`, moved
+        // into the buffer as its owner, drops), and nobody writes the bytes
+        // of a `bytes` object once made (see above): the aliasing rule,
+        // buffer/mod.rs.
+        Some(ptr) => Ok(unsafe { Buffer::from_immutable_foreign(ptr, len, Box::new(export)) }),
+        None if len == 0 => Ok(Buffer::empty()),
+        None => Err(invalid(py, "the buffer export has no memory")),
+    }
+}
+
 /// The bytes of any object exporting a buffer, as a [`Buffer`] holding the
 /// export: no copy when the export is C-contiguous (any format, any shape:
 /// only the bytes matter), read-only when it is. A non-contiguous export is
@@ -322,6 +343,9 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
             ),
         )
     })?;
+    if obj.is_exact_instance_of::<PyBytes>() {
+        return hold_bytes(py, export);
+    }
     if export.is_c_contiguous() {
         return hold(py, export);
     }
