@@ -280,7 +280,8 @@ impl SegmentArena {
         // no buffer, array or slice views it yet: the only views of the
         // segment are the buffers returned for earlier, disjoint regions.
         // The segment is new and no descriptor of it has left this
-        // process, so no other process writes to it either.
+        // process, so no other process writes to it either: the `&mut` is
+        // the region's only view (the aliasing rule, buffer/mod.rs).
         let region = unsafe {
             std::slice::from_raw_parts_mut(self.segment.as_ptr().cast_mut().add(start), len)
         };

@@ -57,7 +57,8 @@ impl FixedWriter<'_> {
         let written = &self.memory[start..start + n];
         // SAFETY: those `n` bytes were just written (initialised), `u8` and
         // `MaybeUninit<u8>` have the same layout, and the slice borrows
-        // `self` (the `&mut` this takes): nothing writes them while it lives.
+        // `self` (the `&mut` this takes): nothing writes them while it lives
+        // (the writer's memory is its own: the aliasing rule, buffer/mod.rs).
         Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
     }
 }
@@ -297,7 +298,8 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
         let written = &self.pieces[index].memory[offset..offset + n];
         // SAFETY: those `n` bytes were just written (initialised), `u8` and
         // `MaybeUninit<u8>` have the same layout, and the slice borrows
-        // `self` (the `&mut` this takes): nothing writes them while it lives.
+        // `self` (the `&mut` this takes): nothing writes them while it lives
+        // (the writer's memory is its own: the aliasing rule, buffer/mod.rs).
         Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
     }
 
