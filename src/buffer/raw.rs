@@ -28,6 +28,7 @@ pub struct RawBytes<'a> {
 impl<'a> RawBytes<'a> {
     /// Bytes Rust already holds as a slice (private: nothing writes them
     /// while the borrow lives).
+    #[inline]
     pub fn from_slice(bytes: &'a [u8]) -> Self {
         RawBytes {
             ptr: NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling()),
@@ -38,22 +39,26 @@ impl<'a> RawBytes<'a> {
     }
 
     /// Number of bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// Whether there are no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Start of the memory.
+    #[inline]
     pub fn as_ptr(&self) -> *const u8 {
         self.ptr.as_ptr()
     }
 
     /// The bytes as a slice when the buffer is private (as
     /// [`Buffer::private_bytes`]).
+    #[inline]
     pub fn private(&self) -> Option<&'a [u8]> {
         // SAFETY: `ptr` is valid for `len` bytes while the borrowed buffer
         // lives ('a), and the buffer is private: nothing writes the memory
@@ -63,6 +68,7 @@ impl<'a> RawBytes<'a> {
     }
 
     /// The `len` bytes from `start`, or None when they are not all inside.
+    #[inline]
     pub fn get(&self, start: usize, len: usize) -> Option<Self> {
         let end = start.checked_add(len)?;
         if end > self.len {
@@ -91,6 +97,7 @@ impl<'a> RawBytes<'a> {
 
     /// Copy the first `out.len()` bytes into `out`, which must not be
     /// longer than these bytes (an error otherwise, nothing copied).
+    #[inline]
     pub fn copy_to(&self, out: &mut [u8]) -> Result<()> {
         if out.len() > self.len {
             return Err(Error::internal(format!(
@@ -115,6 +122,7 @@ impl<'a> RawBytes<'a> {
     ///
     /// When the range is not inside these bytes, as indexing a slice with
     /// it would.
+    #[inline]
     pub fn copy_at(&self, start: usize, out: &mut [u8]) {
         let end = start
             .checked_add(out.len())
