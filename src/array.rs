@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use crate::buffer::{AlignedBytes, Buffer};
+use crate::buffer::{AlignedBytes, Buffer, RawBytes};
 use crate::dtype::{ByteOrder, DType, Element};
 use crate::error::{Error, Result};
 
@@ -103,10 +103,10 @@ impl Array {
         let writable = buffer.is_writable();
         let mut out = if transpose {
             let mut out = AlignedBytes::for_overwrite(buffer.len())?;
-            fortran_to_c(buffer.as_slice(), out.as_mut_slice(), dtype.size(), &shape);
+            fortran_to_c(buffer.raw(), out.as_mut_slice(), dtype.size(), &shape)?;
             out
         } else {
-            AlignedBytes::copy_from(buffer.as_slice())?
+            buffer.raw().to_aligned()?
         };
         if swap {
             swap_bytes(out.as_mut_slice(), dtype);
@@ -152,7 +152,7 @@ impl Array {
     /// A deep copy, in new memory blockmap owns (an error when the memory
     /// is gone: a mapped file that another program truncated).
     pub fn deep_copy(&self) -> Result<Self> {
-        let copy = Buffer::copy_from(self.buffer.as_slice())?;
+        let copy = Buffer::from(self.buffer.raw().to_aligned()?);
         self.buffer.check_intact()?;
         Array::new(self.dtype, self.shape.clone(), copy)
     }
@@ -166,19 +166,26 @@ impl Array {
             return Ok(self.clone());
         }
         let (from_size, to_size) = (self.dtype.size(), dtype.size());
-        let from = self.buffer.as_slice();
+        // memory others may write is read by copies, a piece at a time (the
+        // aliasing rule, buffer/mod.rs); private memory is read in place
+        let raw = self.buffer.raw();
+        let private = raw.private();
+        let mut scratch = Vec::new();
         let bytes =
             AlignedBytes::filled_in_order(byte_len(dtype, &self.shape)?, |offset, piece| {
                 // pieces hold whole elements: their length is a multiple of
                 // every element size but at the end
                 let first = offset / to_size;
                 let count = piece.len() / to_size;
-                crate::cast::cast(
-                    self.dtype,
-                    dtype,
-                    &from[first * from_size..(first + count) * from_size],
-                    piece,
-                );
+                let (start, len) = (first * from_size, count * from_size);
+                let from: &[u8] = if let Some(all) = private {
+                    &all[start..start + len]
+                } else {
+                    scratch.resize(len, 0);
+                    raw.copy_at(start, &mut scratch);
+                    &scratch
+                };
+                crate::cast::cast(self.dtype, dtype, from, piece);
                 Ok(())
             })?;
         // a mapped file truncated by another program: refuse the zeros
@@ -211,12 +218,62 @@ impl Array {
         &self.buffer
     }
 
-    /// The raw bytes, row-major.
-    pub fn bytes(&self) -> &[u8] {
-        self.buffer.as_slice()
+    /// The raw bytes, row-major, read by copying (the aliasing rule,
+    /// `buffer/mod.rs`).
+    pub fn bytes(&self) -> RawBytes<'_> {
+        self.buffer.raw()
     }
 
-    /// A typed view of the data, when `T` is the element type.
+    /// The same array in private memory (see "Aliasing" in
+    /// `buffer/mod.rs`): its own memory when it already is, or when it is
+    /// memory blockmap allocated that nothing else references (then frozen
+    /// read-only), a read-only copy otherwise.
+    pub fn into_private(self) -> Result<Self> {
+        let buffer = if self.buffer.is_private() {
+            self.buffer
+        } else {
+            let frozen = self.buffer.into_read_only();
+            if frozen.is_private() {
+                frozen
+            } else {
+                let copy = frozen.snapshot()?;
+                frozen.check_intact()?;
+                copy
+            }
+        };
+        Ok(Array { buffer, ..self })
+    }
+
+    /// A typed copy of the data, when `T` is the element type: made by raw
+    /// copies, so any array's memory can be read this way (see "Aliasing"
+    /// in `buffer/mod.rs`).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        if T::DTYPE != self.dtype {
+            return Err(Error::invalid(format!(
+                "array of {} read as {}",
+                self.dtype,
+                T::DTYPE
+            )));
+        }
+        let mut out: Vec<T> = Vec::new();
+        out.try_reserve_exact(self.len())?;
+        let spare = out.spare_capacity_mut();
+        // SAFETY: `u8` has no alignment, `spare` has room for `len()`
+        // elements, `self.buffer.len()` bytes (checked in `new`), and is a
+        // `&mut` into the Vec's own memory: the bytes are initialised after.
+        let target = unsafe {
+            std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), self.buffer.len())
+        };
+        self.buffer.raw().copy_to(target)?;
+        // SAFETY: the `len()` elements were written in full above, and
+        // `T: Element` accepts every bit pattern.
+        unsafe { out.set_len(self.len()) };
+        Ok(out)
+    }
+
+    /// A typed view of the data, when `T` is the element type and the
+    /// memory is private (see "Aliasing" in `buffer/mod.rs`; labels always
+    /// are): memory others may write is read through [`Array::bytes`].
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         if T::DTYPE != self.dtype {
             return Err(Error::invalid(format!(
@@ -225,11 +282,18 @@ impl Array {
                 T::DTYPE
             )));
         }
+        if !self.buffer.is_private() {
+            return Err(Error::internal(
+                "a typed view of array memory others may write (read it by copying)",
+            ));
+        }
         // alignment was checked in `new`, the length follows from the shape
         debug_assert!(self.buffer.is_aligned_to(std::mem::align_of::<T>()));
         // SAFETY: the buffer holds `len()` elements of `T` (checked in `new`),
-        // is aligned for `T` (checked in `new`), lives as long as `self`, and
-        // `T: Element` accepts every bit pattern.
+        // is aligned for `T` (checked in `new`), lives as long as `self`,
+        // `T: Element` accepts every bit pattern, and the memory is private
+        // (checked above): nothing writes it while the slice lives (the
+        // aliasing rule, buffer/mod.rs).
         Ok(unsafe { std::slice::from_raw_parts(self.buffer.as_ptr().cast::<T>(), self.len()) })
     }
 }
@@ -257,7 +321,7 @@ fn swap_bytes(data: &mut [u8], dtype: DType) {
 }
 
 /// Copy column-major `src` into row-major `dst`, elements of `size` bytes.
-fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
+fn fortran_to_c(src: RawBytes<'_>, dst: &mut [u8], size: usize, shape: &[usize]) -> Result<()> {
     let n = shape.len();
     // strides (in elements) of the Fortran-ordered source
     let mut strides = vec![1usize; n];
@@ -268,7 +332,9 @@ fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
     let mut index = vec![0usize; n];
     for i in 0..count {
         let offset: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
-        dst[i * size..(i + 1) * size].copy_from_slice(&src[offset * size..(offset + 1) * size]);
+        src.get(offset * size, size)
+            .ok_or_else(|| Error::internal("transposed element out of range"))?
+            .copy_to(&mut dst[i * size..(i + 1) * size])?;
         // advance the row-major index
         for d in (0..n).rev() {
             index[d] += 1;
@@ -278,12 +344,15 @@ fn fortran_to_c(src: &[u8], dst: &mut [u8], size: usize, shape: &[usize]) {
             index[d] = 0;
         }
     }
+    Ok(())
 }
 
 impl PartialEq for Array {
     /// Same element type, same shape, same bytes.
     fn eq(&self, other: &Self) -> bool {
-        self.dtype == other.dtype && self.shape == other.shape && self.bytes() == other.bytes()
+        self.dtype == other.dtype
+            && self.shape == other.shape
+            && self.bytes().same_as(other.bytes())
     }
 }
 
@@ -359,12 +428,12 @@ mod tests {
         // a 2x3 array [[0, 1, 2], [3, 4, 5]] stored column-major
         let src: Vec<u8> = vec![0, 3, 1, 4, 2, 5];
         let mut dst = vec![0u8; 6];
-        fortran_to_c(&src, &mut dst, 1, &[2, 3]);
+        fortran_to_c(RawBytes::from_slice(&src), &mut dst, 1, &[2, 3]).unwrap();
         assert_eq!(dst, vec![0, 1, 2, 3, 4, 5]);
         // 2x2x2
         let src: Vec<u8> = vec![0, 4, 2, 6, 1, 5, 3, 7];
         let mut dst = vec![0u8; 8];
-        fortran_to_c(&src, &mut dst, 1, &[2, 2, 2]);
+        fortran_to_c(RawBytes::from_slice(&src), &mut dst, 1, &[2, 2, 2]).unwrap();
         assert_eq!(dst, (0..8).collect::<Vec<u8>>());
     }
 
@@ -400,7 +469,7 @@ mod tests {
         .unwrap();
         assert_ne!(copy.buffer().as_ptr(), misaligned.as_ptr());
         assert!(!copy.buffer().is_writable());
-        assert_eq!(copy.as_slice::<f64>().unwrap(), &[1.0, 2.0]);
+        assert_eq!(copy.to_vec::<f64>().unwrap(), &[1.0, 2.0]);
 
         // the other byte order: swapped
         let swapped: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_be_bytes()).collect();
@@ -412,7 +481,7 @@ mod tests {
             Buffer::copy_from(&swapped).unwrap(),
         );
         if cfg!(target_endian = "little") {
-            assert_eq!(converted.unwrap().as_slice::<f64>().unwrap(), &[1.0, 2.0]);
+            assert_eq!(converted.unwrap().to_vec::<f64>().unwrap(), &[1.0, 2.0]);
         }
         let owned = Array::from_owned_bytes(
             DType::F8,
@@ -422,7 +491,7 @@ mod tests {
         )
         .unwrap();
         if cfg!(target_endian = "little") {
-            assert_eq!(owned.as_slice::<f64>().unwrap(), &[1.0, 2.0]);
+            assert_eq!(owned.to_vec::<f64>().unwrap(), &[1.0, 2.0]);
         }
         // Fortran order: transposed
         let column_major: Vec<u8> = vec![0, 3, 1, 4, 2, 5];
@@ -437,7 +506,7 @@ mod tests {
             Buffer::copy_from(&column_major).unwrap(),
         )
         .unwrap();
-        assert_eq!(transposed.bytes(), &[0, 1, 2, 3, 4, 5]);
+        assert_eq!(transposed.bytes().to_vec().unwrap(), &[0, 1, 2, 3, 4, 5]);
         // a wrong length is a format error
         assert!(matches!(
             Array::view_or_convert(DType::F8, vec![3], Layout::NATIVE, buffer),
@@ -448,11 +517,30 @@ mod tests {
     #[test]
     fn typed_views() {
         let array = Array::from_slice(vec![2, 2], &[1.0f64, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(array.as_slice::<f64>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
-        assert!(array.as_slice::<i64>().is_err());
-        assert_eq!(array.len(), 4);
-        let copy = array.deep_copy().unwrap();
-        assert_eq!(copy, array);
-        assert_ne!(copy.buffer().as_ptr(), array.buffer().as_ptr());
+        assert_eq!(array.to_vec::<f64>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        assert!(array.to_vec::<i64>().is_err());
+        // a typed view only of private memory (the aliasing rule)
+        assert!(array.as_slice::<f64>().is_err(), "writable memory");
+        let private = array.clone().into_private().unwrap();
+        assert!(!private.buffer().is_writable());
+        assert_ne!(
+            private.buffer().as_ptr(),
+            array.buffer().as_ptr(),
+            "shared: copied"
+        );
+        assert_eq!(private.as_slice::<f64>().unwrap(), &[1.0, 2.0, 3.0, 4.0]);
+        let ptr = array.buffer().as_ptr();
+        drop(private);
+        let frozen = array.into_private().unwrap();
+        assert_eq!(
+            frozen.buffer().as_ptr(),
+            ptr,
+            "last handle: frozen in place"
+        );
+        assert!(frozen.as_slice::<f64>().is_ok());
+        assert_eq!(frozen.len(), 4);
+        let copy = frozen.deep_copy().unwrap();
+        assert_eq!(copy, frozen);
+        assert_ne!(copy.buffer().as_ptr(), frozen.buffer().as_ptr());
     }
 }

@@ -198,7 +198,7 @@ impl Pickled {
                 version,
                 header,
                 buffers,
-            } => load_version(version, header.as_slice(), buffers),
+            } => load_version(version, &header.raw().to_vec()?, buffers),
             Pickled::Archive { kind, archive } => io::load_buffer_checked(archive, kind, false),
             Pickled::Pieces { kind, pieces } => io::load_pieces(pieces, kind, false),
         }
@@ -530,8 +530,7 @@ impl<'d> Dumper<'d> {
     }
 
     fn hash(&self, labels: &Labels) -> u64 {
-        self.hasher
-            .hash_one((labels.names(), labels.values().buffer().as_slice()))
+        self.hasher.hash_one((labels.names(), labels.value_bytes()))
     }
 
     /// Labels' header with their buffer, or a reference to equal labels
@@ -541,7 +540,7 @@ impl<'d> Dumper<'d> {
             let same = |&(_, sent): &(usize, &Labels)| {
                 sent.ptr_eq(labels)
                     || (sent.names() == labels.names()
-                        && sent.values().buffer().as_slice() == labels.values().buffer().as_slice())
+                        && sent.value_bytes() == labels.value_bytes())
             };
             if let Some(&(index, _)) = self.sent.find(self.hash(labels), same) {
                 return LabelsEntry::Same(index);
@@ -560,7 +559,7 @@ impl<'d> Dumper<'d> {
             let hasher = &self.hasher;
             self.sent
                 .insert_unique(hash, (index, labels), |&(_, sent)| {
-                    hasher.hash_one((sent.names(), sent.values().buffer().as_slice()))
+                    hasher.hash_one((sent.names(), sent.value_bytes()))
                 });
         }
         header
@@ -807,7 +806,9 @@ fn gather_labels(
         for &(index, labels, shareable) in &candidates {
             let len = buffers[index].len();
             // the one read of the received bytes
-            memory[offset..offset + len].copy_from_slice(buffers[index].as_slice());
+            buffers[index]
+                .raw()
+                .copy_to(&mut memory[offset..offset + len])?;
             if shareable {
                 let copy = &memory[offset..offset + len];
                 let h = hash(labels, copy);
@@ -1256,7 +1257,7 @@ mod tests {
             .iter()
             .map(|b| {
                 let mut bytes = vec![0u8; b.len() + 1];
-                bytes[1..].copy_from_slice(b.as_slice());
+                b.raw().copy_to(&mut bytes[1..]).unwrap();
                 Buffer::copy_from(&bytes)
                     .unwrap()
                     .slice(1, b.len())

@@ -92,7 +92,11 @@ pub fn share(data: DataRef<'_>) -> Result<Option<Data>> {
     let bytes = segment.as_mut_slice();
     for ((buffer, _), offset) in buffers.iter().zip(&offsets) {
         if let Some(offset) = *offset {
-            bytes[offset..offset + buffer.len()].copy_from_slice(buffer.as_slice());
+            // raw copies: numpy may write the source meanwhile (the
+            // aliasing rule, buffer/mod.rs)
+            buffer
+                .raw()
+                .copy_to(&mut bytes[offset..offset + buffer.len()])?;
             crate::interrupt::check()?;
         }
     }
@@ -130,8 +134,8 @@ pub fn parts(data: DataRef<'_>) -> Result<Option<Parts>> {
         if *role == Role::Labels {
             let offset = labels.len().next_multiple_of(8);
             labels.try_reserve(offset - labels.len() + buffer.len())?;
-            labels.resize(offset, 0);
-            labels.extend_from_slice(buffer.as_slice());
+            labels.resize(offset + buffer.len(), 0);
+            buffer.raw().copy_to(&mut labels[offset..])?;
             places.push(Place::Labels {
                 offset,
                 len: buffer.len(),
@@ -145,7 +149,7 @@ pub fn parts(data: DataRef<'_>) -> Result<Option<Parts>> {
         let Some((segment, offset)) = buffer.shared_segment() else {
             return Ok(None);
         };
-        let start = segment.as_slice().as_ptr();
+        let start = segment.as_ptr();
         let index = if let Some(index) = segments.iter().position(|s| s.as_ptr() == start) {
             index
         } else {

@@ -61,7 +61,7 @@ fn a_map_over_foreign_memory_keeps_it_alive_and_releases_it() {
     );
     assert_eq!(values.buffer().owner_kind(), OwnerKind::Foreign);
     // bit-exact on purpose: element 7 was written as exactly 7.0
-    let seventh = values.as_slice::<f64>().unwrap()[7];
+    let seventh = values.to_vec::<f64>().unwrap()[7];
     assert_eq!(seventh.to_bits(), 7.0f64.to_bits());
     assert_eq!(map.sample_names(), vec!["system", "atom"]);
     assert_eq!(map.component_names(), vec!["o3_mu"]);
@@ -92,7 +92,7 @@ fn deep_copies_own_their_memory() {
     let values = copy.blocks()[0].values();
     assert_eq!(values.buffer().owner_kind(), OwnerKind::Rust);
     assert!(values.buffer().is_aligned_to(blockmap::ALIGNMENT));
-    assert_eq!(values.as_slice::<f64>().unwrap()[..3], [0.0, 1.0, 2.0]);
+    assert_eq!(values.to_vec::<f64>().unwrap()[..3], [0.0, 1.0, 2.0]);
 }
 
 #[test]
@@ -141,13 +141,20 @@ fn labels_from_a_foreign_buffer_own_a_copy() {
         .iter()
         .flat_map(|v| v.to_ne_bytes())
         .collect();
-    let buffer = Buffer::from_owner(values);
+    // writable memory someone else holds (as a numpy array's)
+    let buffer = Buffer::copy_from(&values).unwrap();
     let labels =
         Labels::from_buffer(vec!["a".into(), "b".into()], 2, buffer.clone(), false).unwrap();
     assert_eq!(labels.position(&[1, 0]).unwrap(), Some(1));
-    // validated means owned: the labels copied the foreign bytes, so that
-    // nothing the owner writes afterwards can reach them
+    // validated means owned: the labels copied the bytes, so that nothing
+    // the other holder writes afterwards can reach them
     assert_ne!(labels.values().buffer().as_ptr(), buffer.as_ptr());
     assert_eq!(labels.values().buffer().owner_kind(), OwnerKind::Rust);
+    assert!(labels.values().buffer().is_private());
     assert!(Labels::from_buffer(vec!["a".into()], 3, buffer, false).is_err());
+    // a moved-in owner nobody else can write is private: viewed in place
+    let owned = Buffer::from_owner(values);
+    let labels =
+        Labels::from_buffer(vec!["a".into(), "b".into()], 2, owned.clone(), false).unwrap();
+    assert_eq!(labels.values().buffer().as_ptr(), owned.as_ptr());
 }

@@ -4,8 +4,7 @@ use std::fs::File;
 use std::ptr::NonNull;
 
 use super::guard::Guard;
-use super::{Buffer, Storage};
-use crate::arc::ForkArc;
+use super::{Buffer, Owner, Storage};
 use crate::error::{Error, Result};
 
 /// How a file is mapped.
@@ -74,7 +73,9 @@ impl Buffer {
         let writable = mode == MapMode::CopyOnWrite;
         let guard = Guard::register(ptr.as_ptr(), len, writable);
         Ok(Buffer {
-            storage: ForkArc::new(Storage::Mapped(Mapping { guard, map })),
+            // never frozen: other programs may write the file, and the SIGBUS
+            // guard replaces lost pages (the aliasing rule, buffer/mod.rs)
+            storage: Owner::new(Storage::Mapped(Mapping { guard, map }), false),
             ptr,
             len,
             writable,
@@ -99,7 +100,8 @@ mod tests {
         let read_only = Buffer::map_file(&file, MapMode::ReadOnly).unwrap();
         assert_eq!(read_only.owner_kind(), OwnerKind::Mapped);
         assert!(!read_only.is_writable());
-        assert_eq!(read_only.as_slice()[0], 42);
+        assert!(!read_only.is_private(), "a file mapping is never private");
+        assert_eq!(read_only.raw().to_vec().unwrap()[0], 42);
 
         let cow = Buffer::map_file(&file, MapMode::CopyOnWrite).unwrap();
         assert!(cow.is_writable());
@@ -125,7 +127,11 @@ mod tests {
                 .unwrap();
             std::fs::write(&path, vec![7u8; 4 * page]).unwrap();
             let buffer = Buffer::map_file(&File::open(&path).unwrap(), mode).unwrap();
-            assert_eq!(buffer.as_slice()[0], 7, "page 0 faulted in before");
+            assert_eq!(
+                buffer.raw().to_vec().unwrap()[0],
+                7,
+                "page 0 faulted in before"
+            );
             assert!(buffer.check_intact().is_ok());
             // another program truncates the file to one page
             std::fs::OpenOptions::new()
@@ -134,10 +140,10 @@ mod tests {
                 .unwrap()
                 .set_len(page as u64)
                 .unwrap();
-            let bytes = buffer.as_slice();
             // SAFETY: volatile reads of bytes inside the buffer, so that
-            // the compiler does not elide or reorder them
-            let read = |i: usize| unsafe { std::ptr::read_volatile(bytes.as_ptr().add(i)) };
+            // the compiler does not elide or reorder them; raw reads, no
+            // `&[u8]` (the aliasing rule, buffer/mod.rs)
+            let read = |i: usize| unsafe { std::ptr::read_volatile(buffer.as_ptr().add(i)) };
             assert_eq!(read(10), 7, "the part still in the file is kept");
             assert_eq!(read(2 * page + 5), 0, "the lost part reads as zeros");
             assert_eq!(read(4 * page - 1), 0);

@@ -23,23 +23,83 @@
 //! arrays in the binding) and only when the buffer is writable, the same
 //! contract numpy arrays sharing memory have with each other.
 //!
+//! # Aliasing
+//!
+//! The one rule every `SAFETY` comment that reads buffer memory cites as
+//! "the aliasing rule (`buffer/mod.rs`)":
+//!
+//! 1. **A `&[u8]` (or `&[T]`) over a buffer's memory exists only while
+//!    nobody can write that memory.** A Rust shared reference promises the
+//!    compiler that the bytes do not change while it lives; a writable numpy
+//!    view or torch tensor written from another thread, a shared-memory
+//!    segment another process maps writable, or a file mapping another
+//!    program writes (or the SIGBUS guard replaces with zeros) would break
+//!    that promise, which is undefined behaviour even where it looks
+//!    harmless (the compiler may read a byte twice and see two values, or
+//!    once and reuse it after it changed).
+//! 2. **Private memory** is memory nobody else can write: memory blockmap
+//!    allocated and froze while it held the only reference (a read-only
+//!    buffer made by [`Buffer::into_read_only`] on the last handle, by
+//!    [`Buffer::snapshot`] or [`Buffer::filled`]), owners moved into
+//!    [`Buffer::from_owner`] (a `Vec`, an anonymous mapping), and foreign
+//!    memory nobody writes ([`Buffer::from_immutable_foreign`]: a Python
+//!    `bytes` object in the binding). Only such a
+//!    buffer gives a `&[u8]`: [`Buffer::private_bytes`]. Freezing is one
+//!    way: once frozen, no writable handle to the memory can exist again
+//!    (a buffer never becomes writable, and every handle was read-only or
+//!    gone when it froze).
+//! 3. **Every other buffer is read by copying from raw pointers**
+//!    ([`Buffer::raw`]: [`RawBytes::copy_to`], [`RawBytes::to_aligned`],
+//!    [`RawBytes::for_each_chunk`], [`RawBytes::crc32`]), never through a
+//!    reference, and what is checked (headers, labels, CRCs) is checked on
+//!    the private copy, so that what was checked is what is used. File
+//!    mappings (read-only or copy-on-write: Linux shows other programs'
+//!    writes on pages not yet copied), shared-memory segments and foreign
+//!    owners (Python buffer exports, even read-only ones: a read-only view
+//!    may look at a writable array) are never private.
+//! 4. A copy made while another thread or process writes the source may
+//!    hold a mix of old and new bytes (a torn read, as numpy's own copies
+//!    give); that is the snapshot contract of saves and pickles: the bytes
+//!    copied are what is written, hashed and validated. Rust's memory model
+//!    still calls a plain copy concurrent with a write in the same process
+//!    a data race; there is no stable atomic memcpy (RFC 3301), and the
+//!    writers are foreign code (numpy, torch, other processes) outside the
+//!    Rust abstract machine, so the raw copies are the closest sound form
+//!    (the approach of rust-vmm's `VolatileSlice` for guest memory). Miri
+//!    cannot check this here (it is not installed, and cannot run numpy or
+//!    other processes).
+//! 5. The one escape, [`Buffer::as_slice`], is an `unsafe fn`: its caller's
+//!    `SAFETY` comment names what keeps the range unwritten while the slice
+//!    lives (e.g. a protocol under which no writer touches committed
+//!    bytes).
+//!
+//! This is arrow-rs' split of `Buffer` (immutable, shared) from
+//! `MutableBuffer` (uniquely owned), adapted to memory that blockmap
+//! shares writable with numpy on purpose: [`AlignedBytes`] is the uniquely
+//! owned, mutable form; a private [`Buffer`] the immutable one; every other
+//! [`Buffer`] is shared and read through copies.
+//!
 //! [`FixedWriter`] (`writer.rs`) writes into memory of fixed capacity, for
 //! building archives in place.
 
 mod aligned;
 mod guard;
 mod mapped;
+mod raw;
 mod shared;
 mod writer;
 
 use std::any::Any;
 use std::fmt;
+use std::marker::PhantomData;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::arc::ForkArc;
 
 pub use aligned::{prefault, AlignedBytes};
 pub use mapped::MapMode;
+pub use raw::{RawBytes, CHUNK};
 pub use shared::{SegmentArena, SharedBytes};
 pub use writer::{seek_target, Allocate, FixedWriter, NextData, PieceMemory, PiecedWriter};
 
@@ -64,6 +124,22 @@ enum Storage {
     Shared(SharedBytes),
 }
 
+/// A [`Storage`] and whether its memory is frozen: private to blockmap's
+/// readers (see "Aliasing" in the module docs). Set once, never cleared.
+struct Owner {
+    storage: Storage,
+    frozen: AtomicBool,
+}
+
+impl Owner {
+    fn new(storage: Storage, frozen: bool) -> ForkArc<Self> {
+        ForkArc::new(Owner {
+            storage,
+            frozen: AtomicBool::new(frozen),
+        })
+    }
+}
+
 /// The kind of owner behind a [`Buffer`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OwnerKind {
@@ -80,7 +156,7 @@ pub enum OwnerKind {
 /// Reference-counted bytes with an owner; see the [module docs](self).
 #[derive(Clone)]
 pub struct Buffer {
-    storage: ForkArc<Storage>,
+    storage: ForkArc<Owner>,
     ptr: NonNull<u8>,
     len: usize,
     writable: bool,
@@ -137,14 +213,18 @@ impl Buffer {
 
     /// Read-only view of memory owned by `owner` (e.g. a `Vec<u8>`); the
     /// owner is moved behind the reference count first, so the bytes it
-    /// gives are at a stable address.
+    /// gives are at a stable address. The buffer is private (see
+    /// "Aliasing" in the module docs): `owner` must be one whose bytes
+    /// nothing else writes once it is moved here (a `Vec`, a `Box<[u8]>`,
+    /// an anonymous mapping; not a file mapping).
     pub fn from_owner<T: AsRef<[u8]> + Send + Sync + 'static>(owner: T) -> Self {
         let owner: Box<T> = Box::new(owner);
         let bytes = (*owner).as_ref();
         let ptr = NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
         let len = bytes.len();
         Buffer {
-            storage: ForkArc::new(Storage::Foreign(owner)),
+            // frozen: the owner was moved here, and the buffer only reads it
+            storage: Owner::new(Storage::Foreign(owner), true),
             ptr,
             len,
             writable: false,
@@ -167,10 +247,33 @@ impl Buffer {
         owner: Box<dyn Any + Send + Sync>,
     ) -> Self {
         Buffer {
-            storage: ForkArc::new(Storage::Foreign(owner)),
+            // never frozen: whoever else holds the memory may write it
+            storage: Owner::new(Storage::Foreign(owner), false),
             ptr,
             len,
             writable,
+        }
+    }
+
+    /// View memory kept alive by a foreign `owner` that nobody writes for
+    /// as long as it lives (a Python `bytes` object): read-only and private
+    /// (see "Aliasing" in the module docs).
+    ///
+    /// # Safety
+    ///
+    /// As [`Buffer::from_foreign`], and nobody (no thread, no foreign
+    /// code) writes the memory while `owner` lives.
+    pub unsafe fn from_immutable_foreign(
+        ptr: NonNull<u8>,
+        len: usize,
+        owner: Box<dyn Any + Send + Sync>,
+    ) -> Self {
+        Buffer {
+            // frozen: the caller vouches that nobody writes the memory
+            storage: Owner::new(Storage::Foreign(owner), true),
+            ptr,
+            len,
+            writable: false,
         }
     }
 
@@ -197,10 +300,56 @@ impl Buffer {
     }
 
     /// The same memory, never writable through views of this buffer.
+    /// Memory blockmap allocated becomes private (see "Aliasing" in the
+    /// module docs) when this was its last handle.
     #[must_use]
     pub fn into_read_only(mut self) -> Self {
         self.writable = false;
+        // unique: no other handle exists, and none can be made meanwhile
+        // (that takes a handle); every later one is cloned from this
+        // read-only one. An object made before a fork is never unique.
+        if matches!(self.storage.storage, Storage::Rust(_))
+            && ForkArc::strong_count(&self.storage) == 1
+        {
+            self.storage.frozen.store(true, Ordering::Release);
+        }
         self
+    }
+
+    /// A private copy (see "Aliasing" in the module docs) of the bytes, in
+    /// new memory blockmap owns, read-only; made by raw copies, so `self`
+    /// may be written meanwhile (the copy then holds some of each).
+    pub fn snapshot(&self) -> Result<Self> {
+        Ok(Buffer::from(self.raw().to_aligned()?).into_read_only())
+    }
+
+    /// Whether nobody but blockmap's readers can write the memory (see
+    /// "Aliasing" in the module docs).
+    pub fn is_private(&self) -> bool {
+        !self.writable && self.storage.frozen.load(Ordering::Acquire)
+    }
+
+    /// The bytes as a slice, when the buffer is private (see "Aliasing" in
+    /// the module docs); `None` for memory others may write, which is read
+    /// through [`Buffer::raw`].
+    pub fn private_bytes(&self) -> Option<&[u8]> {
+        // SAFETY: every constructor guarantees `ptr` is valid for `len`
+        // bytes while `storage` lives, and `self` holds a reference to it;
+        // the memory is private, so nothing writes it while the slice lives
+        // (the aliasing rule, buffer/mod.rs).
+        self.is_private()
+            .then(|| unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) })
+    }
+
+    /// The bytes, read through raw copies (see "Aliasing" in the module
+    /// docs): for memory others may write while it is read.
+    pub fn raw(&self) -> RawBytes<'_> {
+        RawBytes {
+            ptr: self.ptr,
+            len: self.len,
+            private: self.is_private(),
+            _buffer: PhantomData,
+        }
     }
 
     /// The same memory, read-only unless `writable` (a buffer that is not
@@ -214,10 +363,26 @@ impl Buffer {
         }
     }
 
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
+    /// A copy of the bytes in a new `Vec`, made by raw copies (see
+    /// "Aliasing" in the module docs).
+    pub fn to_vec(&self) -> Result<Vec<u8>> {
+        self.raw().to_vec()
+    }
+
+    /// The bytes as a slice, whoever may write them: kept for call sites
+    /// that name a protocol keeping the memory unwritten; use
+    /// [`Buffer::private_bytes`] or [`Buffer::raw`].
+    ///
+    /// # Safety
+    ///
+    /// Nobody (no thread, no foreign code, no other process, not the SIGBUS
+    /// guard) writes the memory while the slice lives: the aliasing rule
+    /// (`buffer/mod.rs`, "Aliasing").
+    #[doc(hidden)]
+    pub unsafe fn as_slice(&self) -> &[u8] {
         // SAFETY: every constructor guarantees `ptr` is valid for `len`
-        // bytes while `storage` lives, and `self` holds a reference to it.
+        // bytes while `storage` lives, and `self` holds a reference to it;
+        // the caller vouches that nothing writes it meanwhile.
         unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 
@@ -225,7 +390,7 @@ impl Buffer {
     /// [`Buffer::from_owner`]) when it is a `T`: the binding finds the
     /// Python object behind memory it was given this way.
     pub fn foreign_owner<T: Any>(&self) -> Option<&T> {
-        match &*self.storage {
+        match &self.storage.storage {
             Storage::Foreign(owner) => owner.downcast_ref::<T>(),
             _ => None,
         }
@@ -258,7 +423,7 @@ impl Buffer {
 
     /// Which kind of owner keeps this memory alive.
     pub fn owner_kind(&self) -> OwnerKind {
-        match *self.storage {
+        match self.storage.storage {
             Storage::Rust(_) => OwnerKind::Rust,
             Storage::Mapped(_) => OwnerKind::Mapped,
             Storage::Foreign(_) => OwnerKind::Foreign,
@@ -270,9 +435,9 @@ impl Buffer {
     /// this process can send on (it holds the segment's descriptor): the
     /// segment, and the offset of the buffer's first byte in it.
     pub fn shared_segment(&self) -> Option<(&SharedBytes, usize)> {
-        match &*self.storage {
+        match &self.storage.storage {
             Storage::Shared(segment) if segment.file().is_some() => {
-                let offset = self.ptr.as_ptr() as usize - segment.as_slice().as_ptr() as usize;
+                let offset = self.ptr.as_ptr() as usize - segment.as_ptr() as usize;
                 Some((segment, offset))
             }
             _ => None,
@@ -281,16 +446,13 @@ impl Buffer {
 
     /// The whole shared-memory segment this buffer lies in, as a buffer.
     pub fn whole_segment(&self) -> Option<Buffer> {
-        match &*self.storage {
-            Storage::Shared(segment) => {
-                let bytes = segment.as_slice();
-                Some(Buffer {
-                    storage: ForkArc::clone(&self.storage),
-                    ptr: NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling()),
-                    len: bytes.len(),
-                    writable: self.writable,
-                })
-            }
+        match &self.storage.storage {
+            Storage::Shared(segment) => Some(Buffer {
+                storage: ForkArc::clone(&self.storage),
+                ptr: NonNull::new(segment.as_ptr().cast_mut()).unwrap_or(NonNull::dangling()),
+                len: segment.len(),
+                writable: self.writable,
+            }),
             _ => None,
         }
     }
@@ -299,7 +461,7 @@ impl Buffer {
     /// another program truncated (the lost part reads as zeros, see
     /// `buffer/guard.rs`).
     pub fn check_intact(&self) -> Result<()> {
-        match &*self.storage {
+        match &self.storage.storage {
             Storage::Mapped(mapping) if mapping.is_broken() => Err(Error::io(
                 "reading mapped data",
                 std::io::Error::new(
@@ -318,18 +480,12 @@ impl Buffer {
     }
 }
 
-impl AsRef<[u8]> for Buffer {
-    fn as_ref(&self) -> &[u8] {
-        self.as_slice()
-    }
-}
-
 impl From<AlignedBytes> for Buffer {
     fn from(bytes: AlignedBytes) -> Self {
         let ptr = bytes.ptr();
         let len = bytes.len();
         Buffer {
-            storage: ForkArc::new(Storage::Rust(bytes)),
+            storage: Owner::new(Storage::Rust(bytes), false),
             ptr,
             len,
             writable: true,
@@ -339,11 +495,11 @@ impl From<AlignedBytes> for Buffer {
 
 impl From<SharedBytes> for Buffer {
     fn from(bytes: SharedBytes) -> Self {
-        let slice = bytes.as_slice();
-        let ptr = NonNull::new(slice.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
-        let len = slice.len();
+        let ptr = NonNull::new(bytes.as_ptr().cast_mut()).unwrap_or(NonNull::dangling());
+        let len = bytes.len();
         Buffer {
-            storage: ForkArc::new(Storage::Shared(bytes)),
+            // never frozen: other processes map the segment writable
+            storage: Owner::new(Storage::Shared(bytes), false),
             ptr,
             len,
             writable: true,
@@ -400,7 +556,7 @@ mod tests {
         drop(buffer);
         drop(clone);
         assert_eq!(drops.load(Ordering::SeqCst), 0);
-        assert_eq!(slice.as_slice(), &(10..30u8).collect::<Vec<_>>()[..]);
+        assert_eq!(slice.to_vec().unwrap(), (10..30u8).collect::<Vec<_>>());
         drop(slice);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
@@ -412,7 +568,7 @@ mod tests {
         assert_eq!(clone.as_ptr(), buffer.as_ptr());
         let slice = buffer.slice(3, 4).unwrap();
         assert_eq!(slice.as_ptr(), buffer.as_ptr().wrapping_add(3));
-        assert_eq!(slice.as_slice(), &[4, 5, 6, 7]);
+        assert_eq!(slice.to_vec().unwrap(), &[4, 5, 6, 7]);
         assert_eq!(buffer.owner_kind(), OwnerKind::Rust);
         assert_eq!(buffer.owner_count(), 3);
     }
@@ -432,7 +588,7 @@ mod tests {
             assert!(buffer.is_aligned_to(ALIGNMENT));
             assert!(buffer.is_writable());
             assert_eq!(buffer.len(), len);
-            assert!(buffer.as_slice().iter().all(|&b| b == 0));
+            assert!(buffer.to_vec().unwrap().iter().all(|&b| b == 0));
         }
         assert!(!Buffer::empty().into_read_only().is_writable());
         assert!(!Buffer::empty()
@@ -453,10 +609,10 @@ mod tests {
         let buffer = Buffer::from_owner(vec![7u8; 32]);
         assert!(!buffer.is_writable());
         assert_eq!(buffer.owner_kind(), OwnerKind::Foreign);
-        assert_eq!(buffer.as_slice(), &[7u8; 32]);
+        assert_eq!(buffer.private_bytes().unwrap(), &[7u8; 32]);
         // an owner with inline data is boxed before its address is taken
         let inline = Buffer::from_owner([3u8; 16]);
-        assert_eq!(inline.as_slice(), &[3u8; 16]);
+        assert_eq!(inline.private_bytes().unwrap(), &[3u8; 16]);
     }
 
     #[test]
@@ -470,5 +626,117 @@ mod tests {
         assert_eq!(view.shared_segment().unwrap().1, 64);
         assert_eq!(view.whole_segment().unwrap().as_ptr(), segment.as_ptr());
         assert!(Buffer::empty().shared_segment().is_none());
+    }
+
+    #[test]
+    fn only_memory_nobody_else_writes_is_private() {
+        // blockmap's memory: writable until frozen on its last handle
+        let buffer = Buffer::copy_from(&[1, 2, 3, 4]).unwrap();
+        assert!(!buffer.is_private() && buffer.private_bytes().is_none());
+        let clone = buffer.clone();
+        let read_only = buffer.into_read_only();
+        assert!(!read_only.is_private(), "a writable clone is alive");
+        drop(clone);
+        assert!(!read_only.is_private(), "frozen only on the last handle");
+        let frozen = read_only.into_read_only();
+        assert_eq!(frozen.private_bytes().unwrap(), &[1, 2, 3, 4]);
+        assert!(frozen.slice(1, 2).unwrap().is_private());
+        assert!(!frozen.with_access(true).is_writable());
+        // snapshots and moved-in owners are private
+        let writable = Buffer::copy_from(&[5; 8]).unwrap();
+        let snapshot = writable.snapshot().unwrap();
+        assert_ne!(snapshot.as_ptr(), writable.as_ptr());
+        assert_eq!(snapshot.private_bytes().unwrap(), &[5; 8]);
+        assert!(Buffer::from_owner(vec![1u8; 4]).is_private());
+        assert!(Buffer::filled(3, |b| {
+            b.fill(9);
+            Ok(())
+        })
+        .unwrap()
+        .is_private());
+        // foreign owners are not, even read-only, unless immutable
+        let drops = Arc::new(AtomicUsize::new(0));
+        assert!(!foreign(&drops).is_private());
+        let owner = Box::new(vec![4u8; 8]);
+        let ptr = NonNull::new(owner.as_ptr().cast_mut()).unwrap();
+        // SAFETY: the Vec's heap memory does not move when the Box moves,
+        // lives until the owner is dropped, and nothing writes it.
+        let immutable = unsafe { Buffer::from_immutable_foreign(ptr, 8, owner) };
+        assert_eq!(immutable.private_bytes().unwrap(), &[4u8; 8]);
+        // raw reads work on every buffer
+        let raw = writable.raw();
+        assert!(raw.private().is_none());
+        assert_eq!(raw.get(2, 3).unwrap().to_vec().unwrap(), [5; 3]);
+        assert!(raw.get(6, 3).is_none());
+        assert_eq!(raw.crc32(), crc32fast::hash(&[5; 8]));
+        assert!(raw.same_as(snapshot.raw()));
+        assert!(!raw.same_as(snapshot.raw().get(0, 7).unwrap()));
+        let mut out = [0u8; 9];
+        assert!(raw.copy_to(&mut out).is_err(), "longer than the bytes");
+    }
+
+    #[test]
+    fn shared_segments_are_never_private() {
+        if cfg!(not(target_os = "linux")) {
+            return;
+        }
+        let segment = Buffer::from(SharedBytes::create(64).unwrap()).into_read_only();
+        assert!(!segment.is_private(), "other processes may map it writable");
+    }
+
+    /// A writer thread changes the memory of a writable buffer while it is
+    /// read through `raw()` (what a numpy view written from another thread
+    /// does): every read sees some state of the memory, the CRC of a
+    /// snapshot is the CRC of the snapshot's bytes, and a chunked CRC is
+    /// that of the bytes each chunk held. (Miri is not available here to
+    /// check the model; what this checks is that no read goes through a
+    /// `&[u8]` the compiler may assume constant.)
+    #[test]
+    fn reads_of_memory_written_meanwhile_are_snapshots() {
+        use std::sync::atomic::AtomicBool;
+        const LEN: usize = 1 << 20;
+        let buffer = Buffer::from(AlignedBytes::zeroed(LEN).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (ptr, stop) = (buffer.as_ptr() as usize, Arc::clone(&stop));
+            let keep = buffer.clone();
+            std::thread::spawn(move || {
+                let mut value = 0u8;
+                while !stop.load(Ordering::Relaxed) {
+                    value = value.wrapping_add(1);
+                    for i in (0..LEN).step_by(4096) {
+                        // SAFETY: inside the buffer `keep` holds alive; a
+                        // volatile write, as foreign code's would be
+                        unsafe { std::ptr::write_volatile((ptr as *mut u8).add(i), value) };
+                    }
+                }
+                drop(keep);
+            })
+        };
+        for _ in 0..20 {
+            let snapshot = buffer.snapshot().unwrap();
+            let bytes = snapshot.private_bytes().unwrap();
+            assert_eq!(snapshot.raw().crc32(), crc32fast::hash(bytes));
+            // chunk by chunk, the CRC is that of the copies
+            let mut seen = Vec::new();
+            let mut crc = crc32fast::Hasher::new();
+            buffer
+                .raw()
+                .for_each_chunk(|chunk| {
+                    seen.extend_from_slice(chunk);
+                    crc.update(chunk);
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(seen.len(), LEN);
+            assert_eq!(crc.finalize(), crc32fast::hash(&seen));
+            // only the bytes the writer touches may differ from zero
+            assert!(seen
+                .iter()
+                .enumerate()
+                .all(|(i, &b)| b == 0 || i % 4096 == 0));
+        }
+        stop.store(true, Ordering::Relaxed);
+        writer.join().unwrap();
     }
 }

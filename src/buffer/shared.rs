@@ -183,9 +183,10 @@ impl SharedBytes {
         self.file.as_ref()
     }
 
-    /// The bytes.
-    pub fn as_slice(&self) -> &[u8] {
-        &self.map
+    /// Start of the memory (read through a [`super::Buffer`] of it: other
+    /// processes may write it, see "Aliasing" in `buffer/mod.rs`).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.map.as_ptr()
     }
 
     /// The bytes, for writing (only before the segment is shared).
@@ -207,6 +208,7 @@ impl SharedBytes {
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+    use crate::buffer::Buffer;
 
     #[test]
     fn open_refuses_files_that_are_not_segments() {
@@ -220,7 +222,7 @@ mod tests {
         assert_eq!(segment.len(), ALIGNMENT);
         segment.as_mut_slice()[3] = 7;
         let again = SharedBytes::open(segment.file().unwrap().try_clone().unwrap()).unwrap();
-        assert_eq!(again.as_slice()[3], 7);
+        assert_eq!(Buffer::from(again).raw().to_vec().unwrap()[3], 7);
     }
 
     #[test]
@@ -278,7 +280,8 @@ impl SegmentArena {
         // no buffer, array or slice views it yet: the only views of the
         // segment are the buffers returned for earlier, disjoint regions.
         // The segment is new and no descriptor of it has left this
-        // process, so no other process writes to it either.
+        // process, so no other process writes to it either: the `&mut` is
+        // the region's only view (the aliasing rule, buffer/mod.rs).
         let region = unsafe {
             std::slice::from_raw_parts_mut(self.segment.as_ptr().cast_mut().add(start), len)
         };

@@ -3,6 +3,8 @@
 use std::io::{Seek, SeekFrom, Write};
 use std::mem::MaybeUninit;
 
+use super::RawBytes;
+
 /// Writes into memory of fixed capacity that may be uninitialised, never
 /// reading it: the target for building an archive in place, in memory
 /// blockmap owns or in a Python `bytes` object. Unlike `Cursor`, seeking
@@ -49,19 +51,22 @@ impl<'a> FixedWriter<'a> {
 impl FixedWriter<'_> {
     /// [`Write::write`], returning the bytes as they now lie in the
     /// writer's memory (a snapshot of `data`, which may change meanwhile).
-    pub fn write_viewed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+    pub fn write_viewed(&mut self, data: RawBytes<'_>) -> std::io::Result<&[u8]> {
         let start = self.position;
-        let n = self.write(data)?;
+        let n = self.write_raw(data)?;
         let written = &self.memory[start..start + n];
         // SAFETY: those `n` bytes were just written (initialised), `u8` and
         // `MaybeUninit<u8>` have the same layout, and the slice borrows
-        // `self` (the `&mut` this takes): nothing writes them while it lives.
+        // `self` (the `&mut` this takes): nothing writes them while it lives
+        // (the writer's memory is its own: the aliasing rule, buffer/mod.rs).
         Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
     }
 }
 
-impl Write for FixedWriter<'_> {
-    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+impl FixedWriter<'_> {
+    /// [`Write::write`] from bytes others may write meanwhile, read by
+    /// raw copies (the aliasing rule, buffer/mod.rs).
+    fn write_raw(&mut self, data: RawBytes<'_>) -> std::io::Result<usize> {
         let end = self
             .position
             .checked_add(data.len())
@@ -69,14 +74,21 @@ impl Write for FixedWriter<'_> {
             .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::WriteZero, "buffer full"))?;
         let target = &mut self.memory[self.position..end];
         // SAFETY: `target` and `data` have the same length, `u8` and
-        // `MaybeUninit<u8>` the same layout, and a `&[u8]` cannot overlap
-        // the `&mut` memory this writer holds.
+        // `MaybeUninit<u8>` the same layout, and a buffer's memory cannot
+        // overlap the `&mut` memory this writer holds; raw pointers, no
+        // `&[u8]` of the source (the aliasing rule, buffer/mod.rs).
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), target.as_mut_ptr().cast(), data.len());
         }
         self.position = end;
         self.len = self.len.max(end);
         Ok(data.len())
+    }
+}
+
+impl Write for FixedWriter<'_> {
+    fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.write_raw(RawBytes::from_slice(data))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -279,20 +291,21 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
 impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
     /// [`Write::write`], returning the bytes as they now lie in the
     /// writer's memory (a snapshot of `data`, which may change meanwhile).
-    pub fn write_viewed(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+    pub fn write_viewed(&mut self, data: RawBytes<'_>) -> std::io::Result<&[u8]> {
         let Some((index, offset, n)) = self.write_at(data)? else {
             return Ok(&[]);
         };
         let written = &self.pieces[index].memory[offset..offset + n];
         // SAFETY: those `n` bytes were just written (initialised), `u8` and
         // `MaybeUninit<u8>` have the same layout, and the slice borrows
-        // `self` (the `&mut` this takes): nothing writes them while it lives.
+        // `self` (the `&mut` this takes): nothing writes them while it lives
+        // (the writer's memory is its own: the aliasing rule, buffer/mod.rs).
         Ok(unsafe { std::slice::from_raw_parts(written.as_ptr().cast::<u8>(), n) })
     }
 
     /// Write what fits of `data` at the position; returns where it went
     /// (piece, offset in it, length), None for no data.
-    fn write_at(&mut self, data: &[u8]) -> std::io::Result<Option<(usize, usize, usize)>> {
+    fn write_at(&mut self, data: RawBytes<'_>) -> std::io::Result<Option<(usize, usize, usize)>> {
         if data.is_empty() {
             return Ok(None);
         }
@@ -328,8 +341,9 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
         let n = data.len().min(end - offset);
         let target = &mut piece.memory[offset..offset + n];
         // SAFETY: `target` and `data[..n]` have the same length, `u8` and
-        // `MaybeUninit<u8>` the same layout, and a `&[u8]` cannot overlap
-        // the `&mut` memory this writer holds.
+        // `MaybeUninit<u8>` the same layout, and a buffer's memory cannot
+        // overlap the `&mut` memory this writer holds; raw pointers, no
+        // `&[u8]` of the source (the aliasing rule, buffer/mod.rs).
         unsafe {
             std::ptr::copy_nonoverlapping(data.as_ptr(), target.as_mut_ptr().cast(), n);
         }
@@ -341,7 +355,9 @@ impl<'a, A: Allocate<'a>> PiecedWriter<'a, A> {
 
 impl<'a, A: Allocate<'a>> Write for PiecedWriter<'a, A> {
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
-        Ok(self.write_at(data)?.map_or(0, |(_, _, n)| n))
+        Ok(self
+            .write_at(RawBytes::from_slice(data))?
+            .map_or(0, |(_, _, n)| n))
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -421,7 +437,7 @@ mod tests {
                 // the copy written is handed back (an archive hashes it)
                 let mut rest = chunk;
                 while !rest.is_empty() {
-                    let copy = writer.write_viewed(rest).unwrap();
+                    let copy = writer.write_viewed(RawBytes::from_slice(rest)).unwrap();
                     assert!(!copy.is_empty());
                     assert_eq!(copy, &rest[..copy.len()]);
                     let n = copy.len();
@@ -489,13 +505,24 @@ mod tests {
     fn write_viewed_hands_back_the_copy_and_stops_at_the_capacity() {
         let mut memory = vec![MaybeUninit::<u8>::uninit(); 6];
         let mut writer = FixedWriter::new(&mut memory);
-        assert_eq!(writer.write_viewed(b"abcd").unwrap(), b"abcd");
+        assert_eq!(
+            writer.write_viewed(RawBytes::from_slice(b"abcd")).unwrap(),
+            b"abcd"
+        );
         writer.seek(SeekFrom::Start(1)).unwrap();
-        assert_eq!(writer.write_viewed(b"XY").unwrap(), b"XY");
+        assert_eq!(
+            writer.write_viewed(RawBytes::from_slice(b"XY")).unwrap(),
+            b"XY"
+        );
         writer.seek(SeekFrom::End(0)).unwrap();
-        let refused = writer.write_viewed(b"efg").unwrap_err();
+        let refused = writer
+            .write_viewed(RawBytes::from_slice(b"efg"))
+            .unwrap_err();
         assert_eq!(refused.kind(), std::io::ErrorKind::WriteZero);
-        assert_eq!(writer.write_viewed(b"ef").unwrap(), b"ef");
+        assert_eq!(
+            writer.write_viewed(RawBytes::from_slice(b"ef")).unwrap(),
+            b"ef"
+        );
         assert_eq!(writer.len(), 6);
     }
 

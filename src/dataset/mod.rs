@@ -521,21 +521,25 @@ impl Dataset {
         }
         let entries = if self.contents.committed {
             let file_len = self.contents.end;
-            let bytes = self.mapping.as_slice();
+            // the mapping may be written by another program: the ranges
+            // parsed are copied first (the aliasing rule, buffer/mod.rs)
+            let bytes = self.mapping.raw();
             let bad = || Error::format(format!("'{}': bad central directory", self.path.display()));
             let end_at = usize::try_from(file_len).map_err(|_| bad())?;
-            let whole = bytes.get(..end_at).ok_or_else(bad)?;
+            let whole = bytes.get(0, end_at).ok_or_else(bad)?;
             let tail_len = whole
                 .len()
                 .min(zip::END_LEN + zip::ZIP64_END_LEN + zip::ZIP64_LOCATOR_LEN + 0xFFFF);
-            let end = zip::parse_end(&whole[whole.len() - tail_len..], file_len).ok_or_else(bad)?;
+            let tail = whole
+                .get(whole.len() - tail_len, tail_len)
+                .ok_or_else(bad)?
+                .to_vec()?;
+            let end = zip::parse_end(&tail, file_len).ok_or_else(bad)?;
             let start = usize::try_from(end.cd_offset).map_err(|_| bad())?;
             let len = usize::try_from(end.cd_size).map_err(|_| bad())?;
-            let directory = start
-                .checked_add(len)
-                .and_then(|stop| whole.get(start..stop))
-                .ok_or_else(bad)?;
-            zip::parse_central(directory, end.count)?
+            let directory = whole.get(start, len).ok_or_else(bad)?.to_vec()?;
+            self.mapping.check_intact()?;
+            zip::parse_central(&directory, end.count)?
         } else {
             self.contents.entries.clone()
         };

@@ -70,7 +70,8 @@ impl Prefetched {
     /// range holding `start` goes (borrowed: for headers, parsed and let go).
     pub fn bytes_up_to(&self, start: u64, len: usize) -> Option<&[u8]> {
         let (from, room) = self.locate(start)?;
-        self.bytes.as_slice().get(from..from + len.min(room))
+        // private (`Buffer::filled`): seen in place
+        self.bytes.private_bytes()?.get(from..from + len.min(room))
     }
 }
 
@@ -180,8 +181,7 @@ impl Read for CachedFile {
                 // within the range: less than `len` bytes past its start
                 let offset = usize::try_from(self.position - start).unwrap_or(0);
                 let n = buf.len().min(len - offset);
-                buf[..n]
-                    .copy_from_slice(&prefetched.bytes.as_slice()[at + offset..at + offset + n]);
+                prefetched.bytes.raw().copy_at(at + offset, &mut buf[..n]);
                 self.position += n as u64;
                 return Ok(n);
             }
@@ -309,13 +309,13 @@ mod tests {
             );
             let start = usize::try_from(start).unwrap();
             assert_eq!(
-                &ahead.bytes.as_slice()[at..at + len],
+                &ahead.bytes.private_bytes().unwrap()[at..at + len],
                 &data[start..start + len]
             );
         }
         // views lie in one range, and hold the file's bytes
         let view = ahead.view(950_000, 10_000).unwrap();
-        assert_eq!(view.as_slice(), &data[950_000..960_000]);
+        assert_eq!(view.to_vec().unwrap(), &data[950_000..960_000]);
         assert!(!view.is_writable());
         assert!(
             ahead.view(1_299_000, 2_000).is_none(),

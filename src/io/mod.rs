@@ -262,9 +262,8 @@ pub fn load_buffer_selected(
 ) -> Result<Data> {
     check_selection(kind, keys)?;
     let mut head = [0u8; 8];
-    let bytes = buffer.as_slice();
-    let n = bytes.len().min(head.len());
-    head[..n].copy_from_slice(&bytes[..n]);
+    let n = buffer.len().min(head.len());
+    buffer.raw().copy_to(&mut head[..n])?;
     let other = |error| other_format(error, kind, &head);
     if kind == Kind::Labels {
         return read::labels_from_npy(&buffer)

@@ -29,6 +29,8 @@ use std::os::unix::fs::FileExt;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 
+use crate::buffer::RawBytes;
+
 /// The writer thread gets the data in chunks of this size.
 pub(crate) const CHUNK: usize = 1 << 20;
 
@@ -189,7 +191,7 @@ impl Write for Pipelined {
             self.position += n as u64;
             return Ok(n);
         }
-        self.append(data).map(<[u8]>::len)
+        self.append(RawBytes::from_slice(data)).map(<[u8]>::len)
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
@@ -201,17 +203,16 @@ impl Pipelined {
     /// Append what fits of `data` to the chunk being filled (a new one
     /// when the position is elsewhere or the chunk is full); returns the
     /// bytes as they now lie in the chunk.
-    fn append(&mut self, data: &[u8]) -> std::io::Result<&[u8]> {
+    fn append(&mut self, data: RawBytes<'_>) -> std::io::Result<&[u8]> {
         if self.position != self.current.offset + self.current.bytes.len() as u64
             || self.current.bytes.len() == CHUNK
         {
             self.send()?;
         }
         let at = self.current.bytes.len();
-        let n = data.len().min(CHUNK - at);
         // every chunk has room for CHUNK bytes (`chunk_memory`): this never
-        // reallocates
-        self.current.bytes.extend_from_slice(&data[..n]);
+        // reallocates (raw copies: the aliasing rule, buffer/mod.rs)
+        let n = data.extend_vec(&mut self.current.bytes, CHUNK - at);
         self.position += n as u64;
         self.len = self.len.max(self.position);
         Ok(&self.current.bytes[at..])
@@ -224,7 +225,7 @@ impl Pipelined {
 impl super::write::Sink for Pipelined {
     fn write_snapshot(
         &mut self,
-        piece: &[u8],
+        piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         _scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
@@ -540,7 +541,7 @@ mod tests {
                     if kind == 5 {
                         // a snapshot's CRC is that of the bytes given
                         let mut crc = crc32fast::Hasher::new();
-                        w.write_snapshot(data, &mut crc, &mut Vec::new())?;
+                        w.write_snapshot(RawBytes::from_slice(data), &mut crc, &mut Vec::new())?;
                         assert_eq!(crc.finalize(), crc32fast::hash(data));
                         crc_checked += 1;
                     } else {

@@ -682,7 +682,7 @@ impl<R: Read + Seek> Source for BufferSource<R> {
             .ok_or_else(outside)?;
         if self.check_crc {
             let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
-            if crc32fast::hash(entry.as_slice()) != raw.crc32() {
+            if entry.raw().crc32() != raw.crc32() {
                 return Err(context(Error::format("CRC mismatch: the data is corrupt")));
             }
         }

@@ -43,17 +43,21 @@ fn same_data_same_bytes_and_aligned_payloads() {
     let map = tensor(DType::F8);
     let first = save_buffer(DataRef::Tensor(&map)).unwrap();
     let second = save_buffer(DataRef::Tensor(&map.deep_copy().unwrap())).unwrap();
-    assert!(first.as_slice() == second.as_slice(), "two saves differ");
+    assert!(
+        first.to_vec().unwrap() == second.to_vec().unwrap(),
+        "two saves differ"
+    );
     let written = save(Cursor::new(Vec::new()), DataRef::Tensor(&map))
         .unwrap()
         .into_inner();
     let differ = first
-        .as_slice()
+        .to_vec()
+        .unwrap()
         .iter()
         .zip(&written)
         .position(|(a, b)| a != b);
     assert!(
-        first.as_slice() == &written[..],
+        first.to_vec().unwrap() == written,
         "save_buffer and save differ: lengths {} and {}, first difference at {differ:?}",
         first.len(),
         written.len()
@@ -79,7 +83,7 @@ fn same_data_same_bytes_and_aligned_payloads() {
         assert!(!(start..start + first.len()).contains(&samples));
     }
     // every payload, labels' included, starts on a 64-byte boundary
-    let mut archive = zip::ZipArchive::new(Cursor::new(first.as_slice())).unwrap();
+    let mut archive = zip::ZipArchive::new(Cursor::new(first.to_vec().unwrap())).unwrap();
     for i in 0..archive.len() {
         let entry = archive.by_index_raw(i).unwrap();
         let name = entry.name().unwrap().to_string();
@@ -90,7 +94,7 @@ fn same_data_same_bytes_and_aligned_payloads() {
             continue;
         }
         let start = usize::try_from(entry.data_start().unwrap()).unwrap();
-        let header = npy::read_header(&first.as_slice()[start..]).unwrap();
+        let header = npy::read_header(&first.to_vec().unwrap()[start..]).unwrap();
         assert_eq!((start + header.len) % 64, 0, "{name}");
     }
 }
@@ -106,7 +110,7 @@ fn blocks_and_labels() {
 
     let labels = labels(&["a", "b"], &[1, 2, 3, 4]);
     let buffer = save_buffer(DataRef::Labels(&labels)).unwrap();
-    assert_eq!(&buffer.as_slice()[..6], npy::MAGIC);
+    assert_eq!(&buffer.to_vec().unwrap()[..6], npy::MAGIC);
     let Data::Labels(loaded) = load_buffer(buffer, Kind::Labels).unwrap() else {
         panic!()
     };

@@ -13,7 +13,7 @@ use zip::{CompressionMethod, DateTime, ZipWriter};
 use super::npy;
 use crate::array::Array;
 use crate::block::TensorBlock;
-use crate::buffer::{Allocate, FixedWriter, NextData, PiecedWriter, ALIGNMENT};
+use crate::buffer::{Allocate, FixedWriter, NextData, PiecedWriter, RawBytes, ALIGNMENT};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 use crate::limits;
@@ -154,7 +154,7 @@ pub trait Sink: Write + Seek {
     /// memory) hashes its copy instead.
     fn write_snapshot(
         &mut self,
-        piece: &[u8],
+        piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
@@ -165,7 +165,9 @@ pub trait Sink: Write + Seek {
             scratch.resize(piece.len(), 0);
         }
         let copy = &mut scratch[..piece.len()];
-        copy.copy_from_slice(piece);
+        piece
+            .copy_to(copy)
+            .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
         crc.update(copy);
         self.write_all(copy)
     }
@@ -174,7 +176,7 @@ pub trait Sink: Write + Seek {
 impl<S: Sink + ?Sized> Sink for &mut S {
     fn write_snapshot(
         &mut self,
-        piece: &[u8],
+        piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
@@ -212,9 +214,9 @@ impl<W: Write + Seek> Sink for Plain<W> {}
 /// data and returns the copy, which is hashed while it is in the CPU cache.
 pub(super) fn snapshot_by_copy<W>(
     writer: &mut W,
-    piece: &[u8],
+    piece: RawBytes<'_>,
     crc: &mut crc32fast::Hasher,
-    write: for<'w> fn(&'w mut W, &[u8]) -> std::io::Result<&'w [u8]>,
+    write: for<'w> fn(&'w mut W, RawBytes<'_>) -> std::io::Result<&'w [u8]>,
 ) -> std::io::Result<()> {
     let mut rest = piece;
     while !rest.is_empty() {
@@ -223,7 +225,10 @@ pub(super) fn snapshot_by_copy<W>(
             return Err(std::io::ErrorKind::WriteZero.into());
         }
         crc.update(copy);
-        rest = &rest[copy.len()..];
+        let done = copy.len();
+        rest = rest
+            .get(done, rest.len() - done)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::InvalidData))?;
     }
     Ok(())
 }
@@ -233,7 +238,7 @@ pub(super) fn snapshot_by_copy<W>(
 impl Sink for FixedWriter<'_> {
     fn write_snapshot(
         &mut self,
-        piece: &[u8],
+        piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         _scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
@@ -244,7 +249,7 @@ impl Sink for FixedWriter<'_> {
 impl<'a, A: Allocate<'a>> Sink for PiecedWriter<'a, A> {
     fn write_snapshot(
         &mut self,
-        piece: &[u8],
+        piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         _scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
@@ -255,7 +260,7 @@ impl<'a, A: Allocate<'a>> Sink for PiecedWriter<'a, A> {
 impl<S: Sink> Sink for Fuse<S> {
     fn write_snapshot(
         &mut self,
-        piece: &[u8],
+        piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
@@ -346,7 +351,7 @@ impl<W: Sink> Archive<W> {
     }
 
     fn labels(&mut self, name: &str, labels: &Labels) -> Result<()> {
-        self.entry(name, &labels_npy_header(labels)?, labels.values().bytes())
+        self.entry(name, &labels_npy_header(labels)?, labels.value_bytes())
     }
 
     fn block(&mut self, prefix: &str, block: &TensorBlock, gradient: bool) -> Result<()> {
@@ -488,7 +493,7 @@ pub fn labels<W: Write>(mut writer: W, labels: &Labels) -> Result<W> {
     let header = labels_npy_header(labels)?;
     writer
         .write_all(&header)
-        .and_then(|()| writer.write_all(labels.values().bytes()))
+        .and_then(|()| writer.write_all(labels.value_bytes()))
         .map_err(write_error)?;
     Ok(writer)
 }

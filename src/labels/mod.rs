@@ -21,7 +21,7 @@ use hashbrown::HashTable;
 
 use crate::array::byte_len;
 use crate::array::Array;
-use crate::buffer::{AlignedBytes, Buffer, OwnerKind};
+use crate::buffer::{AlignedBytes, Buffer};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -178,6 +178,8 @@ impl Labels {
         values: Array,
         assume_unique: bool,
     ) -> Result<Self> {
+        // private already (labels' own, a fresh read-only copy): kept as is
+        let values = values.into_private()?;
         check_names(&names)?;
         if values.dtype() != DType::I4 {
             return Err(Error::invalid(format!(
@@ -362,20 +364,32 @@ impl Labels {
         Ok(self.lookup()?.find(entry))
     }
 
+    /// The values' bytes, row-major: labels' memory is private (made so
+    /// at construction, see "Aliasing" in `buffer/mod.rs`), so it is seen
+    /// in place.
+    ///
+    /// # Panics
+    ///
+    /// Never: every constructor makes the values private
+    /// (`from_own_array`).
+    pub fn value_bytes(&self) -> &[u8] {
+        self.values()
+            .buffer()
+            .private_bytes()
+            .expect("labels values are private (made so at construction)")
+    }
+
     /// Whether the two labels are the same object (not just equal).
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         ForkArc::ptr_eq(&self.0, &other.0)
     }
 }
 
-/// `values` in memory only these labels reference: the same memory when it
-/// is blockmap's own allocation that nothing else holds, a copy otherwise.
+/// `values` in memory only these labels reference, private (the aliasing
+/// rule, `buffer/mod.rs`): the same memory when it is blockmap's own
+/// allocation that nothing else holds (frozen read-only), a copy otherwise.
 fn owned(values: Array) -> Result<Array> {
-    let buffer = values.buffer();
-    if buffer.owner_kind() == OwnerKind::Rust && buffer.owner_count() == 1 {
-        return Ok(values);
-    }
-    values.deep_copy()
+    values.into_private()
 }
 
 /// The values of new Labels, written entry by entry into memory blockmap
@@ -432,8 +446,7 @@ impl Rows {
     fn push_from(&mut self, labels: &Labels, start: usize, end: usize) -> Result<()> {
         let row = self.size * DType::I4.size();
         let source = labels
-            .values()
-            .bytes()
+            .value_bytes()
             .get(start * row..end * row)
             .filter(|_| labels.size() == self.size && start <= end)
             .ok_or_else(|| Error::internal("label entries copied from out of range"))?;

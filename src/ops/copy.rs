@@ -140,17 +140,15 @@ pub(super) fn scatter_rows(
                 while i + n < scatter.rows.len() && scatter.rows[i + n] == start + n {
                     n += 1;
                 }
-                out[start * out_row..(start + n) * out_row]
-                    .copy_from_slice(&input[i * in_row..(i + n) * in_row]);
+                input.copy_at(i * in_row, &mut out[start * out_row..(start + n) * out_row]);
                 i += n;
             }
             continue;
         }
         for (i, &row) in scatter.rows.iter().enumerate() {
-            let source = &input[i * in_row..(i + 1) * in_row];
             let destination = &mut out[row * out_row..(row + 1) * out_row];
             for c in 0..inner {
-                let source = &source[c * in_properties * itemsize..];
+                let source = i * in_row + c * in_properties * itemsize;
                 let destination = &mut destination[c * out_properties * itemsize..];
                 for run in scatter.runs {
                     let (from, to, len) = (
@@ -158,7 +156,7 @@ pub(super) fn scatter_rows(
                         run.output * itemsize,
                         run.len * itemsize,
                     );
-                    destination[to..to + len].copy_from_slice(&source[from..from + len]);
+                    input.copy_at(source + from, &mut destination[to..to + len]);
                 }
             }
         }
@@ -223,7 +221,7 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
         first_kept -= 1;
     }
     if first_kept == 0 || input.is_empty() {
-        return AlignedBytes::copy_from(input.bytes());
+        return input.bytes().to_aligned();
     }
     let mut out = AlignedBytes::for_overwrite(input.bytes().len())?;
     let run = shape[first_kept..].iter().product::<usize>() * itemsize;
@@ -247,7 +245,7 @@ pub(super) fn permute_axes(input: &Array, order: &[usize]) -> Result<AlignedByte
     let mut index = vec![0usize; n - 1];
     let mut offset = 0usize;
     for chunk in destination.chunks_exact_mut(run) {
-        chunk.copy_from_slice(&source[offset..offset + run]);
+        source.copy_at(offset, chunk);
         for axis in (0..n - 1).rev() {
             index[axis] += 1;
             offset += out_strides[axis];
@@ -353,7 +351,7 @@ mod tests {
         let input = array(&[2, 3, 4, 2]);
         let out = permute_axes(&input, &[0, 2, 1, 3]).unwrap();
         let out = ints(out.as_slice());
-        let values = ints(input.bytes());
+        let values = ints(&input.bytes().to_vec().unwrap());
         for s in 0..2 {
             for a in 0..3 {
                 for b in 0..4 {
@@ -374,7 +372,7 @@ mod tests {
     /// `permute_axes` by the definition: output index -> input index.
     fn naive(input: &Array, order: &[usize]) -> Vec<i32> {
         let shape = input.shape();
-        let values = ints(input.bytes());
+        let values = ints(&input.bytes().to_vec().unwrap());
         let out_shape: Vec<usize> = order.iter().map(|&a| shape[a]).collect();
         let total: usize = shape.iter().product();
         let mut out = Vec::with_capacity(total);

@@ -71,7 +71,7 @@ fn take_rows(array: &Array, positions: &[usize]) -> Result<Array> {
         while i + n < positions.len() && positions[i + n] == start + n {
             n += 1;
         }
-        output[i * row..(i + n) * row].copy_from_slice(&input[start * row..(start + n) * row]);
+        input.copy_at(start * row, &mut output[i * row..(i + n) * row]);
         i += n;
     }
     Array::new(array.dtype(), shape, Buffer::from(out))

@@ -59,7 +59,7 @@ fn map() -> TensorMap {
 }
 
 fn floats(array: &Array) -> Vec<f64> {
-    array.as_slice::<f64>().unwrap().to_vec()
+    array.to_vec::<f64>().unwrap()
 }
 
 const FILL: [u8; 8] = (-1.0f64).to_ne_bytes();

@@ -307,6 +307,27 @@ fn hold(py: Python<'_>, export: PyUntypedBuffer) -> PyResult<Buffer> {
     }
 }
 
+/// A [`Buffer`] over the export of a `bytes` object (exactly `bytes`, not a
+/// subclass), holding the export: private (see "Aliasing" in
+/// `buffer/mod.rs`), so that it is read in place (a CRC straight over it).
+/// A `bytes` object is immutable once made; the one exception blockmap
+/// makes, the new `bytes` objects pickle gives the reconstructor
+/// (`buffer_from_pickled_bytes`), are referenced by nothing Python code can
+/// reach to pass here.
+fn hold_bytes(py: Python<'_>, export: PyUntypedBuffer) -> PyResult<Buffer> {
+    let len = export.len_bytes();
+    match NonNull::new(export.buf_ptr().cast::<u8>()) {
+        // SAFETY: the export of a `bytes` object keeps its `len` contiguous
+        // bytes valid and in place until released (when `export`, moved
+        // into the buffer as its owner, drops), and nobody writes the bytes
+        // of a `bytes` object once made (see above): the aliasing rule,
+        // buffer/mod.rs.
+        Some(ptr) => Ok(unsafe { Buffer::from_immutable_foreign(ptr, len, Box::new(export)) }),
+        None if len == 0 => Ok(Buffer::empty()),
+        None => Err(invalid(py, "the buffer export has no memory")),
+    }
+}
+
 /// The bytes of any object exporting a buffer, as a [`Buffer`] holding the
 /// export: no copy when the export is C-contiguous (any format, any shape:
 /// only the bytes matter), read-only when it is. A non-contiguous export is
@@ -322,6 +343,9 @@ pub fn buffer_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Buffer> {
             ),
         )
     })?;
+    if obj.is_exact_instance_of::<PyBytes>() {
+        return hold_bytes(py, export);
+    }
     if export.is_c_contiguous() {
         return hold(py, export);
     }
@@ -450,4 +474,47 @@ pub fn buffer_from_pickled_bytes(bytes: &Bound<'_, PyBytes>) -> Buffer {
         },
         _ => Buffer::empty(),
     }
+}
+
+/// The int32 elements of a 2-D numpy view, row-major, in memory Rust owns
+/// (labels from numpy: the copy is what they validate). Read element by
+/// element through raw pointers, never a `&[i32]` or `&i32`: other threads
+/// (a numpy ufunc with the GIL released, torch) may write the array
+/// meanwhile (the aliasing rule, buffer/mod.rs).
+pub fn copy_int32_rows(view: &numpy::ndarray::ArrayView2<'_, i32>) -> crate::Result<Vec<i32>> {
+    let (rows, columns) = view.dim();
+    let count = rows * columns;
+    let mut out: Vec<i32> = Vec::new();
+    out.try_reserve_exact(count)?;
+    let base = view.as_ptr();
+    if view.is_standard_layout() {
+        // SAFETY: a row-major view holds its `count` elements one after
+        // the other from `base` (copied as bytes: it need not be aligned), inside the array it borrows (alive:
+        // `view` borrows it); `out` has room for them (reserved above) and
+        // is Rust's own memory; a raw copy, no reference to memory others
+        // may write (the aliasing rule, buffer/mod.rs).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                base.cast::<u8>(),
+                out.as_mut_ptr().cast::<u8>(),
+                count * std::mem::size_of::<i32>(),
+            );
+            out.set_len(count);
+        }
+        return Ok(out);
+    }
+    let (row_stride, column_stride) = (view.strides()[0], view.strides()[1]);
+    for i in 0..rows {
+        for j in 0..columns {
+            // i < rows, j < columns: the offset of element (i, j) of the view
+            let offset = i.cast_signed() * row_stride + j.cast_signed() * column_stride;
+            // SAFETY: element (i, j) of a view lies at `base + offset`
+            // elements, inside the array the view borrows (alive: `view`
+            // borrows it); read by value through a raw pointer, unaligned
+            // (numpy arrays need not be aligned), no reference to memory
+            // others may write (the aliasing rule, buffer/mod.rs).
+            out.push(unsafe { base.offset(offset).read_unaligned() });
+        }
+    }
+    Ok(out)
 }

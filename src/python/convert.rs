@@ -197,18 +197,10 @@ pub fn extract_label_values(values: &Bound<'_, PyAny>, n_dims: usize) -> PyResul
     let int32 = integers_as_int32(array, "Labels values", wrong_type)?;
     let int32: PyReadonlyArray2<'_, i32> = int32.extract()?;
     let view = int32.as_array();
-    // `ndarray`'s `as_slice` is only for row-major (C) layout
-    let array = if let Some(data) = view.as_slice() {
-        Array::from_slice(shape.to_vec(), data)?
-    } else {
-        // otherwise gather in row-major order
-        let mut data = Vec::new();
-        data.try_reserve_exact(view.len())
-            .map_err(crate::error::Error::from)?;
-        data.extend(view.iter().copied());
-        Array::from_slice(shape.to_vec(), &data)?
-    };
-    Ok(array)
+    // copied by raw reads: numpy memory others may write (the aliasing
+    // rule, buffer/mod.rs); the labels validate this copy
+    let data = super::array::copy_int32_rows(&view)?;
+    Ok(Array::from_slice(shape.to_vec(), &data)?)
 }
 
 /// The values of a new dimension of Labels with `count` entries

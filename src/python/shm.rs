@@ -233,18 +233,22 @@ fn _attach_shared(
             .into_iter()
             .map(SharedBytes::open)
             .collect::<crate::Result<Vec<_>>>()?;
-        shm::attach(header.as_slice(), segments, &places, &labels)
+        let header = header
+            .private_bytes()
+            .ok_or_else(|| crate::Error::internal("a snapshot is private"))?;
+        shm::attach(header, segments, &places, &labels)
     })?;
     to_python(py, data)
 }
 
-/// A copy of the bytes of a bytes-like object: what blockmap checks is its
-/// own memory.
+/// A private copy of the bytes of a bytes-like object, made by raw copies
+/// (the aliasing rule, buffer/mod.rs): what blockmap checks is its own
+/// memory.
 fn copy_bytes(py: Python<'_>, obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Buffer> {
     let buffer = super::array::buffer_from_python(obj).map_err(|_| {
         Class::BlockMapTypeError.err(py, format!("{what} must be a bytes-like object"))
     })?;
-    Ok(Buffer::copy_from(buffer.as_slice())?)
+    Ok(buffer.snapshot()?)
 }
 
 /// The threshold of the automatic sharing (bytes of values; `u64::MAX`:
