@@ -382,11 +382,11 @@ mod tests {
         let wide = array.cast_to(DType::I8).unwrap();
         assert_eq!(wide.shape(), &[count / 4, 4]);
         assert!(wide.buffer().is_writable());
-        let wide = wide.as_slice::<i64>().unwrap();
+        let wide = wide.to_vec::<i64>().unwrap();
         let narrow = array.cast_to(DType::I1).unwrap();
-        let narrow = narrow.as_slice::<i8>().unwrap();
+        let narrow = narrow.to_vec::<i8>().unwrap();
         let floats = array.cast_to(DType::F8).unwrap();
-        let floats = floats.as_slice::<f64>().unwrap();
+        let floats = floats.to_vec::<f64>().unwrap();
         for (i, &value) in data.iter().enumerate() {
             assert_eq!(wide[i], i64::from(value));
             assert_eq!(narrow[i], value.to_le_bytes()[0].cast_signed());
