@@ -314,6 +314,11 @@ impl<S: Sink> ZipWriter<S> {
     /// a little under 4 GiB: the `zip` crate's threshold).
     pub fn start(&mut self, name: &str, size: usize) -> std::io::Result<()> {
         const LARGE_FROM: usize = 0xFFFF_0000;
+        self.start_entry(name, size >= LARGE_FROM)
+    }
+
+    /// Start the entry `name`, with ZIP64 sizes when `large`.
+    fn start_entry(&mut self, name: &str, large: bool) -> std::io::Result<()> {
         if self.open.is_some() {
             self.finish_entry()?;
         }
@@ -327,7 +332,7 @@ impl<S: Sink> ZipWriter<S> {
             offset: self.position,
             crc: 0,
             size: 0,
-            large: size >= LARGE_FROM,
+            large,
         };
         let header = local_header(&entry)?;
         self.entries
@@ -460,6 +465,49 @@ impl<S: Sink> ZipWriter<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Entries with ZIP64 sizes (those of 4 GiB or more) are written as
+    /// the `zip` crate wrote them: compared byte for byte with its output
+    /// for small entries it was told are large (`large_file`).
+    #[test]
+    fn zip64_entries_as_the_zip_crate_wrote_them() {
+        use ::zip::write::SimpleFileOptions;
+        let options = |large: bool| {
+            SimpleFileOptions::default()
+                .compression_method(::zip::CompressionMethod::Stored)
+                .last_modified_time(
+                    ::zip::DateTime::from_date_and_time(2000, 1, 1, 0, 0, 0).unwrap(),
+                )
+                .with_alignment(64)
+                .large_file(large)
+                .unix_permissions(0o644)
+        };
+        let entries: [(&str, &[u8], bool); 4] = [
+            ("keys.npy", b"0123456789", false),
+            ("blocks/0/values.npy", &[7u8; 1000], true),
+            ("blocks/0/gradients/\u{e9}/values.npy", b"x", true),
+            ("info.json", b"{}", false),
+        ];
+        let mut theirs = ::zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+        for (name, data, large) in entries {
+            theirs.start_file(name, options(large)).unwrap();
+            theirs.write_all(data).unwrap();
+        }
+        let theirs = theirs.finish().unwrap().into_inner();
+        let mut ours = ZipWriter::new(Plain(std::io::Cursor::new(Vec::new()))).unwrap();
+        for (name, data, large) in entries {
+            ours.start_entry(name, large).unwrap();
+            ours.write(data).unwrap();
+            ours.finish_entry().unwrap();
+        }
+        let ours = ours.finish().unwrap().0.into_inner();
+        assert_eq!(ours.len(), theirs.len());
+        let first = ours.iter().zip(&theirs).position(|(a, b)| a != b);
+        assert!(
+            first.is_none(),
+            "the archives differ first at byte {first:?}"
+        );
+    }
 
     /// Headers of entries at and past 4 GiB, and of entries whose header
     /// lies past 4 GiB, say so with ZIP64 fields, as Python's `zipfile`
