@@ -4,9 +4,9 @@
 //! least [`LARGE`] bytes: every allocation whose size comes from the data
 //! (arrays, labels, tables, archives) is that large in these tests, while
 //! the small fixed ones (error messages, names) are left alone. The maps
-//! have one block, so that the zip crate's own bookkeeping (a few hundred
-//! bytes per entry, infallible) stays small: that is the one allocation
-//! proportional to the input blockmap does not control (documented).
+//! have one block, so that the archive writer's and reader's bookkeeping
+//! (an entry's name and a few dozen bytes, fallible too) stays below
+//! [`LARGE`].
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

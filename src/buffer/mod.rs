@@ -369,23 +369,6 @@ impl Buffer {
         self.raw().to_vec()
     }
 
-    /// The bytes as a slice, whoever may write them: kept for call sites
-    /// that name a protocol keeping the memory unwritten; use
-    /// [`Buffer::private_bytes`] or [`Buffer::raw`].
-    ///
-    /// # Safety
-    ///
-    /// Nobody (no thread, no foreign code, no other process, not the SIGBUS
-    /// guard) writes the memory while the slice lives: the aliasing rule
-    /// (`buffer/mod.rs`, "Aliasing").
-    #[doc(hidden)]
-    pub unsafe fn as_slice(&self) -> &[u8] {
-        // SAFETY: every constructor guarantees `ptr` is valid for `len`
-        // bytes while `storage` lives, and `self` holds a reference to it;
-        // the caller vouches that nothing writes it meanwhile.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-
     /// The foreign owner (of [`Buffer::from_foreign`] or
     /// [`Buffer::from_owner`]) when it is a `T`: the binding finds the
     /// Python object behind memory it was given this way.

@@ -419,7 +419,7 @@ mod tests {
         .enumerate()
         {
             // a header (unaligned length), then the array's data at an
-            // aligned offset, as the zip writer lays them out
+            // aligned offset, as the archive writer lays them out
             let header = vec![u8::try_from(i).unwrap(); before];
             writer.write_all(&header).unwrap();
             expected.extend_from_slice(&header);

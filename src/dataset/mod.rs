@@ -39,7 +39,7 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-use crate::io::records::{self as zip, Central, LocalHeader};
+use crate::io::zip::{self, Central, LocalHeader};
 
 mod lock;
 pub use lock::Timeout;
@@ -796,7 +796,7 @@ impl Writer {
     /// Add `map` at the end. When this returns, the map is in the file: a
     /// process killed from then on leaves a file that opens with it.
     pub fn write(&mut self, map: &TensorMap) -> Result<()> {
-        io::readable::check(DataRef::Tensor(map))?;
+        io::portable::check(DataRef::Tensor(map))?;
         let name = map_name(self.slots.len() as u64);
         let bound = io::save_size_bound(DataRef::Tensor(map));
         let at = self.end;

@@ -14,9 +14,8 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
-use zip::ZipArchive;
-
-use super::read::{self, zip_error};
+use super::read;
+use super::zip::reader::{self, Directory};
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 
@@ -29,7 +28,8 @@ pub const FLOOR: u64 = 16 << 20;
 #[derive(Debug)]
 pub struct ForeignZip {
     path: PathBuf,
-    archive: ZipArchive<BufReader<File>>,
+    reader: BufReader<File>,
+    directory: Directory,
     limit: u64,
 }
 
@@ -42,11 +42,12 @@ impl ForeignZip {
             .metadata()
             .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?
             .len();
-        let archive = ZipArchive::new(BufReader::with_capacity(1 << 16, file))
-            .map_err(|e| in_file(zip_error(e)))?;
+        let mut reader = BufReader::with_capacity(1 << 16, file);
+        let directory = Directory::read(&mut reader).map_err(in_file)?;
         Ok(ForeignZip {
             path: path.to_path_buf(),
-            archive,
+            reader,
+            directory,
             limit: len.saturating_mul(RATIO).saturating_add(FLOOR),
         })
     }
@@ -54,10 +55,8 @@ impl ForeignZip {
     /// The members' names, in the zip's order.
     pub fn names(&self) -> Result<Vec<String>> {
         let mut names = Vec::new();
-        names.try_reserve_exact(self.archive.len())?;
-        for name in self.archive.file_names() {
-            names.push(name.map_err(zip_error)?.to_string());
-        }
+        names.try_reserve_exact(self.directory.len())?;
+        names.extend(self.directory.names().map(str::to_string));
         Ok(names)
     }
 
@@ -65,18 +64,17 @@ impl ForeignZip {
     pub fn wrapped_bytes(&mut self, name: &str) -> Result<Buffer> {
         let shown = self.path.display().to_string();
         let context = |e: Error| e.context(format!("member '{name}' of '{shown}'"));
-        let member = self.archive.by_name(name).map_err(|e| {
-            context(match e {
-                zip::result::ZipError::FileNotFound => Error::format("no such member"),
-                other => zip_error(other),
-            })
-        })?;
+        let member = self
+            .directory
+            .index_of(name)
+            .map(|index| self.directory.entry(index))
+            .ok_or_else(|| context(Error::format("no such member")))?;
         if member.encrypted() {
             return Err(context(Error::format(
                 "encrypted members are not supported",
             )));
         }
-        let size = member.size();
+        let size = member.size;
         if size > self.limit {
             return Err(context(Error::format(format!(
                 "it declares {size} bytes, more than the {} a member of this zip may take \
@@ -85,9 +83,8 @@ impl ForeignZip {
                 FLOOR >> 20
             ))));
         }
-        read::check_declared_size(name, member.compression(), size, member.compressed_size())
-            .map_err(context)?;
-        read::read_npy(member, size)
+        reader::open(&mut self.reader, member)
+            .and_then(|member| read::read_npy(member, size))
             .and_then(read::Npy::into_wrapped_bytes)
             .map_err(context)
     }

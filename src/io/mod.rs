@@ -20,11 +20,11 @@ pub mod foreign;
 pub mod npy;
 mod pieces;
 mod pipeline;
+pub mod portable;
 mod read;
-pub mod readable;
-pub(crate) mod records;
 pub(crate) mod replace;
 mod write;
+pub(crate) mod zip;
 
 use std::fs::File;
 use std::fs::OpenOptions;
@@ -39,9 +39,9 @@ use pieces::Pieces;
 pub use write::{Plain, Sink};
 
 /// Write `data` to `writer`, refusing data that metatensor-core could not
-/// read back (see [`readable`]).
+/// read back (see [`portable`]).
 pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
-    readable::check(data)?;
+    portable::check(data)?;
     write(write::Plain(writer), data, None).map(|plain| plain.0)
 }
 
@@ -70,7 +70,7 @@ pub fn save_size_bound(data: DataRef<'_>) -> usize {
 /// [`save_size_bound`]); returns the number of bytes written. This is the
 /// archive a pickle carries: unlike the other `save` functions it keeps
 /// what metatensor-core could not read back (a pickle is read by blockmap),
-/// but for what no archive can hold ([`readable::check_archive`]).
+/// but for what no archive can hold ([`portable::check_archive`]).
 pub fn save_into(writer: FixedWriter<'_>, data: DataRef<'_>) -> Result<usize> {
     Ok(save_archive(writer, data, None)?.len())
 }
@@ -84,14 +84,14 @@ pub fn save_archive<W: Sink>(
     data: DataRef<'_>,
     next_data: Option<NextData>,
 ) -> Result<W> {
-    readable::check_archive(data)?;
+    portable::check_archive(data)?;
     write(writer, data, next_data)
 }
 
 /// The archive (or NPY file) of `data`, in memory blockmap owns (refusing
 /// what metatensor-core could not read back).
 pub fn save_buffer(data: DataRef<'_>) -> Result<Buffer> {
-    readable::check(data)?;
+    portable::check(data)?;
     // allocate an upper bound of the size (untouched pages of a large
     // zeroed allocation cost nothing), write, then keep the written part
     let mut bytes = AlignedBytes::zeroed(save_size_bound(data))?;
@@ -111,7 +111,7 @@ const PIPELINED_FROM: usize = 8 << 20;
 /// rename are synced to the disk before this returns, so that the save
 /// survives a crash of the system too, not only of the process.
 pub fn save_path(path: &Path, data: DataRef<'_>, durable: bool) -> Result<()> {
-    readable::check(data)?;
+    portable::check(data)?;
     let target = replace::resolve(path)?;
     let shown = path.display();
     let mut temporary = replace::Temporary::beside(&target)?;
@@ -462,3 +462,6 @@ mod tests;
 
 #[cfg(test)]
 mod hostile_tests;
+
+#[cfg(test)]
+mod read_tests;

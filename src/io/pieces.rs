@@ -1,7 +1,7 @@
 //! An archive held in several buffers, one after the other: the form a
 //! pickle of protocol < 5 carries a large map in (see docs/pickle.md,
 //! version 2). It is read as one archive without joining the pieces: the
-//! zip reader reads the structure through [`PiecesReader`], and each array
+//! archive reader reads the structure through [`PiecesReader`], and each array
 //! views the piece that holds it.
 
 use std::io::{Read, Seek, SeekFrom};

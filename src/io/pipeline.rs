@@ -11,10 +11,12 @@
 //!
 //! The kernel's part is made smaller and steadier twice: the disk space is
 //! reserved first (`fallocate`, see [`preallocate`]), and the file is
-//! written in whole chunks: the zip writer's rewrites of each local header
-//! (CRC and sizes, once the entry is written) change the chunk being filled
-//! in place, or travel with it as patches, instead of costing a system call
-//! each (W: about 3,500 writes of 4 to 12 bytes before).
+//! written in whole chunks: the patches of each local header (its CRC and
+//! sizes, once the entry is written: [`Sink::patch`]) change the chunk
+//! being filled in place, or travel with it, instead of costing a system
+//! call each (W: about 3,500 writes of 4 to 12 bytes before).
+//!
+//! [`Sink::patch`]: super::zip::writer::Sink::patch
 //!
 //! With `write_behind`, the writer thread also starts the writeback of what
 //! it wrote, run by run, without waiting for it (Linux `sync_file_range`
@@ -141,12 +143,25 @@ fn stopped() -> std::io::Error {
 }
 
 impl Write for Pipelined {
-    /// Appends to the chunk being filled; a write into it (a header
-    /// rewritten once its entry is complete) changes it in place, and one
-    /// below it is kept as a patch sent with it: the file is written in
-    /// whole chunks, not broken up by every rewrite (a zip writer rewrites
-    /// each entry's local header).
+    /// Appends to the chunk being filled, or rewrites what was written
+    /// before (see [`Pipelined::rewrite`]) after a seek back.
     fn write(&mut self, data: &[u8]) -> std::io::Result<usize> {
+        self.rewrite(data)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.send()
+    }
+}
+
+impl Pipelined {
+    /// Write what fits of `data` at the position: appended to the chunk
+    /// being filled; written into it in place when the position lies in
+    /// it; kept as a patch sent with it when below it (a local header's
+    /// CRC and sizes, given once its entry is written: see
+    /// [`Sink::patch`](super::zip::writer::Sink::patch)), so that the file
+    /// is written in whole chunks, not broken up by every header.
+    fn rewrite(&mut self, data: &[u8]) -> std::io::Result<usize> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -154,15 +169,14 @@ impl Write for Pipelined {
         let end = start + self.current.bytes.len() as u64;
         let below = usize::try_from(start.saturating_sub(self.position)).unwrap_or(usize::MAX);
         // a rewrite below the chunk (a header) waits as a patch; a large
-        // one (no zip writer makes it) starts a chunk of its own instead
+        // one (the archive writer makes none) starts a chunk of its own
         if self.position < start
             && !self.current.bytes.is_empty()
             && below.min(data.len()) <= PATCHES_AT_MOST
         {
             let n = below.min(data.len());
             let out_of_memory = |_| std::io::Error::from(std::io::ErrorKind::OutOfMemory);
-            // a rewrite that continues the last one extends it (the CRC
-            // and the two sizes of a header come as three writes)
+            // a rewrite that continues the last one extends it
             match self.current.patches.last_mut() {
                 Some((offset, patch)) if *offset + patch.len() as u64 == self.position => {
                     patch.try_reserve(n).map_err(out_of_memory)?;
@@ -194,12 +208,6 @@ impl Write for Pipelined {
         self.append(RawBytes::from_slice(data)).map(<[u8]>::len)
     }
 
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.send()
-    }
-}
-
-impl Pipelined {
     /// Append what fits of `data` to the chunk being filled (a new one
     /// when the position is elsewhere or the chunk is full); returns the
     /// bytes as they now lie in the chunk.
@@ -222,14 +230,28 @@ impl Pipelined {
 /// Array data is copied into the chunks anyway: the copy is the snapshot,
 /// hashed right after it is made (still in the CPU cache). The array's
 /// memory is read once and copied once before the kernel's copy.
-impl super::write::Sink for Pipelined {
+impl super::zip::writer::Sink for Pipelined {
     fn write_snapshot(
         &mut self,
         piece: RawBytes<'_>,
         crc: &mut crc32fast::Hasher,
         _scratch: &mut Vec<u8>,
     ) -> std::io::Result<()> {
-        super::write::snapshot_by_copy(self, piece, crc, Pipelined::append)
+        super::zip::writer::snapshot_by_copy(self, piece, crc, Pipelined::append)
+    }
+
+    /// A header's CRC and sizes: written into the chunk being filled when
+    /// they fall in it, otherwise kept as a patch sent with it (see
+    /// [`Pipelined::rewrite`]); the position stays at `end`.
+    fn patch(&mut self, offset: u64, bytes: &[u8], end: u64) -> std::io::Result<()> {
+        self.position = offset;
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            let n = self.rewrite(rest)?;
+            rest = &rest[n..];
+        }
+        self.position = end;
+        Ok(())
     }
 }
 
@@ -472,7 +494,7 @@ mod tests {
     /// come from a fixed pseudo-random sequence (xorshift), many seeds.
     #[test]
     fn random_writes_and_seeks_give_the_plain_file() {
-        use crate::io::write::Sink;
+        use crate::io::zip::writer::Sink;
         for seed in 1..=40u64 {
             let (path, file) = scratch_file(&format!("random-{seed}"));
             let (plain_path, mut plain) = scratch_file(&format!("random-plain-{seed}"));

@@ -5,13 +5,11 @@
 use std::collections::BTreeMap;
 use std::io::{Read, Seek};
 
-use zip::result::ZipError;
-use zip::{CompressionMethod, ZipArchive};
-
 use super::cached::{CachedFile, Prefetched};
 use super::npy::{self, Descr, Header};
 use super::pieces::{Pieces, PiecesReader};
-use super::records;
+use super::zip;
+use super::zip::reader::{self as zip_reader, Directory};
 use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::{AlignedBytes, Buffer};
@@ -20,17 +18,6 @@ use crate::error::{Error, Result};
 use crate::interrupt;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
-
-/// DEFLATE cannot compress by more than about 1032:1; an entry declaring a
-/// larger ratio is refused before anything is allocated for it.
-const MAX_DEFLATE_RATIO: u64 = 1032;
-
-pub(crate) fn zip_error(error: ZipError) -> Error {
-    match error {
-        ZipError::Io(e) => io_read_error(e),
-        other => Error::format(format!("not a valid .mts (zip) archive: {other}")),
-    }
-}
 
 /// The data of one NPY entry, after its header.
 enum Payload {
@@ -133,74 +120,12 @@ impl Npy {
 
 /// Where entries come from.
 pub(crate) trait Source {
-    /// Names of all entries.
-    fn names(&self) -> &EntryNames;
+    /// The entries, by name.
+    fn names(&self) -> &Directory;
     /// Read and decode the NPY entry `name`.
     fn npy(&mut self, name: &str) -> Result<Npy>;
     /// Read a small text entry (info.json), at most `limit` bytes.
     fn text(&mut self, name: &str, limit: usize) -> Result<String>;
-}
-
-/// The names of an archive's entries, sorted, for lookups and prefix
-/// scans: one string holding them all, and where each lies in it (no
-/// allocation per entry).
-pub(crate) struct EntryNames {
-    text: String,
-    /// (start, end) in `text`, sorted by the names they hold
-    extents: Vec<(usize, usize)>,
-}
-
-impl EntryNames {
-    fn get(&self, extent: (usize, usize)) -> &str {
-        name_at(&self.text, extent)
-    }
-
-    /// Whether an entry is named `name`.
-    pub fn contains(&self, name: &str) -> bool {
-        self.extents
-            .binary_search_by(|&extent| self.get(extent).cmp(name))
-            .is_ok()
-    }
-
-    /// The names starting with `prefix`, in order.
-    pub fn starting_with<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a str> {
-        let first = self
-            .extents
-            .partition_point(|&extent| self.get(extent) < prefix);
-        self.extents[first..]
-            .iter()
-            .map(|&extent| self.get(extent))
-            .take_while(move |name| name.starts_with(prefix))
-    }
-}
-
-fn collect_names<R: Read + Seek>(archive: &ZipArchive<R>) -> Result<EntryNames> {
-    let mut text = String::new();
-    let mut extents = Vec::new();
-    extents.try_reserve_exact(archive.len())?;
-    for name in archive.file_names() {
-        let name = name.map_err(zip_error)?;
-        text.try_reserve(name.len())?;
-        let start = text.len();
-        text.push_str(&name);
-        extents.push((start, text.len()));
-    }
-    extents.sort_unstable_by(|&a, &b| name_at(&text, a).cmp(name_at(&text, b)));
-    let twice = extents
-        .windows(2)
-        .find(|pair| name_at(&text, pair[0]) == name_at(&text, pair[1]));
-    if let Some(pair) = twice {
-        return Err(Error::format(format!(
-            "the archive has two entries named '{}'",
-            name_at(&text, pair[0])
-        )));
-    }
-    Ok(EntryNames { text, extents })
-}
-
-/// The name at `(start, end)` of the names' text.
-fn name_at(text: &str, (start, end): (usize, usize)) -> &str {
-    &text[start..end]
 }
 
 /// `len` zero bytes, or an out-of-memory error.
@@ -255,7 +180,7 @@ pub(crate) fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     let mut data = AlignedBytes::for_overwrite(header.data_len()?)?;
     read_exact(&mut reader, data.as_mut_slice())?;
 
-    // reading to the end makes the zip reader check the CRC, and finds data
+    // reading to the end makes the entry reader check the CRC, and finds data
     // past the declared size
     let mut extra = [0u8; 1];
     if read_up_to(&mut reader, &mut extra)? != 0 {
@@ -269,21 +194,9 @@ pub(crate) fn read_npy(mut reader: impl Read, size: u64) -> Result<Npy> {
     })
 }
 
-/// Errors the operating system reports (they have an errno) are I/O
-/// errors; everything else met while reading (truncation, a corrupt DEFLATE
-/// stream, a CRC mismatch, an unsupported method) is about the content.
-fn io_read_error(e: std::io::Error) -> Error {
-    if e.raw_os_error().is_some() {
-        return Error::io("reading the archive", e);
-    }
-    match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => Error::format("the archive is truncated"),
-        std::io::ErrorKind::OutOfMemory => Error::OutOfMemory(format!("reading the archive: {e}")),
-        _ => Error::format(format!("corrupt archive: {e}")),
-    }
-}
+use zip_reader::read_error as io_read_error;
 
-/// Bytes asked of the reader at once: the zip reader checks the CRC of
+/// Bytes asked of the reader at once: the entry reader checks the CRC of
 /// each piece right after reading it, while it is still in the CPU's cache
 /// (a 64 MiB piece would be read from memory a second time).
 const READ_PIECE: usize = 1 << 20;
@@ -334,8 +247,8 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
 /// archive at the end of a dataset being written, and load that map as if
 /// it were the file. Reads the first bytes and seeks back to the start.
 pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
-    let name = records::DATASET_HEADER_NAME.as_bytes();
-    let mut head = [0u8; records::LOCAL_LEN + records::DATASET_HEADER_NAME.len()];
+    let name = zip::DATASET_HEADER_NAME.as_bytes();
+    let mut head = [0u8; zip::LOCAL_LEN + zip::DATASET_HEADER_NAME.len()];
     let seek = |reader: &mut R| {
         reader
             .seek(std::io::SeekFrom::Start(0))
@@ -345,9 +258,9 @@ pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
     let got = read_up_to(reader, &mut head)?;
     seek(reader)?;
     let named = got == head.len()
-        && records::signature(&head) == Some(records::LOCAL)
+        && zip::signature(&head) == Some(zip::LOCAL)
         && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
-        && &head[records::LOCAL_LEN..] == name;
+        && &head[zip::LOCAL_LEN..] == name;
     if named {
         return Err(Error::format(
             "this is a blockmap dataset (many maps in one file), not one map: open it with \
@@ -357,32 +270,11 @@ pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
     Ok(())
 }
 
-pub(crate) fn check_declared_size(
-    name: &str,
-    method: CompressionMethod,
-    size: u64,
-    compressed: u64,
-) -> Result<()> {
-    let bound = match method {
-        CompressionMethod::Stored => compressed,
-        _ => compressed
-            .saturating_mul(MAX_DEFLATE_RATIO)
-            .saturating_add(1024),
-    };
-    if size > bound {
-        return Err(Error::format(format!(
-            "entry '{name}' declares {size} bytes, more than its {compressed} compressed bytes \
-             can hold"
-        )));
-    }
-    Ok(())
-}
-
 /// Entries read through a `Read + Seek` (a file): every array is copied
 /// once into memory blockmap owns, and every CRC is checked.
 pub(crate) struct ReaderSource<R: Read + Seek> {
-    archive: ZipArchive<R>,
-    names: EntryNames,
+    reader: R,
+    directory: Directory,
 }
 
 impl<R: Read + Seek> ReaderSource<R> {
@@ -394,32 +286,38 @@ impl<R: Read + Seek> ReaderSource<R> {
     /// [`ReaderSource::new`] of a reader whose start was checked by
     /// [`refuse_dataset`] already (through the file under it: a buffered
     /// reader would read a whole buffer for the check).
-    pub fn new_checked(reader: R) -> Result<Self> {
-        let archive = ZipArchive::new(reader).map_err(zip_error)?;
-        let names = collect_names(&archive)?;
-        Ok(ReaderSource { archive, names })
+    pub fn new_checked(mut reader: R) -> Result<Self> {
+        let directory = Directory::read(&mut reader)?;
+        Ok(ReaderSource { reader, directory })
     }
 }
 
+/// The entry named `name` of `directory`.
+fn find<'d>(directory: &'d Directory, name: &str) -> Result<&'d zip_reader::DirEntry> {
+    directory
+        .index_of(name)
+        .map(|index| directory.entry(index))
+        .ok_or_else(|| Error::format(format!("the archive has no entry '{name}'")))
+}
+
 impl<R: Read + Seek> Source for ReaderSource<R> {
-    fn names(&self) -> &EntryNames {
-        &self.names
+    fn names(&self) -> &Directory {
+        &self.directory
     }
 
     fn npy(&mut self, name: &str) -> Result<Npy> {
-        let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
-        check_declared_size(
-            name,
-            file.compression(),
-            file.size(),
-            file.compressed_size(),
-        )?;
-        let size = file.size();
-        read_npy(file, size).map_err(|e| e.context(format!("entry '{name}'")))
+        let context = |e: Error| e.context(format!("entry '{name}'"));
+        let entry = find(&self.directory, name)?;
+        let size = entry.size;
+        zip_reader::open(&mut self.reader, entry)
+            .and_then(|file| read_npy(file, size))
+            .map_err(context)
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
-        let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
+        let entry = find(&self.directory, name)?;
+        let file = zip_reader::open(&mut self.reader, entry)
+            .map_err(|e| e.context(format!("entry '{name}'")))?;
         read_text(file, name, limit)
     }
 }
@@ -439,13 +337,6 @@ fn read_text(mut reader: impl Read, name: &str, limit: usize) -> Result<String> 
     String::from_utf8(bytes).map_err(|_| Error::format(format!("entry '{name}' is not UTF-8")))
 }
 
-fn missing(name: &str, error: ZipError) -> Error {
-    match error {
-        ZipError::FileNotFound => Error::format(format!("the archive has no entry '{name}'")),
-        other => zip_error(other).context(format!("entry '{name}'")),
-    }
-}
-
 /// Entries of an archive held in a [`Buffer`] (a mapped file, or bytes
 /// given by the caller): STORED entries are viewed in place, and copied
 /// only when misaligned, byte-swapped or in Fortran order; compressed
@@ -456,9 +347,9 @@ fn missing(name: &str, error: ZipError) -> Error {
 /// file the file, so that a mapped load touches no page of the mapping
 /// but those of the arrays it views.
 pub(crate) struct BufferSource<R: Read + Seek> {
-    archive: ZipArchive<R>,
+    reader: R,
+    directory: Directory,
     buffer: Pieces,
-    names: EntryNames,
     check_crc: bool,
     /// read labels through the reader (into memory they own, as they would
     /// be copied anyway, labels owning what they validated) instead of
@@ -476,12 +367,11 @@ impl BufferSource<PiecesReader> {
     pub fn new(buffer: Pieces, check_crc: bool) -> Result<Self> {
         let mut reader = buffer.reader();
         refuse_dataset(&mut reader)?;
-        let archive = ZipArchive::new(reader).map_err(zip_error)?;
-        let names = collect_names(&archive)?;
+        let directory = Directory::read(&mut reader)?;
         Ok(BufferSource {
-            archive,
+            reader,
+            directory,
             buffer,
-            names,
             check_crc,
             labels_from_reader: false,
             prefetched: None,
@@ -502,20 +392,18 @@ const PREFETCH_TOTAL: u64 = 256 << 20;
 /// The ranges of the file a mapped load reads, from the central directory:
 /// the headers of the arrays (`values.npy` entries, whose data is viewed)
 /// and the whole of the other entries, which are copied (labels).
-fn structure_ranges<R: Read + Seek>(archive: &ZipArchive<R>) -> Vec<std::ops::Range<u64>> {
-    let mut ranges = Vec::with_capacity(archive.len());
+fn structure_ranges(directory: &Directory) -> Vec<std::ops::Range<u64>> {
+    let mut ranges = Vec::with_capacity(directory.len());
     let mut total = 0u64;
-    for i in 0..archive.len() {
-        let Ok(entry) = archive.by_index_data(i) else {
-            continue;
-        };
-        let start = entry.header_start();
+    for i in 0..directory.len() {
+        let (entry, name) = (directory.entry(i), directory.name(i));
+        let start = entry.header;
         // the local header: 30 bytes, the name, and an extra field of a
         // length the central directory does not give (room for the usual)
-        let header = 30 + entry.name_raw().len() as u64 + PREFETCH_HEAD;
-        let whole = header.saturating_add(entry.compressed_size());
-        let array = entry.name_raw().ends_with(b"values.npy");
-        let len = if !array && entry.compressed_size() <= PREFETCH_WHOLE {
+        let header = 30 + name.len() as u64 + PREFETCH_HEAD;
+        let whole = header.saturating_add(entry.compressed);
+        let array = name.ends_with("values.npy");
+        let len = if !array && entry.compressed <= PREFETCH_WHOLE {
             whole
         } else {
             header
@@ -540,73 +428,54 @@ impl BufferSource<CachedFile> {
     /// theirs, when met.
     pub fn mapped(mut file: CachedFile, buffer: Pieces, read_ahead: bool) -> Result<Self> {
         refuse_dataset(&mut file)?;
-        let archive = ZipArchive::new(file).map_err(zip_error)?;
-        let names = collect_names(&archive)?;
-        if !read_ahead {
-            return Ok(BufferSource {
-                archive,
-                buffer,
-                names,
-                check_crc: false,
-                labels_from_reader: true,
-                prefetched: None,
-            });
-        }
-        let ranges = structure_ranges(&archive);
-        let metadata = archive.metadata();
-        let mut file = archive.into_inner();
-        let prefetched = file.prefetch(ranges)?;
-        // SAFETY: `metadata` was read from this same file a moment ago, by
-        // the archive `file` came out of; the file is read, not written.
-        // (Were it changed meanwhile, the entries would be read as
-        // whatever they hold now, and checked as any entry is.)
-        let archive = unsafe { ZipArchive::unsafe_new_with_metadata(file, metadata) };
+        let directory = Directory::read(&mut file)?;
+        let prefetched = if read_ahead {
+            Some(file.prefetch(structure_ranges(&directory))?)
+        } else {
+            None
+        };
         Ok(BufferSource {
-            archive,
+            reader: file,
+            directory,
             buffer,
-            names,
             check_crc: false,
             labels_from_reader: true,
-            prefetched: Some(prefetched),
+            prefetched,
         })
     }
 }
 
 impl<R: Read + Seek> BufferSource<R> {
     /// The STORED entry `index` of a mapped load whose headers were read
-    /// ahead, decoded from the bytes read ahead without going through the
-    /// zip reader: the local header gives where the data starts, and the
-    /// NPY header is parsed where it lies. `None` when the headers are not
-    /// all in the ranges read ahead (or the entry is compressed): the entry
-    /// is then read as any other, which also gives the errors of an entry
+    /// ahead, decoded from the bytes read ahead without reading the file
+    /// again: the local header gives where the data starts, and the NPY
+    /// header is parsed where it lies. `None` when the headers are not all
+    /// in the ranges read ahead (or the entry is compressed): the entry is
+    /// then read as any other, which also gives the errors of an entry
     /// whose headers run past what was read ahead.
     fn npy_read_ahead(&self, index: usize, name: &str) -> Result<Option<Npy>> {
         let Some(ahead) = &self.prefetched else {
             return Ok(None);
         };
-        let entry = self
-            .archive
-            .by_index_data(index)
-            .map_err(|e| missing(name, e))?;
-        if entry.encrypted() || entry.compression() != CompressionMethod::Stored {
+        let entry = self.directory.entry(index);
+        if entry.encrypted() || entry.method != zip_reader::STORED {
             return Ok(None);
         }
-        let (compressed, size) = (entry.compressed_size(), entry.size());
-        check_declared_size(name, CompressionMethod::Stored, size, compressed)?;
-        let header_start = entry.header_start();
+        zip_reader::check_entry(entry).map_err(|e| e.context(format!("entry '{name}'")))?;
+        let (compressed, header_start) = (entry.compressed, entry.header);
         // the local header: signature, fixed fields, then the name and the
         // extra field, whose lengths it gives
-        let local = ahead.bytes_up_to(header_start, records::LOCAL_LEN);
-        let Some(local) = local.filter(|local| local.len() == records::LOCAL_LEN) else {
+        let local = ahead.bytes_up_to(header_start, zip::LOCAL_LEN);
+        let Some(local) = local.filter(|local| local.len() == zip::LOCAL_LEN) else {
             return Ok(None);
         };
-        if records::signature(local) != Some(records::LOCAL) {
+        if zip::signature(local) != Some(zip::LOCAL) {
             return Ok(None);
         }
         let data_start = usize::try_from(header_start)
             .ok()
-            .and_then(|start| start.checked_add(records::LOCAL_LEN))
-            .and_then(|start| start.checked_add(records::local_variable_len(local)));
+            .and_then(|start| start.checked_add(zip::LOCAL_LEN))
+            .and_then(|start| start.checked_add(zip::local_variable_len(local)));
         let (Some(data_start), Ok(len)) = (data_start, usize::try_from(compressed)) else {
             return Ok(None);
         };
@@ -642,38 +511,29 @@ impl<R: Read + Seek> BufferSource<R> {
 }
 
 impl<R: Read + Seek> Source for BufferSource<R> {
-    fn names(&self) -> &EntryNames {
-        &self.names
+    fn names(&self) -> &Directory {
+        &self.directory
     }
 
     fn npy(&mut self, name: &str) -> Result<Npy> {
         let context = |e: Error| e.context(format!("entry '{name}'"));
         let index = self
-            .archive
-            .index_for_name(name)
+            .directory
+            .index_of(name)
             .ok_or_else(|| Error::format(format!("the archive has no entry '{name}'")))?;
         if let Some(npy) = self.npy_read_ahead(index, name)? {
             return Ok(npy);
         }
-        let mut raw = self
-            .archive
-            .by_index_raw(index)
-            .map_err(|e| missing(name, e))?;
-        if raw.encrypted() {
-            return Err(context(Error::format(
-                "encrypted entries are not supported",
-            )));
+        let entry = self.directory.entry(index);
+        zip_reader::check_entry(entry).map_err(context)?;
+        if entry.method != zip_reader::STORED {
+            let size = entry.size;
+            return zip_reader::open(&mut self.reader, entry)
+                .and_then(|file| read_npy(file, size))
+                .map_err(context);
         }
-        let (method, compressed, size) = (raw.compression(), raw.compressed_size(), raw.size());
-        check_declared_size(name, method, size, compressed)?;
-        if method != CompressionMethod::Stored {
-            drop(raw);
-            let file = self.archive.by_index(index).map_err(|e| missing(name, e))?;
-            return read_npy(file, size).map_err(context);
-        }
-        let start = raw
-            .data_start()
-            .ok_or_else(|| Error::format("entry has no data offset"))?;
+        let (compressed, crc) = (entry.compressed, entry.crc);
+        let start = zip_reader::data_start(&mut self.reader, entry).map_err(context)?;
         let outside = || context(Error::format("entry data lies outside the archive"));
         let (start, len) = usize::try_from(start)
             .ok()
@@ -682,10 +542,14 @@ impl<R: Read + Seek> Source for BufferSource<R> {
             .ok_or_else(outside)?;
         if self.check_crc {
             let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
-            if entry.raw().crc32() != raw.crc32() {
+            if entry.raw().crc32() != crc {
                 return Err(context(Error::format("CRC mismatch: the data is corrupt")));
             }
         }
+        self.reader
+            .seek(std::io::SeekFrom::Start(start as u64))
+            .map_err(io_read_error)?;
+        let mut raw = (&mut self.reader).take(compressed);
         let header = read_npy_header(&mut raw, len).map_err(context)?;
         let payload = if self.labels_from_reader && matches!(header.descr, Descr::Fields(_)) {
             let data_len = header.data_len()?;
@@ -713,7 +577,9 @@ impl<R: Read + Seek> Source for BufferSource<R> {
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
-        let file = self.archive.by_name(name).map_err(|e| missing(name, e))?;
+        let entry = find(&self.directory, name)?;
+        let file = zip_reader::open(&mut self.reader, entry)
+            .map_err(|e| e.context(format!("entry '{name}'")))?;
         read_text(file, name, limit)
     }
 }

@@ -83,7 +83,7 @@ fn same_data_same_bytes_and_aligned_payloads() {
         assert!(!(start..start + first.len()).contains(&samples));
     }
     // every payload, labels' included, starts on a 64-byte boundary
-    let mut archive = zip::ZipArchive::new(Cursor::new(first.to_vec().unwrap())).unwrap();
+    let mut archive = ::zip::ZipArchive::new(Cursor::new(first.to_vec().unwrap())).unwrap();
     for i in 0..archive.len() {
         let entry = archive.by_index_raw(i).unwrap();
         let name = entry.name().unwrap().to_string();
@@ -284,4 +284,62 @@ fn a_failing_writer_is_left_alone_after_its_error() {
         failing.calls_after_failure, 1,
         "only the failing write reached the writer"
     );
+}
+
+/// The maps whose archives [`archives_keep_their_bytes`] pins: every
+/// fixture, a gradient parameter with a non-ASCII name (the zip's UTF-8
+/// flag), a map of 66,000 entries (ZIP64 end records), and a block.
+fn pinned_archives() -> Vec<(&'static str, Buffer)> {
+    let save = |data: DataRef<'_>| save_buffer(data).unwrap();
+    let mut out = vec![
+        ("tensor f8", save(DataRef::Tensor(&tensor(DType::F8)))),
+        ("tensor i1", save(DataRef::Tensor(&tensor(DType::I1)))),
+        (
+            "small map",
+            save(DataRef::Tensor(&crate::fixtures::small_map())),
+        ),
+        (
+            "empty block",
+            save(DataRef::Tensor(&crate::fixtures::map_with_an_empty_block())),
+        ),
+        ("block", save(DataRef::Block(&block(DType::F4)))),
+    ];
+    let mut unicode = crate::fixtures::small_map();
+    let gradient = unicode.blocks()[0].gradient("positions").unwrap().clone();
+    let mut blocks = unicode.blocks().to_vec();
+    blocks[0].add_gradient("déplacement", gradient).unwrap();
+    unicode = TensorMap::new(unicode.keys().clone(), blocks).unwrap();
+    out.push(("non-ASCII name", save(DataRef::Tensor(&unicode))));
+    let one = crate::fixtures::small_map().blocks()[0].clone();
+    let count = 16_500;
+    let keys: Vec<i32> = (0..count).collect();
+    let many = TensorMap::new(
+        Labels::new(vec!["k"], &keys).unwrap(),
+        vec![one; usize::try_from(count).unwrap()],
+    )
+    .unwrap();
+    out.push(("66,001 entries", save(DataRef::Tensor(&many))));
+    out
+}
+
+/// The archives blockmap writes keep their bytes (format.md: the same data
+/// always gives the same bytes): these are the length and CRC32 of the
+/// archives written before blockmap had its own zip writer, when the zip
+/// crate wrote them.
+#[test]
+fn archives_keep_their_bytes() {
+    let pinned: &[(&str, usize, u32)] = &[
+        ("tensor f8", 9972, 0x53b1_4259),
+        ("tensor i1", 8564, 0x3b74_4032),
+        ("small map", 2335, 0x61f6_77d6),
+        ("empty block", 3314, 0x4392_bef1),
+        ("block", 4223, 0x9d0d_7e9c),
+        ("non-ASCII name", 3249, 0x1b5d_c0f6),
+        ("66,001 entries", 32_780_340, 0xc9e4_b039),
+    ];
+    for (name, buffer) in pinned_archives() {
+        let found = (buffer.len(), buffer.raw().crc32());
+        let &(_, len, crc) = pinned.iter().find(|(n, _, _)| *n == name).unwrap();
+        assert_eq!(found, (len, crc), "{name}: length and CRC32");
+    }
 }

@@ -1,10 +1,10 @@
-//! Zip records written and read by hand: local headers (with the data
-//! 64-byte aligned), central directory headers, and the ZIP64 end records,
-//! always written (Python's `zipfile`, `unzip` and the `zip` crate read
-//! them). Only STORED entries, with a fixed timestamp, as in `.mts` files.
-//! Dataset files are made and read with these alone; a mapped load of an
-//! `.mts` file decodes its local headers with them, from the bytes read
-//! ahead.
+//! Zip records written and read by hand. The dataset layout: local headers
+//! (with the data 64-byte aligned), central directory headers, and the
+//! ZIP64 end records, always written (Python's `zipfile`, `unzip` and the
+//! `zip` crate read them). Only STORED entries, with a fixed timestamp, as
+//! in `.mts` files. Dataset files are made and read with these alone; the
+//! `.mts` writer (`writer.rs`) and the reader (`reader.rs`) use the same
+//! fields and decoders.
 
 use crate::error::{Error, Result};
 
@@ -29,32 +29,32 @@ pub(crate) const ZIP64_END_LEN: usize = 56;
 pub(crate) const ZIP64_LOCATOR_LEN: usize = 20;
 
 /// 2000-01-01 00:00 in MS-DOS form, as in `.mts` files.
-const DOS_TIME: u16 = 0;
-const DOS_DATE: u16 = ((2000 - 1980) << 9) | (1 << 5) | 1;
-const ZIP64_EXTRA: u16 = 0x0001;
+pub(super) const DOS_TIME: u16 = 0;
+pub(super) const DOS_DATE: u16 = ((2000 - 1980) << 9) | (1 << 5) | 1;
+pub(super) const ZIP64_EXTRA: u16 = 0x0001;
 /// The extra field that pads a local header so that the data is aligned
 /// (the id Android's `zipalign` uses).
 const PADDING_EXTRA: u16 = 0xD935;
-const MAX16: u64 = 0xFFFF;
-const MAX32: u64 = 0xFFFF_FFFF;
+pub(super) const MAX16: u64 = 0xFFFF;
+pub(super) const MAX32: u64 = 0xFFFF_FFFF;
 /// Version 4.5: ZIP64.
 const VERSION: u16 = 45;
 /// Made on Unix (for the permissions in the external attributes).
 const MADE_BY: u16 = (3 << 8) | VERSION;
 
-fn u16_le(out: &mut Vec<u8>, value: u16) {
+pub(super) fn u16_le(out: &mut Vec<u8>, value: u16) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-fn u32_le(out: &mut Vec<u8>, value: u32) {
+pub(super) fn u32_le(out: &mut Vec<u8>, value: u32) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-fn u64_le(out: &mut Vec<u8>, value: u64) {
+pub(super) fn u64_le(out: &mut Vec<u8>, value: u64) {
     out.extend_from_slice(&value.to_le_bytes());
 }
 
-fn clamp32(value: u64) -> u32 {
+pub(super) fn clamp32(value: u64) -> u32 {
     u32::try_from(value.min(MAX32)).unwrap_or(u32::MAX)
 }
 
@@ -141,15 +141,15 @@ pub(crate) struct LocalHeader {
     pub len: u64,
 }
 
-fn le16(bytes: &[u8], at: usize) -> u16 {
+pub(super) fn le16(bytes: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([bytes[at], bytes[at + 1]])
 }
 
-fn le32(bytes: &[u8], at: usize) -> u32 {
+pub(super) fn le32(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-fn le64(bytes: &[u8], at: usize) -> u64 {
+pub(super) fn le64(bytes: &[u8], at: usize) -> u64 {
     let mut raw = [0u8; 8];
     raw.copy_from_slice(&bytes[at..at + 8]);
     u64::from_le_bytes(raw)
