@@ -68,10 +68,8 @@
 //!    (the approach of rust-vmm's `VolatileSlice` for guest memory). Miri
 //!    cannot check this here (it is not installed, and cannot run numpy or
 //!    other processes).
-//! 5. The one escape, [`Buffer::as_slice`], is an `unsafe fn`: its caller's
-//!    `SAFETY` comment names what keeps the range unwritten while the slice
-//!    lives (e.g. a protocol under which no writer touches committed
-//!    bytes).
+//! 5. There is no escape: no method gives a `&[u8]` over a buffer that is
+//!    not private.
 //!
 //! This is arrow-rs' split of `Buffer` (immutable, shared) from
 //! `MutableBuffer` (uniquely owned), adapted to memory that blockmap
