@@ -24,16 +24,14 @@ pub struct AlignedBytes {
 /// zeros over every page first, one page fault per 4 KiB before any data).
 /// They do not ask for transparent huge pages (`MADV_HUGEPAGE`): where the
 /// kernel's `defrag` setting is `madvise` (a common default), every fault in
-/// an advised mapping may compact memory first, and in a process that
-/// already holds W's arrays, loading W took 0.68-1.0 s with the advice
-/// against 0.44-0.50 s without (fresh processes, same file); memory that
-/// stays mostly zero (the fill of `keys_to_properties`) also took 7 s
-/// instead of 1.3 s with it, each huge page zeroed whole on its first write.
+/// an advised mapping may compact memory first, and memory that stays
+/// mostly zero has each huge page zeroed whole on its first write (both
+/// measured slower: docs/benchmarks.md, "Figures behind design choices").
 const MAPPED_FROM: usize = 4 << 20;
 
 /// [`AlignedBytes::filled_in_order`] maps the pages of fresh memory this
-/// many bytes at a time, ahead of the writes (256 KiB to 1 MiB measured
-/// alike; 4 MiB, the size of this machine's L2 cache, was slower).
+/// many bytes at a time, ahead of the writes: small enough to stay in the
+/// CPU's cache (docs/benchmarks.md).
 pub const FILL_PIECE: usize = 1 << 20;
 
 /// Whether an allocation of `len` bytes is a mapping of its own.
@@ -187,8 +185,7 @@ fn keep(ptr: NonNull<u8>, len: usize) -> bool {
 /// aligned to [`ALIGNMENT`]); None when the kernel refuses it. With
 /// `populate`, for memory about to be written in full, the kernel maps
 /// every page at once (`MAP_POPULATE`, best effort) instead of one fault
-/// per page on the first write: loading W from a file took 0.43-0.45 s
-/// instead of 0.50-0.51 s.
+/// per page on the first write (docs/benchmarks.md).
 #[cfg(target_os = "linux")]
 fn map_anonymous(len: usize, populate: bool) -> Option<NonNull<u8>> {
     let populate = if populate { libc::MAP_POPULATE } else { 0 };
@@ -287,11 +284,10 @@ impl AlignedBytes {
     /// bytes at `offset..offset + piece.len()`. Memory reused from the pool
     /// is written as it is; fresh pages are mapped one piece ahead of the
     /// writes (`MADV_POPULATE_WRITE`), so that each piece is written while
-    /// the zeros the kernel just wrote into it are still in the CPU cache:
-    /// allocating and copying 100 arrays of 7.9 MB took 252-260 ms this
-    /// way, against 292-305 ms with every page mapped at the allocation
-    /// (`MAP_POPULATE`) and 412-440 ms with a fault per page. An error from
-    /// `fill` is returned (the memory is released).
+    /// the zeros the kernel just wrote into it are still in the CPU cache
+    /// (faster than every page mapped at the allocation, or a fault per
+    /// page: docs/benchmarks.md). An error from `fill` is returned (the
+    /// memory is released).
     pub fn filled_in_order(
         len: usize,
         mut fill: impl FnMut(usize, &mut [u8]) -> Result<()>,

@@ -189,11 +189,9 @@ impl Buffer {
     ///
     /// From [`FILLED_MAPPED_FROM`] bytes on, the memory is a mapping of its
     /// own with all its pages mapped at once (`MAP_POPULATE`) instead of
-    /// one fault per page as `fill` writes it: W's mapped load took 2.9-3.2
-    /// ms in a fresh process, against 3.3-3.5 ms with faults. (The first
-    /// 2 MiB in one transparent huge page saved 0.15 ms more, but in a
-    /// process that had just allocated W's arrays the kernel compacted
-    /// memory for it first, and 2 loads in 7 took 16-20 ms.)
+    /// one fault per page as `fill` writes it, and without huge pages,
+    /// whose compaction made some loads several times slower
+    /// (docs/benchmarks.md).
     pub fn filled(len: usize, fill: impl FnOnce(&mut [u8]) -> Result<()>) -> Result<Self> {
         if !cfg!(target_os = "linux") || len < FILLED_MAPPED_FROM {
             let mut bytes = AlignedBytes::for_overwrite(len)?;

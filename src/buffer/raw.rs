@@ -10,10 +10,8 @@ use crate::error::{Error, Result};
 
 /// Bytes copied through this much private memory at a time by
 /// [`RawBytes::for_each_chunk`]: a buffer on the stack (no allocation that
-/// could fail), in the CPU's L1 cache when it is read again. A CRC32 of
-/// 256 MiB of memory others may write (release, best of 21) took 11.7 ms
-/// in pieces of 4 KiB, 15-18 ms of 8 KiB, 19-20 ms of 16 KiB, 39 ms of
-/// 2 KiB, against 11-13 ms straight over a private slice.
+/// could fail), in the CPU's L1 cache when it is read again: the fastest
+/// piece size measured (docs/benchmarks.md).
 pub const CHUNK: usize = 4 << 10;
 
 /// A range of a [`Buffer`]'s bytes that is never seen as a `&[u8]` unless

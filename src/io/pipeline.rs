@@ -336,9 +336,8 @@ fn start_writeback(file: &File, start: u64, end: u64) {
 /// Reserve `len` bytes of disk for `file` (empty) without changing its
 /// size (Linux `fallocate` with `FALLOC_FL_KEEP_SIZE`), best effort: where
 /// it cannot be done, the writes allocate as they go. Writes into reserved
-/// blocks skip the file system's allocation work (a save of W: 0.90x the
-/// time of plain writes, measured with Python's `os.write`). Returns
-/// whether anything was reserved.
+/// blocks skip the file system's allocation work (faster saves:
+/// docs/benchmarks.md). Returns whether anything was reserved.
 fn preallocate(file: &File, len: u64) -> bool {
     #[cfg(target_os = "linux")]
     {
