@@ -245,17 +245,28 @@ impl TensorBlock {
     /// numpy's `astype` converts them (see [`Array::cast_to`]); arrays
     /// already of `dtype`, and labels, are shared.
     pub fn to_dtype(&self, dtype: DType) -> Result<Self> {
-        let mut gradients = BTreeMap::new();
+        self.map_arrays(&mut |array| array.cast_to(dtype))
+    }
+
+    /// This block with each array replaced by what `f` gives for it, in
+    /// the order of [`deep_copy_except`](Self::deep_copy_except): values
+    /// first, then each gradient's, recursively, in parameter order. The
+    /// labels are shared; the new arrays are checked against them as
+    /// [`TensorBlock::new`] and [`add_gradient`](Self::add_gradient) check.
+    pub fn map_arrays<E: From<Error>>(
+        &self,
+        f: &mut dyn FnMut(&Array) -> std::result::Result<Array, E>,
+    ) -> std::result::Result<Self, E> {
+        let mut mapped = TensorBlock::new(
+            f(&self.values)?,
+            self.samples.clone(),
+            self.components.clone(),
+            self.properties.clone(),
+        )?;
         for (parameter, gradient) in &self.gradients {
-            gradients.insert(parameter.clone(), gradient.to_dtype(dtype)?);
+            mapped.add_gradient(parameter, gradient.map_arrays(f)?)?;
         }
-        Ok(TensorBlock {
-            values: self.values.cast_to(dtype)?,
-            samples: self.samples.clone(),
-            components: self.components.clone(),
-            properties: self.properties.clone(),
-            gradients,
-        })
+        Ok(mapped)
     }
 
     /// [`deep_copy`](Self::deep_copy), except that the arrays at the

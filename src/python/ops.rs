@@ -202,17 +202,9 @@ pub fn block_to(block: &TensorBlock, dtype: Option<DType>, torch: bool) -> PyRes
         let target = module
             .call_method1("from_numpy", (empty,))?
             .getattr("dtype")?;
-        let tensor = super::torch::to_tensor(py, block.values())?;
-        let values = super::torch::from_tensor(&tensor.call_method1("to", (&target,))?, "values")?;
-        let mut converted = TensorBlock::new(
-            values,
-            block.samples().clone(),
-            block.components().to_vec(),
-            block.properties().clone(),
-        )?;
-        for (parameter, gradient) in block.gradients() {
-            converted.add_gradient(parameter, block_to(gradient, Some(dtype), torch)?)?;
-        }
-        Ok(converted)
+        block.map_arrays(&mut |array| {
+            let tensor = super::torch::to_tensor(py, array)?;
+            super::torch::from_tensor(&tensor.call_method1("to", (&target,))?, "values")
+        })
     })
 }

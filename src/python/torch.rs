@@ -361,23 +361,15 @@ fn block_replacing(
     next: &mut usize,
     make: &mut dyn FnMut(usize, &Array) -> PyResult<Array>,
 ) -> PyResult<TensorBlock> {
-    let position = *next;
-    *next += 1;
-    let values = if flagged.contains(&position) {
-        make(position, block.values())?
-    } else {
-        block.values().clone()
-    };
-    let mut rebuilt = TensorBlock::new(
-        values,
-        block.samples().clone(),
-        block.components().to_vec(),
-        block.properties().clone(),
-    )?;
-    for (parameter, gradient) in block.gradients() {
-        rebuilt.add_gradient(parameter, block_replacing(gradient, flagged, next, make)?)?;
-    }
-    Ok(rebuilt)
+    block.map_arrays(&mut |array| {
+        let position = *next;
+        *next += 1;
+        if flagged.contains(&position) {
+            make(position, array)
+        } else {
+            Ok(array.clone())
+        }
+    })
 }
 
 /// `blocks` with the arrays at `flagged` made leaf tensors requiring grad.
