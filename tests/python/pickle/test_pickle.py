@@ -1053,9 +1053,31 @@ def test_this_build_writes_the_stored_wire_bytes(kind):
         try:
             for protocol in range(5):
                 written = pickle.dumps(STORED[kind](), protocol=protocol)
-                assert _reconstruct_arguments(written) == pieces
+                _assert_same_pieces(_reconstruct_arguments(written), pieces)
         finally:
             _set_pickle_piece_size(previous)
+
+
+def _assert_same_pieces(written, stored):
+    """A version 2 pickle's arguments are the stored ones: the same kind, the
+    same archive bytes, and the same pieces up to the central directory
+    (every array in the piece it was in). The directory itself may be cut
+    differently: blockmap's zip writer hands it over in larger writes than
+    the zip crate did, and every reader takes the pieces as one stream."""
+    assert written[:2] == stored[:2]
+    archive = b"".join(bytes(piece) for piece in written[2:])
+    assert archive == b"".join(bytes(piece) for piece in stored[2:])
+    end = archive.rindex(b"PK\x05\x06")
+    directory = int.from_bytes(archive[end + 16 : end + 20], "little")
+
+    def cuts(pieces):
+        offsets, at = [], 0
+        for piece in pieces:
+            offsets.append(at)
+            at += len(piece)
+        return [offset for offset in offsets if offset <= directory]
+
+    assert cuts(written[2:]) == cuts(stored[2:])
 
 
 def test_stored_builders_are_what_they_say():
