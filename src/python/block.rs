@@ -6,18 +6,89 @@ use pyo3::prelude::*;
 use pyo3::types::{PyList, PyMemoryView, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::classes::Arrays;
-use super::classes::{Origin, PyLabels, PyTensorBlock};
-use super::convert::extract_labels;
+use super::cell::SwapCell;
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
+use super::labels::{extract_labels, PyLabels};
 use super::ops::{block_to, to_dtype};
 use super::torch::{
     arrays_arg, deep_copies, reduce_as_torch, requires_grad, to_python_array, values_from_python,
-    PICKLE_RULE,
+    Arrays, PICKLE_RULE,
 };
+use crate::arc::ForkArc;
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
+use crate::labels::Labels;
+
+/// Where a Python block object comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// built by the user (or a copy): may get gradients
+    Standalone,
+    /// a block of a `TensorMap`
+    MapBlock,
+    /// a gradient of another block
+    Gradient,
+}
+
+/// A labeled N-d array with axes ``[samples, *components, properties]``.
+///
+/// ``TensorBlock(values, samples, components, properties)``. ``values`` is
+/// kept without a copy when it is a C-contiguous, aligned, native-byte-order
+/// numpy array: the block holds a buffer export of it, and in-place edits
+/// through either side are seen by both. Any other input (non-contiguous,
+/// misaligned, big-endian, a list) is copied once into such an array.
+#[pyclass(name = "TensorBlock", module = "blockmap", frozen, weakref)]
+#[derive(Debug)]
+pub struct PyTensorBlock {
+    pub block: SwapCell<TensorBlock>,
+    pub origin: Origin,
+    /// for a gradient, the parameters leading to it from the block it was
+    /// taken from (`["positions", "cell"]` for a gradient of a gradient)
+    pub parameters: Vec<String>,
+    /// what `values` (and the labels' values) are: numpy arrays or torch
+    /// tensors
+    pub arrays: Arrays,
+}
+
+impl PyTensorBlock {
+    /// A Python block over `block`, coming from `origin`.
+    pub fn new_view(block: TensorBlock, origin: Origin) -> Self {
+        PyTensorBlock {
+            block: SwapCell::new(block),
+            origin,
+            parameters: Vec::new(),
+            arrays: Arrays::Numpy,
+        }
+    }
+
+    /// A Python block over a gradient, reached through `parameters`.
+    pub fn gradient_view(block: TensorBlock, parameters: Vec<String>) -> Self {
+        PyTensorBlock {
+            block: SwapCell::new(block),
+            origin: Origin::Gradient,
+            parameters,
+            arrays: Arrays::Numpy,
+        }
+    }
+
+    /// The same block, giving arrays as `arrays`.
+    #[must_use]
+    pub fn with_arrays(mut self, arrays: Arrays) -> Self {
+        self.arrays = arrays;
+        self
+    }
+
+    /// Labels of this block, giving values as its arrays.
+    pub fn labels(&self, labels: &Labels) -> PyLabels {
+        PyLabels::with_arrays(labels.clone(), self.arrays)
+    }
+
+    /// The block's current value.
+    pub fn block(&self) -> ForkArc<TensorBlock> {
+        self.block.get()
+    }
+}
 
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
@@ -510,7 +581,9 @@ impl PyTensorBlock {
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load(py, file, Kind::Block, mmap, arrays, None)
+        let block = super::io::load(py, file, Kind::Block, mmap, None)?.into_block()?;
+        let block = PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays);
+        Ok(Py::new(py, block)?.into_any())
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -582,7 +655,9 @@ impl PyTensorBlock {
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load_buffer(py, buffer, Kind::Block, arrays, None)
+        let block = super::io::load_buffer(py, buffer, Kind::Block, None)?.into_block()?;
+        let block = PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays);
+        Ok(Py::new(py, block)?.into_any())
     }
 
     /// A copy of the block, which may get gradients: with ``deep`` (the

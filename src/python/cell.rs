@@ -1,6 +1,6 @@
 //! The value behind a map or a block ([`SwapCell`]): an immutable snapshot
 //! that many threads read, swapped whole when the object changes. Shared by
-//! `TensorBlock` and `TensorMap` (`classes.rs`), read by the garbage
+//! `TensorBlock` and `TensorMap` (`block.rs`, `tensor.rs`), read by the garbage
 //! collector's traversal (`gc.rs`) and locked while sharing (`shm.rs`).
 
 use crate::arc::{ForkArc, ForkGuard, ForkMutex};

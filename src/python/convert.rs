@@ -1,6 +1,8 @@
-//! Conversions between Python objects and the core: [`Data`] to and from
-//! the Python classes, Labels from their Python forms (names, values,
-//! entries), and Python indices.
+//! Conversions from Python values that name no class of blockmap: label
+//! names and values from their Python forms, Python indices and integers,
+//! and the bridge to metatensor. (Objects of the classes to and from core
+//! data: `objects.rs`; the Labels and entries of arguments: `labels.rs`
+//! and `entry.rs`.)
 
 use numpy::{
     PyArrayDescrMethods, PyReadonlyArray1, PyReadonlyArray2, PyUntypedArray, PyUntypedArrayMethods,
@@ -9,106 +11,9 @@ use pyo3::exceptions::{PyOverflowError, PyTypeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use crate::arc::ForkArc;
-
-use super::classes::Arrays;
-use super::classes::{Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
 use super::errors::{invalid, out_of_range, type_name, wrong_type};
 use crate::array::Array;
-use crate::block::TensorBlock;
-use crate::data::{Data, DataRef};
 use crate::dtype::DType;
-use crate::labels::Labels;
-use crate::tensor::TensorMap;
-
-/// A snapshot of the `TensorMap`, `TensorBlock` or `Labels` in a Python
-/// object: what it held when taken, kept alive while it is used (with the
-/// GIL released, or while another thread changes the object).
-#[derive(Debug)]
-pub enum Held {
-    /// a map
-    Tensor(ForkArc<TensorMap>),
-    /// a block
-    Block(ForkArc<TensorBlock>),
-    /// labels
-    Labels(Labels),
-}
-
-impl Held {
-    /// The data, borrowed.
-    pub fn as_ref(&self) -> DataRef<'_> {
-        match self {
-            Held::Tensor(map) => DataRef::Tensor(map),
-            Held::Block(block) => DataRef::Block(block),
-            Held::Labels(labels) => DataRef::Labels(labels),
-        }
-    }
-}
-
-/// A snapshot of the `TensorMap`, `TensorBlock` or `Labels` in `obj`, or a
-/// type error.
-pub fn held_from_python(obj: &Bound<'_, PyAny>) -> PyResult<Held> {
-    if let Ok(map) = obj.cast::<PyTensorMap>() {
-        return Ok(Held::Tensor(map.get().map()));
-    }
-    if let Ok(block) = obj.cast::<PyTensorBlock>() {
-        return Ok(Held::Block(block.get().block()));
-    }
-    if let Ok(labels) = obj.cast::<PyLabels>() {
-        return Ok(Held::Labels(labels.get().labels.clone()));
-    }
-    Err(wrong_type(
-        obj.py(),
-        format!(
-            "data must be a TensorMap, TensorBlock or Labels, not {}",
-            type_name(obj)
-        ),
-    ))
-}
-
-/// The Python object holding `data`.
-pub fn to_python(py: Python<'_>, data: Data) -> PyResult<Py<PyAny>> {
-    to_python_as(py, data, Arrays::Numpy)
-}
-
-/// The Python object holding `data`, giving arrays as `arrays`.
-pub fn to_python_as(py: Python<'_>, data: Data, arrays: Arrays) -> PyResult<Py<PyAny>> {
-    Ok(match data {
-        Data::Tensor(map) => Py::new(py, PyTensorMap::with_arrays(map, arrays))?.into_any(),
-        Data::Block(block) => Py::new(
-            py,
-            PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(arrays),
-        )?
-        .into_any(),
-        Data::Labels(labels) => Py::new(py, PyLabels::with_arrays(labels, arrays))?.into_any(),
-    })
-}
-
-/// The Labels in `obj`, or a type error naming `what`.
-pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
-    obj.cast::<PyLabels>()
-        .map(|l| l.get().labels.clone())
-        .map_err(|_| {
-            wrong_type(
-                obj.py(),
-                format!("{what} must be blockmap.Labels, got {}", type_name(obj)),
-            )
-        })
-}
-
-/// A parameter that takes blockmap's `Labels`: anything else (metatensor's
-/// Labels named with their conversion, see `errors::foreign`) is a
-/// `BlockMapTypeError`, not pyo3's `TypeError` naming two classes `Labels`.
-#[derive(Debug)]
-pub struct LabelsArg(pub Labels);
-
-impl FromPyObject<'_, '_> for LabelsArg {
-    type Error = PyErr;
-
-    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
-        extract_labels(&obj, "the argument").map(LabelsArg)
-    }
-}
 
 /// Label `names` in any of the forms metatensor accepts (its
 /// `_normalize_names_type`): one string (the empty string: no names), or
@@ -294,51 +199,6 @@ fn integers_as_int32<'py>(
     let kwargs = PyDict::new(py);
     kwargs.set_item("copy", false)?;
     array.call_method("astype", ("=i4",), Some(&kwargs))
-}
-
-/// An entry given as a `LabelsEntry` or a sequence of integers (anything
-/// with `__index__`; other items are a type error), and whether all of
-/// them fit in int32 (an entry that does not cannot be present; those
-/// values are 0 in the vector).
-pub fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<(Vec<i32>, bool)> {
-    if let Ok(entry) = entry.cast::<PyLabelsEntry>() {
-        let entry = entry.get();
-        return Ok((entry.values().to_vec(), true));
-    }
-    let py = entry.py();
-    let not_a_sequence = || {
-        wrong_type(
-            py,
-            format!(
-                "a labels entry must be a LabelsEntry or a sequence of integers, got {}",
-                type_name(entry)
-            ),
-        )
-    };
-    if entry.is_instance_of::<PyString>() {
-        return Err(not_a_sequence());
-    }
-    let mut values = Vec::new();
-    let mut fits = true;
-    for value in entry.try_iter().map_err(|_| not_a_sequence())? {
-        let value = value?;
-        let index = saturating_index(&value).ok_or_else(|| {
-            wrong_type(
-                py,
-                format!(
-                    "the values of a labels entry must be integers, got {}",
-                    type_name(&value)
-                ),
-            )
-        })?;
-        if let Ok(value) = i32::try_from(index.value) {
-            values.push(value);
-        } else {
-            values.push(0);
-            fits = false;
-        }
-    }
-    Ok((values, fits))
 }
 
 /// A Python integer used as an index: its value saturated to the range of

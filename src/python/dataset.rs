@@ -6,13 +6,14 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
-use super::classes::{Arrays, PyTensorMap};
-use super::convert::{LabelsArg, SaturatingInt};
+use super::convert::SaturatingInt;
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
 use super::gil::detached;
-use super::io::keys_arg;
+use super::labels::{keys_arg, LabelsArg};
+use super::tensor::PyTensorMap;
 use super::torch::arrays_arg;
+use super::torch::Arrays;
 use crate::arc::{ForkArc, ForkMutex};
 use crate::buffer::MapMode;
 use crate::dataset;

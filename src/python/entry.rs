@@ -8,11 +8,93 @@ use pyo3::types::{PyList, PyString};
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 
 use super::array::int32_row;
-use super::classes::{Arrays, PyLabelsEntry};
 use super::convert::{check_index, extract_label_values, extract_names, saturating_index};
 use super::errors::{invalid, type_name, wrong_type, Class};
-use super::torch::label_tensor;
+use super::torch::{label_tensor, Arrays};
 use crate::labels::{Labels, Names};
+
+/// One entry of a :class:`Labels`.
+#[pyclass(name = "LabelsEntry", module = "blockmap", frozen, weakref)]
+#[derive(Debug)]
+pub struct PyLabelsEntry {
+    pub labels: Labels,
+    pub index: usize,
+    pub arrays: Arrays,
+}
+
+impl PyLabelsEntry {
+    /// Entry `index` of `labels`; `index < labels.count()`.
+    pub fn new(labels: Labels, index: usize) -> Self {
+        debug_assert!(index < labels.count());
+        PyLabelsEntry {
+            labels,
+            index,
+            arrays: Arrays::Numpy,
+        }
+    }
+
+    /// The same entry, giving values as `arrays`.
+    #[must_use]
+    pub fn with_arrays(mut self, arrays: Arrays) -> Self {
+        self.arrays = arrays;
+        self
+    }
+
+    /// The entry's values.
+    pub fn values(&self) -> &[i32] {
+        self.labels.row(self.index)
+    }
+
+    /// The names of its dimensions.
+    pub fn names(&self) -> &[String] {
+        self.labels.names()
+    }
+}
+
+/// An entry given as a `LabelsEntry` or a sequence of integers (anything
+/// with `__index__`; other items are a type error), and whether all of
+/// them fit in int32 (an entry that does not cannot be present; those
+/// values are 0 in the vector).
+pub fn extract_entry(entry: &Bound<'_, PyAny>) -> PyResult<(Vec<i32>, bool)> {
+    if let Ok(entry) = entry.cast::<PyLabelsEntry>() {
+        let entry = entry.get();
+        return Ok((entry.values().to_vec(), true));
+    }
+    let py = entry.py();
+    let not_a_sequence = || {
+        wrong_type(
+            py,
+            format!(
+                "a labels entry must be a LabelsEntry or a sequence of integers, got {}",
+                type_name(entry)
+            ),
+        )
+    };
+    if entry.is_instance_of::<PyString>() {
+        return Err(not_a_sequence());
+    }
+    let mut values = Vec::new();
+    let mut fits = true;
+    for value in entry.try_iter().map_err(|_| not_a_sequence())? {
+        let value = value?;
+        let index = saturating_index(&value).ok_or_else(|| {
+            wrong_type(
+                py,
+                format!(
+                    "the values of a labels entry must be integers, got {}",
+                    type_name(&value)
+                ),
+            )
+        })?;
+        if let Ok(value) = i32::try_from(index.value) {
+            values.push(value);
+        } else {
+            values.push(0);
+            fits = false;
+        }
+    }
+    Ok((values, fits))
+}
 
 static INT32: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
 

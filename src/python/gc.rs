@@ -17,7 +17,8 @@
 use pyo3::gc::PyVisit;
 use pyo3::PyTraverseError;
 
-use super::classes::{PyTensorBlock, PyTensorMap};
+use super::block::PyTensorBlock;
+use super::tensor::PyTensorMap;
 use super::torch::TorchOwner;
 use crate::arc::ForkArc;
 use crate::array::Array;

@@ -5,11 +5,12 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::classes::{Arrays, Origin, PyTensorBlock, PyTensorMap};
+use super::block::{Origin, PyTensorBlock};
 use super::errors::{class_repr, invalid, wrong_type, Class};
 use super::ops::block_to;
 use super::shm::{auto_shares, in_dataloader_worker};
-use super::torch::grad_positions;
+use super::tensor::PyTensorMap;
+use super::torch::{grad_positions, Arrays};
 use crate::dtype::DType;
 use crate::ops::join::{self as core_join, Axis, DifferentKeys};
 

@@ -7,16 +7,88 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyList, PyMemoryView, PySlice, PyString, PyTuple};
 
 use super::array::to_numpy_read_only;
-use super::classes::{Arrays, PyLabels, PyLabelsEntry};
 use super::convert::{
-    check_index, extract_dimension_values, extract_entry, extract_label_values, extract_names,
-    insert_index, saturating_index, to_arguments, LabelsArg, SaturatingInt,
+    check_index, extract_dimension_values, extract_label_values, extract_names, insert_index,
+    saturating_index, to_arguments, SaturatingInt,
 };
+use super::entry::{extract_entry, PyLabelsEntry};
 use super::errors::{class_repr, from_callee, invalid, out_of_range, type_name, wrong_type};
 use super::file::{FileArg, MmapArg};
-use super::torch::{arrays_arg, is_tensor, label_tensor};
+use super::torch::{arrays_arg, is_tensor, label_tensor, Arrays};
 use crate::data::{DataRef, Kind};
 use crate::labels::{Labels, Names};
+
+/// Named int32 columns, one unique row per entry.
+///
+/// ``Labels(names, values, assume_unique=False)``, as in metatensor-core:
+/// ``names`` is a string (``""``: no names) or a sequence of strings (valid
+/// identifiers, unique); ``values`` a 2-D numpy array of integers of shape
+/// ``(count, len(names))`` (any array without entries means none). The
+/// values are copied once into int32 memory owned by the Labels, which
+/// never changes afterwards: ``.values`` is a read-only view of it. With
+/// ``assume_unique=True`` the check that rows are unique is skipped.
+///
+/// Labels are immutable: every operation (``union``, ``select``,
+/// ``insert``, ``rename``, ...) returns new Labels.
+#[pyclass(name = "Labels", module = "blockmap", frozen, weakref)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PyLabels {
+    pub labels: Labels,
+    /// what `values` gives: numpy arrays, or torch tensors (copies)
+    pub arrays: Arrays,
+}
+
+impl From<Labels> for PyLabels {
+    fn from(labels: Labels) -> Self {
+        PyLabels {
+            labels,
+            arrays: Arrays::Numpy,
+        }
+    }
+}
+
+impl PyLabels {
+    /// `labels` giving values as `arrays`.
+    pub fn with_arrays(labels: Labels, arrays: Arrays) -> Self {
+        PyLabels { labels, arrays }
+    }
+
+    /// Other Labels derived from these, giving the same array type.
+    pub fn derived(&self, labels: Labels) -> Self {
+        PyLabels::with_arrays(labels, self.arrays)
+    }
+}
+
+/// The Labels in `obj`, or a type error naming `what`.
+pub fn extract_labels(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Labels> {
+    obj.cast::<PyLabels>()
+        .map(|l| l.get().labels.clone())
+        .map_err(|_| {
+            wrong_type(
+                obj.py(),
+                format!("{what} must be blockmap.Labels, got {}", type_name(obj)),
+            )
+        })
+}
+
+/// A parameter that takes blockmap's `Labels`: anything else (metatensor's
+/// Labels named with their conversion, see `errors::foreign`) is a
+/// `BlockMapTypeError`, not pyo3's `TypeError` naming two classes `Labels`.
+#[derive(Debug)]
+pub struct LabelsArg(pub Labels);
+
+impl FromPyObject<'_, '_> for LabelsArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, '_, PyAny>) -> PyResult<Self> {
+        extract_labels(&obj, "the argument").map(LabelsArg)
+    }
+}
+
+/// The Labels a `keys=` argument selects blocks by.
+pub fn keys_arg(keys: Option<LabelsArg>) -> Option<Labels> {
+    keys.map(|keys| keys.0)
+}
 
 /// New Labels and the positions, in them, of the entries of both operands.
 type Mapped<'py> = (
@@ -930,7 +1002,8 @@ impl PyLabels {
     ///     If memory for the result cannot be allocated.
     #[staticmethod]
     fn load(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
-        super::io::load(py, file, Kind::Labels, MmapArg(None), Arrays::Numpy, None)
+        let labels = super::io::load(py, file, Kind::Labels, MmapArg(None), None)?.into_labels()?;
+        Ok(Py::new(py, PyLabels::from(labels))?.into_any())
     }
 
     /// The Labels as a bare ``.npy`` file (as metatensor-core saves Labels),
@@ -975,7 +1048,8 @@ impl PyLabels {
     ///     If memory for the result cannot be allocated.
     #[staticmethod]
     fn load_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        super::io::load_buffer(py, buffer, Kind::Labels, Arrays::Numpy, None)
+        let labels = super::io::load_buffer(py, buffer, Kind::Labels, None)?.into_labels()?;
+        Ok(Py::new(py, PyLabels::from(labels))?.into_any())
     }
 
     /// Labels are immutable: copies share their values.

@@ -5,30 +5,38 @@
 //! Modules, bottom up (as docs/design.md lists them): `errors` (core errors
 //! to blockmap's exception classes), `gil` (core work with the GIL
 //! released, interruptible), `array` (numpy glue), `file` (paths and file
-//! objects), `cell` (the swapped value of a map or a block), `classes`
-//! (what each class holds), `repr` (metatensor's text layout), `convert`
-//! (Python objects to and from the core), `torch` (torch tensors as
-//! values), `gc` (what maps and blocks report to the garbage collector),
-//! `io`, `pickle` and `shm` (the functions behind every save, load, pickle
-//! and share), `ops` and `selection` (the arguments of the map operations
-//! and of block selections, read as metatensor-core reads them), the
-//! classes' methods (`labels`, `entry`, `block`, `tensor`), whose bodies
-//! call into those, and last `dataset`, `join` and `split`.
+//! objects), `cell` (the swapped value of a map or a block), `torch` (torch
+//! tensors as values, and `Arrays`, the array type an object gives back),
+//! `repr` (metatensor's text layout), `convert` (label names and values,
+//! indices and integers from Python), `io`, `pickle` and `shm` (the core
+//! work behind every save, load, pickle and share, taking and giving core
+//! data), then the classes, each struct with its methods: `entry` and
+//! `labels`, `ops` and `selection` (the arguments of the map operations and
+//! of block selections, read as metatensor-core reads them), `block` and
+//! `tensor`; then `gc` (what maps and blocks report to the
+//! garbage collector), `objects` (any class's object to and from core
+//! data), `functions` (the module-level functions over objects), and last
+//! `dataset`, `join` and `split`.
+//!
+//! Every class is frozen (no borrow flag, so no "already borrowed"
+//! errors); a map or a block holds its value in a `SwapCell` (`cell.rs`,
+//! docs/design.md's "Threads").
 
 mod array;
 mod block;
 mod cell;
-mod classes;
 mod convert;
 mod dataset;
 mod entry;
 mod errors;
 mod file;
+mod functions;
 mod gc;
 mod gil;
 mod io;
 mod join;
 mod labels;
+mod objects;
 mod ops;
 mod pickle;
 mod repr;
@@ -45,17 +53,16 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     refuse_sub_interpreters()?;
     module.add("__version__", env!("CARGO_PKG_VERSION"))?;
     errors::register(module)?;
-    module.add_class::<classes::PyLabels>()?;
-    module.add_class::<classes::PyLabelsEntry>()?;
-    module.add_class::<classes::PyTensorBlock>()?;
-    module.add_class::<classes::PyTensorMap>()?;
-    io::register(module)?;
+    module.add_class::<labels::PyLabels>()?;
+    module.add_class::<entry::PyLabelsEntry>()?;
+    module.add_class::<block::PyTensorBlock>()?;
+    module.add_class::<tensor::PyTensorMap>()?;
+    functions::register(module)?;
     pickle::register(module)?;
     shm::register(module)?;
     dataset::register(module)?;
     join::register(module)?;
     split::register(module)?;
-    torch::register(module)?;
     Ok(())
 }
 

@@ -6,9 +6,9 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyString, PyTuple};
 
-use super::classes::PyLabels;
 use super::convert::{extract_names, is_torch};
 use super::errors::{invalid, type_name, wrong_type};
+use super::labels::PyLabels;
 use crate::block::TensorBlock;
 use crate::dtype::DType;
 use crate::labels::Labels;

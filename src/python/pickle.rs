@@ -1,6 +1,6 @@
 //! Pickle support: `__reduce_ex__` of `Labels`, `TensorBlock` and
-//! `TensorMap` and the reconstructor `blockmap._blockmap._reconstruct`: the
-//! Python glue of the wire format, which lives in the core (`pickle.rs`,
+//! `TensorMap` and the core data of the reconstructor
+//! `blockmap._blockmap._reconstruct` (`functions.rs`): the Python glue of the wire format, which lives in the core (`pickle.rs`,
 //! docs/pickle.md). Here: `pickle.PickleBuffer`s over the buffers the core
 //! lists (protocol >= 5), the archive written into `bytes` objects of about
 //! [`PIECE_TARGET`] bytes (protocol < 5), and the reconstructor's Python
@@ -13,11 +13,11 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyTuple};
 
 use super::array::{buffer_from_pickled_bytes, buffer_from_python, pieces_with, BufferOwner};
-use super::convert::{saturating_index, to_python};
+use super::convert::saturating_index;
 use super::errors::{invalid, type_name, Class};
 use super::gil::detached;
 use crate::buffer::Buffer;
-use crate::data::DataRef;
+use crate::data::{Data, DataRef};
 use crate::pickle::{self, Pickled};
 
 static PICKLE_BUFFER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
@@ -97,18 +97,13 @@ impl pickle::Arguments for Arguments<'_, '_> {
     }
 }
 
-/// Rebuild a `Labels`, `TensorBlock` or `TensorMap` from what
-/// `__reduce_ex__` gave: `(3, header, *buffers)`, `(2, kind, *pieces)` or
-/// `(0, kind, archive)`, or an older blockmap's `(1, header, *buffers)`.
-/// Buffers can be any object exporting a buffer: viewed when contiguous and
-/// aligned, copied otherwise; read-only buffers give read-only arrays.
-#[pyfunction]
-#[pyo3(signature = (version, *args))]
-fn _reconstruct(
+/// What `_reconstruct` rebuilds from its arguments (see there): the core
+/// data.
+pub fn reconstruct(
     py: Python<'_>,
     version: &Bound<'_, PyAny>,
     args: &Bound<'_, PyTuple>,
-) -> PyResult<Py<PyAny>> {
+) -> PyResult<Data> {
     let version = saturating_index(version)
         .ok_or_else(|| {
             Class::FormatError.err(
@@ -122,8 +117,7 @@ fn _reconstruct(
         .value;
     let version = i64::try_from(version).unwrap_or(i64::MAX);
     let pickled = Pickled::read(version, &Arguments(args))?;
-    let data = detached(py, move || pickled.load())?;
-    to_python(py, data)
+    detached(py, move || pickled.load())
 }
 
 /// The size of pieces pickles are written in (see [`PIECE_TARGET`]).
@@ -145,6 +139,5 @@ fn _set_pickle_piece_size(py: Python<'_>, nbytes: usize) -> PyResult<usize> {
 }
 
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(_reconstruct, module)?)?;
     module.add_function(wrap_pyfunction!(_set_pickle_piece_size, module)?)
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use super::classes::Arrays;
+use super::torch::Arrays;
 use crate::block::TensorBlock;
 use crate::buffer::OwnerKind;
 use crate::tensor::TensorMap;

@@ -6,9 +6,10 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyString};
 
-use super::classes::{PyLabels, PyLabelsEntry};
 use super::convert::{check_index, saturating_index, PyIndex};
+use super::entry::PyLabelsEntry;
 use super::errors::{out_of_range, overflow, type_name, wrong_type};
+use super::labels::PyLabels;
 use crate::array::Array;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;

@@ -1,7 +1,8 @@
 //! Shared memory in the binding: `share_memory()` / `is_shared()` on
-//! `TensorMap` and `TensorBlock` (in their pymethods), and the two functions
-//! the multiprocessing reducer of `python/blockmap/_reduction.py` uses to send
-//! shared data as metadata plus file descriptors (see docs/transports.md).
+//! `TensorMap` and `TensorBlock` (in their pymethods), and the helpers of the
+//! two functions (`functions.rs`) the multiprocessing reducer of
+//! `python/blockmap/_reduction.py` uses to send shared data as metadata plus
+//! file descriptors (see docs/transports.md).
 
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
@@ -11,8 +12,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyInt};
 
 use super::cell::SwapCell;
-use super::classes::{PyTensorBlock, PyTensorMap};
-use super::convert::{held_from_python, to_python};
 use super::errors::{invalid, wrong_type, Class};
 use crate::buffer::{Buffer, SharedBytes};
 use crate::data::{Data, DataRef};
@@ -49,25 +48,16 @@ pub fn is_shared(data: DataRef<'_>) -> PyResult<bool> {
 type WirePlace = Option<(i64, usize, usize, bool)>;
 
 /// What `_shared_parts` returns: `(header, fds, places, labels)`.
-type WireParts<'py> = (
+pub type WireParts<'py> = (
     Bound<'py, PyBytes>,
     Vec<RawFd>,
     Vec<WirePlace>,
     Bound<'py, PyBytes>,
 );
 
-/// `(header, fds, places, labels)` for a `TensorMap`, `TensorBlock` or
-/// `Labels` whose values live in shared segments, `None` otherwise. The
-/// descriptors belong to `data` and stay valid while it lives: the caller
-/// duplicates them before sending. `labels` holds the label values, which
-/// travel with the message.
-#[pyfunction]
-fn _shared_parts<'py>(
-    py: Python<'py>,
-    data: &Bound<'py, PyAny>,
-) -> PyResult<Option<WireParts<'py>>> {
-    let data = held_from_python(data)?;
-    let Some(parts) = shm::parts(data.as_ref())? else {
+/// What `_shared_parts` gives for `data` (see there).
+pub fn wire_parts<'py>(py: Python<'py>, data: DataRef<'_>) -> PyResult<Option<WireParts<'py>>> {
+    let Some(parts) = shm::parts(data)? else {
         return Ok(None);
     };
     let fds = parts
@@ -208,20 +198,14 @@ fn extract_places(py: Python<'_>, places: &Bound<'_, PyAny>) -> PyResult<Vec<Pla
     Ok(result)
 }
 
-/// Rebuild what `_shared_parts` described, in another process. Takes
-/// ownership of the descriptors `fds` (duplicates received from the
-/// sender): once the whole argument list is checked, each is kept open by
-/// the result or closed exactly once on error, and on an argument error
-/// the valid ones are closed too. The label values are copied out of
-/// `labels` and checked.
-#[pyfunction]
-fn _attach_shared(
+/// What `_attach_shared` rebuilds (see there): the core data.
+pub fn attach(
     py: Python<'_>,
     header: &Bound<'_, PyAny>,
     fds: &Bound<'_, PyAny>,
     places: &Bound<'_, PyAny>,
     labels: &Bound<'_, PyAny>,
-) -> PyResult<Py<PyAny>> {
+) -> PyResult<Data> {
     let fds = OwnedFds::take(py, fds)?;
     // from here on every error drops `fds`, closing them once
     let header = copy_bytes(py, header, "the header")?;
@@ -238,7 +222,7 @@ fn _attach_shared(
             .ok_or_else(|| crate::Error::internal("a snapshot is private"))?;
         shm::attach(header, segments, &places, &labels)
     })?;
-    to_python(py, data)
+    Ok(data)
 }
 
 /// A private copy of the bytes of a bytes-like object, made by raw copies
@@ -340,21 +324,6 @@ pub fn auto_shares(nbytes: usize) -> bool {
     auto_share_threshold().is_some_and(|threshold| nbytes as u64 >= threshold)
 }
 
-/// Whether the multiprocessing reducer copies `obj` into a fresh segment
-/// before sending it: maps and blocks (not Labels, which always travel in
-/// the message) of at least the threshold's bytes of values.
-#[pyfunction]
-fn _auto_shares(obj: &Bound<'_, PyAny>) -> bool {
-    let nbytes = if let Ok(map) = obj.cast::<PyTensorMap>() {
-        map.get().map().nbytes()
-    } else if let Ok(block) = obj.cast::<PyTensorBlock>() {
-        block.get().block().nbytes()
-    } else {
-        return false;
-    };
-    auto_shares(nbytes)
-}
-
 /// Whether this process is a torch `DataLoader` worker: torch's public
 /// `torch.utils.data.get_worker_info() is not None`, asked only when torch
 /// is already imported (a process that has not imported it is no worker).
@@ -373,8 +342,5 @@ pub fn in_dataloader_worker(py: Python<'_>) -> PyResult<bool> {
 pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(set_auto_share_threshold, module)?)?;
     module.add_function(wrap_pyfunction!(get_auto_share_threshold, module)?)?;
-    module.add_function(wrap_pyfunction!(_auto_shares, module)?)?;
-    module.add_function(wrap_pyfunction!(_shared_parts, module)?)?;
-    module.add_function(wrap_pyfunction!(_attach_shared, module)?)?;
     Ok(())
 }

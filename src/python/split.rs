@@ -9,9 +9,12 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyString};
 
-use super::classes::{Arrays, Origin, PyLabels, PyTensorBlock, PyTensorMap};
+use super::block::{Origin, PyTensorBlock};
 use super::errors::{class_repr, from_callee, invalid, wrong_type};
 use super::join::{needs_autograd, operation};
+use super::labels::PyLabels;
+use super::tensor::PyTensorMap;
+use super::torch::Arrays;
 use crate::block::TensorBlock;
 use crate::labels::Labels;
 use crate::ops::join::Axis;

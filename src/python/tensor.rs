@@ -7,17 +7,93 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyMemoryView, PyTuple};
 use pyo3::PyTraverseError;
 
-use super::classes::{Arrays, Origin, PyLabels, PyLabelsEntry, PyTensorBlock, PyTensorMap};
-use super::convert::{extract_labels, LabelsArg, SaturatingInt};
+use super::block::{Origin, PyTensorBlock};
+use super::cell::SwapCell;
+use super::convert::SaturatingInt;
+use super::entry::PyLabelsEntry;
 use super::errors::{invalid, type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
+use super::labels::{extract_labels, LabelsArg};
+use super::labels::{keys_arg, PyLabels};
 use super::ops::{block_to, fill_bytes, keys_to_move, names, to_dtype};
 use super::selection::{self, block_index, describe, resolve, Selection};
-use super::torch::{arrays_arg, deep_copies, reduce_as_torch, requires_grad, PICKLE_RULE};
+use super::torch::{arrays_arg, deep_copies, reduce_as_torch, requires_grad, Arrays, PICKLE_RULE};
+use crate::arc::ForkArc;
 use crate::block::TensorBlock;
 use crate::data::{Data, DataRef, Kind};
 use crate::ops;
 use crate::tensor::TensorMap;
+
+/// A set of :class:`TensorBlock`, one per entry of ``keys``.
+///
+/// ``TensorMap(keys, blocks)``. Every block must have the same sample,
+/// component and property names and the same gradients. Unlike
+/// metatensor-core, the blocks are not consumed: the block objects stay
+/// usable and share their array memory with the map.
+#[pyclass(name = "TensorMap", module = "blockmap", frozen, weakref)]
+#[derive(Debug)]
+pub struct PyTensorMap {
+    pub map: SwapCell<TensorMap>,
+    /// what the blocks' values are: numpy arrays or torch tensors
+    pub arrays: Arrays,
+    /// the dataset it was read from, when it pickles as a reference to it
+    /// (boxed: the Python object of every map stays as small as it was,
+    /// which keeps the maps of a dataset in memory dense; a fork worker
+    /// that touches them copies fewer pages)
+    pub origin: Option<Box<MapOrigin>>,
+}
+
+/// Where a map read from a dataset comes from: while its value is still
+/// the one read (`snapshot`), it pickles as `dataset[index]`.
+#[derive(Debug)]
+pub struct MapOrigin {
+    /// the Python dataset object (it pickles as a reference to its file)
+    pub dataset: Py<PyAny>,
+    pub index: usize,
+    pub snapshot: ForkArc<TensorMap>,
+}
+
+impl PyTensorMap {
+    /// A Python map holding `map`.
+    pub fn from_map(map: TensorMap) -> Self {
+        Self::with_arrays(map, Arrays::Numpy)
+    }
+
+    /// A Python map holding `map`, giving arrays as `arrays`.
+    pub fn with_arrays(map: TensorMap, arrays: Arrays) -> Self {
+        PyTensorMap {
+            map: SwapCell::new(map),
+            arrays,
+            origin: None,
+        }
+    }
+
+    /// Map `index` of `dataset`, as read from it.
+    pub fn from_dataset(map: TensorMap, dataset: Py<PyAny>, index: usize) -> Self {
+        let cell = SwapCell::new(map);
+        let snapshot = cell.get();
+        PyTensorMap {
+            map: cell,
+            arrays: Arrays::Numpy,
+            origin: Some(Box::new(MapOrigin {
+                dataset,
+                index,
+                snapshot,
+            })),
+        }
+    }
+
+    /// The `(dataset, index)` this map pickles as, while it is unchanged.
+    pub fn reference(&self) -> Option<&MapOrigin> {
+        let origin = self.origin.as_ref()?;
+        ForkArc::ptr_eq(&origin.snapshot, &self.map()).then_some(origin)
+    }
+
+    /// The map's current value.
+    pub fn map(&self) -> ForkArc<TensorMap> {
+        self.map.get()
+    }
+}
 
 /// Block `i` of `map`, as a Python block viewing it.
 fn view(map: &TensorMap, i: usize, arrays: Arrays) -> PyTensorBlock {
@@ -906,14 +982,10 @@ impl PyTensorMap {
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load(
-            py,
-            file,
-            Kind::Tensor,
-            mmap,
-            arrays,
-            super::io::keys_arg(keys).as_ref(),
-        )
+        let keys = keys_arg(keys);
+        let loaded = super::io::load(py, file, Kind::Tensor, mmap, keys.as_ref())?;
+        let tensor = PyTensorMap::with_arrays(loaded.into_tensor()?, arrays);
+        Ok(Py::new(py, tensor)?.into_any())
     }
 
     /// The ``.mts`` data, in a memoryview (see ``blockmap.save_buffer``).
@@ -988,13 +1060,9 @@ impl PyTensorMap {
     ) -> PyResult<Py<PyAny>> {
         let _ = use_numpy;
         let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
-        super::io::load_buffer(
-            py,
-            buffer,
-            Kind::Tensor,
-            arrays,
-            super::io::keys_arg(keys).as_ref(),
-        )
+        let keys = keys_arg(keys);
+        let map = super::io::load_buffer(py, buffer, Kind::Tensor, keys.as_ref())?.into_tensor()?;
+        Ok(Py::new(py, PyTensorMap::with_arrays(map, arrays))?.into_any())
     }
 
     /// A copy of the map: with ``deep`` (the default) all array memory is

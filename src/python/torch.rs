@@ -20,11 +20,30 @@ use pyo3::types::{PyDict, PyTuple};
 use numpy::PyUntypedArray;
 
 use super::array::{from_python, from_python_array, to_numpy};
-use super::classes::{Arrays, PyLabels, PyTensorBlock, PyTensorMap};
 use super::errors::{invalid, wrong_type, Class};
 use crate::array::Array;
 use crate::block::TensorBlock;
 use crate::tensor::TensorMap;
+
+/// The array type a map, a block or Labels gives back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Arrays {
+    /// numpy arrays
+    #[default]
+    Numpy,
+    /// torch tensors
+    Torch,
+}
+
+impl Arrays {
+    /// The name used by `to(arrays=...)`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arrays::Numpy => "numpy",
+            Arrays::Torch => "torch",
+        }
+    }
+}
 
 /// The array type an `arrays=` argument names, `current` when it is
 /// `None`; torch is imported for `"torch"` (see [`torch`]).
@@ -467,43 +486,4 @@ pub fn reduce_as_torch<'py>(
             PyTuple::new(py, [twin, flagged.into_pyobject(py)?.into_any()])?.into_any(),
         ],
     )
-}
-
-/// The reconstructor of pickled torch-backed objects: the unpickled numpy
-/// twin `obj`, given back as torch tensors, with the arrays at `flagged`
-/// made leaf tensors that require grad.
-#[pyfunction]
-#[allow(clippy::needless_pass_by_value)] // a Python argument
-fn _as_torch(obj: &Bound<'_, PyAny>, flagged: Vec<usize>) -> PyResult<Py<PyAny>> {
-    let py = obj.py();
-    torch(py)?;
-    if let Ok(map) = obj.cast::<PyTensorMap>() {
-        let map = map_with_leaves(py, &map.get().map(), &flagged)?;
-        return Ok(Py::new(py, PyTensorMap::with_arrays(map, Arrays::Torch))?.into_any());
-    }
-    if let Ok(block) = obj.cast::<PyTensorBlock>() {
-        let block = block.get().block();
-        let block = with_leaves(py, std::slice::from_ref(&*block), &flagged)?.remove(0);
-        return Ok(Py::new(
-            py,
-            PyTensorBlock::new_view(block, super::classes::Origin::Standalone)
-                .with_arrays(Arrays::Torch),
-        )?
-        .into_any());
-    }
-    if let Ok(labels) = obj.cast::<PyLabels>() {
-        let labels = labels.get().labels.clone();
-        return Ok(Py::new(py, PyLabels::with_arrays(labels, Arrays::Torch))?.into_any());
-    }
-    Err(wrong_type(
-        py,
-        format!(
-            "_as_torch takes a TensorMap, TensorBlock or Labels, not {}",
-            super::errors::type_name(obj)
-        ),
-    ))
-}
-
-pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
-    module.add_function(wrap_pyfunction!(_as_torch, module)?)
 }

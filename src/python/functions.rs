@@ -1,0 +1,552 @@
+//! The module-level functions of `blockmap._blockmap` that take or give
+//! objects of the classes: `save`, `load` and their siblings (over the
+//! helpers of `io.rs`, which the classes' `save`/`load` methods call too),
+//! the reconstructors of pickle (`_reconstruct`, over `pickle.rs`) and of
+//! torch-backed objects (`_as_torch`, over `torch.rs`), and the functions
+//! of the multiprocessing reducer (`_shared_parts`, `_attach_shared`,
+//! `_auto_shares`, over `shm.rs`). They live above the classes: the
+//! helpers they call return core data, and only these build objects.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyMemoryView, PyTuple};
+
+use super::block::{Origin, PyTensorBlock};
+use super::errors::{type_name, wrong_type};
+use super::file::{FileArg, MmapArg, UseNumpy};
+use super::gil::detached;
+use super::io::{load, load_buffer, save, save_buffer};
+use super::labels::{keys_arg, LabelsArg, PyLabels};
+use super::objects::{held_from_python, to_python, to_python_as};
+use super::pickle::reconstruct;
+use super::shm::{attach, auto_shares, wire_parts, WireParts};
+use super::tensor::PyTensorMap;
+use super::torch::{arrays_arg, map_with_leaves, torch, with_leaves, Arrays};
+use crate::data::Kind;
+use crate::io;
+
+/// Save a :class:`TensorMap`, :class:`TensorBlock` or :class:`Labels` to ``file``.
+///
+/// ``file`` is a path (``str`` or :class:`os.PathLike`) or a binary file object.
+/// A path that does not end with ``.mts`` gets ``.mts`` appended, as metatensor
+/// does. Saving to a path streams the arrays' memory straight into a temporary
+/// file beside the target, renamed over it once complete, with the GIL
+/// released. A seekable file object receives the archive in chunks of at most
+/// 8 MB; a file object that cannot seek receives the archive built in memory.
+///
+/// A save to a path is atomic: readers see the old file or the new one, and a
+/// process killed at any moment leaves the old file. With ``durable=True``
+/// (the default) the data and the rename also reach the disk before
+/// ``save`` returns (``fdatasync``, then ``fsync`` of the directory), so the
+/// saved file survives a crash of the system or a power cut too.
+/// ``durable=False`` skips those two syncs, as ``numpy.save``,
+/// ``torch.save`` and safetensors do: for files that can be made again
+/// (caches, scratch files), it returns once the kernel holds the data. A
+/// file object is written as it is; syncing it is its owner's choice.
+///
+/// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap has
+/// one implementation.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path (``.mts`` appended when missing) or a writable file object.
+/// data : TensorMap, TensorBlock or Labels
+///     What to save.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// durable : bool, optional
+///     For a path: sync the data and the rename to disk before returning
+///     (the default).
+///
+/// Raises
+/// ------
+/// BlockMapIOError
+///     If the operating system refuses the write, the file object fails, or
+///     mapped data was lost (its file truncated by another program).
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy, *, durable = true), text_signature = "(file, data, use_numpy=False, *, durable=True)")]
+fn py_save(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    data: &Bound<'_, PyAny>,
+    use_numpy: UseNumpy,
+    durable: bool,
+) -> PyResult<()> {
+    let _ = use_numpy;
+    save(py, file, held_from_python(data)?.as_ref(), durable)
+}
+
+/// The ``.mts`` archive of ``data``, in a memoryview over memory blockmap owns.
+/// ``use_numpy`` is accepted and ignored (see :func:`save`).
+///
+/// Parameters
+/// ----------
+/// data : TensorMap, TensorBlock or Labels
+///     What to save.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+///
+/// Returns
+/// -------
+/// memoryview
+///     The archive (``.npy`` data for Labels).
+///
+/// Raises
+/// ------
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapIOError
+///     If mapped data was lost (its file truncated by another program).
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "save_buffer", signature = (data, use_numpy = UseNumpy), text_signature = "(data, use_numpy=False)")]
+fn py_save_buffer<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    use_numpy: UseNumpy,
+) -> PyResult<Bound<'py, PyMemoryView>> {
+    let _ = use_numpy;
+    save_buffer(py, held_from_python(data)?.as_ref())
+}
+
+/// Load a :class:`TensorMap` from a path or a binary file object.
+///
+/// ``use_numpy`` is metatensor-core's, accepted and ignored: ``arrays=``
+/// alone chooses numpy arrays (the default) or torch tensors.
+///
+/// With ``mmap=True`` (or ``"r"``; paths only) the file is mapped instead of
+/// read: every uncompressed, aligned, native-endian array is a read-only
+/// view of the mapping, other arrays are copied; ``mmap="c"`` maps it
+/// copy-on-write instead, for writable views whose writes never reach the
+/// file. Labels are read into memory they own. Mapping costs only the
+/// metadata, whatever the size of the file; CRCs are not checked (use
+/// :func:`verify`). The values follow the file: if another program
+/// rewrites it, they change, and if it truncates it, the lost part reads as
+/// zeros and blockmap refuses to save, pickle or copy the map. Without
+/// ``mmap``, the data is read once into memory blockmap owns and every CRC
+/// is checked.
+///
+/// ``arrays="torch"`` gives a map of torch tensors over the same memory
+/// (``torch.from_numpy`` of each array; read-only memory, as with
+/// ``mmap=True``, gives tensors torch warns about once: do not write into
+/// them).
+///
+/// ``keys`` (:class:`Labels`) loads only the blocks whose keys match it, as
+/// ``Labels.select`` matches (the entries with the selection's values in
+/// its dimensions; keys in the file's order, or in the selection's when it
+/// has all of the keys' dimensions): the archive's directory, the keys and
+/// the selected blocks are read, and nothing else, mapped or not.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path, or a readable binary file object.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// mmap : bool or {"r", "c"}, optional
+///     Map the file instead of reading it (paths only): read-only views
+///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+/// keys : Labels, optional
+///     Load only the blocks whose keys match these entries.
+///
+/// Returns
+/// -------
+/// TensorMap
+///     The map.
+///
+/// Raises
+/// ------
+/// MissingFileError
+///     If ``file`` is a path that does not exist.
+/// BlockMapIOError
+///     If the operating system refuses the read, or the file object fails.
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None, keys = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None, keys=None)")]
+fn py_load(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    use_numpy: UseNumpy,
+    mmap: MmapArg,
+    arrays: Option<&str>,
+    keys: Option<LabelsArg>,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    let data = load(py, file, Kind::Tensor, mmap, keys_arg(keys).as_ref())?;
+    to_python_as(py, data, arrays)
+}
+
+/// Load a :class:`TensorBlock` saved on its own; see :func:`load`.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path, or a readable binary file object.
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// mmap : bool or {"r", "c"}, optional
+///     Map the file instead of reading it (paths only): read-only views
+///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+///
+/// Returns
+/// -------
+/// TensorBlock
+///     The block.
+///
+/// Raises
+/// ------
+/// MissingFileError
+///     If ``file`` is a path that does not exist.
+/// BlockMapIOError
+///     If the operating system refuses the read, or the file object fails.
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "load_block", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
+fn py_load_block(
+    py: Python<'_>,
+    file: FileArg<'_>,
+    use_numpy: UseNumpy,
+    mmap: MmapArg,
+    arrays: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    to_python_as(py, load(py, file, Kind::Block, mmap, None)?, arrays)
+}
+
+/// Load Labels saved on their own (a bare ``.npy`` file).
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The path, or a readable binary file object.
+///
+/// Returns
+/// -------
+/// Labels
+///     The Labels.
+///
+/// Raises
+/// ------
+/// MissingFileError
+///     If ``file`` is a path that does not exist.
+/// BlockMapIOError
+///     If the operating system refuses the read, or the file object fails.
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "load_labels")]
+fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
+    to_python(py, load(py, file, Kind::Labels, MmapArg(None), None)?)
+}
+
+/// Load a :class:`TensorMap` from a bytes-like object (``bytes``, ``bytearray``,
+/// ``memoryview``, numpy array, ...).
+///
+/// Uncompressed, aligned, native-endian arrays are views of ``buffer``
+/// (read-only when it is), which they keep alive; others are copied.
+/// ``arrays="torch"`` gives torch tensors over the same memory and
+/// ``keys`` selects blocks (see :func:`load`).
+///
+/// Parameters
+/// ----------
+/// buffer : bytes-like object
+///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+/// keys : Labels, optional
+///     Load only the blocks whose keys match these entries.
+///
+/// Returns
+/// -------
+/// TensorMap
+///     The map.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None, keys = None), text_signature = "(buffer, use_numpy=False, *, arrays=None, keys=None)")]
+fn py_load_buffer(
+    py: Python<'_>,
+    buffer: &Bound<'_, PyAny>,
+    use_numpy: UseNumpy,
+    arrays: Option<&str>,
+    keys: Option<LabelsArg>,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    let data = load_buffer(py, buffer, Kind::Tensor, keys_arg(keys).as_ref())?;
+    to_python_as(py, data, arrays)
+}
+
+/// Load a :class:`TensorBlock` from a bytes-like object; see :func:`load_buffer`.
+///
+/// Parameters
+/// ----------
+/// buffer : bytes-like object
+///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
+/// use_numpy : bool, optional
+///     metatensor-core's argument, accepted and ignored.
+/// arrays : {"numpy", "torch"}, optional
+///     The array type of the result (numpy arrays by default); torch
+///     tensors share the same memory.
+///
+/// Returns
+/// -------
+/// TensorBlock
+///     The block.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+/// ModuleNotFoundError
+///     If ``arrays="torch"`` and torch is not installed.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "load_block_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
+fn py_load_block_buffer(
+    py: Python<'_>,
+    buffer: &Bound<'_, PyAny>,
+    use_numpy: UseNumpy,
+    arrays: Option<&str>,
+) -> PyResult<Py<PyAny>> {
+    let _ = use_numpy;
+    let arrays = arrays_arg(py, arrays, Arrays::Numpy)?;
+    to_python_as(py, load_buffer(py, buffer, Kind::Block, None)?, arrays)
+}
+
+/// Load Labels from a bytes-like object holding a ``.npy`` file.
+///
+/// Parameters
+/// ----------
+/// buffer : bytes-like object
+///     The ``.npy`` data.
+///
+/// Returns
+/// -------
+/// Labels
+///     The Labels.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the data is not a valid archive of the expected kind.
+/// ValidationError
+///     If an argument has an invalid value.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "load_labels_buffer")]
+fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+    to_python(py, load_buffer(py, buffer, Kind::Labels, None)?)
+}
+
+/// Check a ``.mts`` file completely: structure, every CRC, and the data
+/// model's rules. Raises :class:`blockmap.FormatError` (a ``ValueError``)
+/// when something is wrong.
+///
+/// Parameters
+/// ----------
+/// file : str, os.PathLike or binary file object
+///     The file to check.
+///
+/// Raises
+/// ------
+/// FormatError
+///     If the file is not a valid ``.mts`` archive or breaks the data model.
+/// MissingFileError
+///     If the path does not exist.
+/// BlockMapIOError
+///     If the read fails.
+/// BlockMapTypeError
+///     If an argument has the wrong type.
+/// BlockMapMemoryError
+///     If memory for the result cannot be allocated.
+// numpydoc sections name parameters and exception classes bare, as help() shows them
+#[allow(clippy::doc_markdown)]
+#[pyfunction(name = "verify")]
+fn py_verify(py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
+    let path = file.into_path(py, "verify")?;
+    detached(py, || io::verify_path(&path)).map(drop)
+}
+
+/// Rebuild a `Labels`, `TensorBlock` or `TensorMap` from what
+/// `__reduce_ex__` gave: `(3, header, *buffers)`, `(2, kind, *pieces)` or
+/// `(0, kind, archive)`, or an older blockmap's `(1, header, *buffers)`.
+/// Buffers can be any object exporting a buffer: viewed when contiguous and
+/// aligned, copied otherwise; read-only buffers give read-only arrays.
+#[pyfunction]
+#[pyo3(signature = (version, *args))]
+fn _reconstruct(
+    py: Python<'_>,
+    version: &Bound<'_, PyAny>,
+    args: &Bound<'_, PyTuple>,
+) -> PyResult<Py<PyAny>> {
+    to_python(py, reconstruct(py, version, args)?)
+}
+
+/// `(header, fds, places, labels)` describing a `TensorMap`, `TensorBlock`
+/// or `Labels` whose values live in shared segments, `None` otherwise. The
+/// descriptors belong to `data` and stay valid while it lives: the caller
+/// duplicates them before sending. `labels` holds the label values, which
+/// travel with the message.
+#[pyfunction]
+fn _shared_parts<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+) -> PyResult<Option<WireParts<'py>>> {
+    wire_parts(py, held_from_python(data)?.as_ref())
+}
+
+/// Rebuild what `_shared_parts` described, in another process. Takes
+/// ownership of the descriptors `fds` (duplicates received from the
+/// sender): once the whole argument list is checked, each is kept open by
+/// the result or closed exactly once on error, and on an argument error
+/// the valid ones are closed too. The label values are copied out of
+/// `labels` and checked.
+#[pyfunction]
+fn _attach_shared(
+    py: Python<'_>,
+    header: &Bound<'_, PyAny>,
+    fds: &Bound<'_, PyAny>,
+    places: &Bound<'_, PyAny>,
+    labels: &Bound<'_, PyAny>,
+) -> PyResult<Py<PyAny>> {
+    to_python(py, attach(py, header, fds, places, labels)?)
+}
+
+/// Whether the multiprocessing reducer copies `obj` into a fresh segment
+/// before sending it: maps and blocks (not Labels, which always travel in
+/// the message) of at least the threshold's bytes of values.
+#[pyfunction]
+fn _auto_shares(obj: &Bound<'_, PyAny>) -> bool {
+    let nbytes = if let Ok(map) = obj.cast::<PyTensorMap>() {
+        map.get().map().nbytes()
+    } else if let Ok(block) = obj.cast::<PyTensorBlock>() {
+        block.get().block().nbytes()
+    } else {
+        return false;
+    };
+    auto_shares(nbytes)
+}
+
+/// The reconstructor of pickled torch-backed objects: the unpickled numpy
+/// twin `obj`, given back as torch tensors, with the arrays at `flagged`
+/// made leaf tensors that require grad.
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // a Python argument
+fn _as_torch(obj: &Bound<'_, PyAny>, flagged: Vec<usize>) -> PyResult<Py<PyAny>> {
+    let py = obj.py();
+    torch(py)?;
+    if let Ok(map) = obj.cast::<PyTensorMap>() {
+        let map = map_with_leaves(py, &map.get().map(), &flagged)?;
+        return Ok(Py::new(py, PyTensorMap::with_arrays(map, Arrays::Torch))?.into_any());
+    }
+    if let Ok(block) = obj.cast::<PyTensorBlock>() {
+        let block = block.get().block();
+        let block = with_leaves(py, std::slice::from_ref(&*block), &flagged)?.remove(0);
+        return Ok(Py::new(
+            py,
+            PyTensorBlock::new_view(block, Origin::Standalone).with_arrays(Arrays::Torch),
+        )?
+        .into_any());
+    }
+    if let Ok(labels) = obj.cast::<PyLabels>() {
+        let labels = labels.get().labels.clone();
+        return Ok(Py::new(py, PyLabels::with_arrays(labels, Arrays::Torch))?.into_any());
+    }
+    Err(wrong_type(
+        py,
+        format!(
+            "_as_torch takes a TensorMap, TensorBlock or Labels, not {}",
+            type_name(obj)
+        ),
+    ))
+}
+
+pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(py_save, module)?)?;
+    module.add_function(wrap_pyfunction!(py_save_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_block, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_labels, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_block_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_load_labels_buffer, module)?)?;
+    module.add_function(wrap_pyfunction!(py_verify, module)?)?;
+    module.add_function(wrap_pyfunction!(_reconstruct, module)?)?;
+    module.add_function(wrap_pyfunction!(_auto_shares, module)?)?;
+    module.add_function(wrap_pyfunction!(_shared_parts, module)?)?;
+    module.add_function(wrap_pyfunction!(_attach_shared, module)?)?;
+    module.add_function(wrap_pyfunction!(_as_torch, module)?)?;
+    Ok(())
+}
