@@ -198,7 +198,20 @@ impl Pickled {
                 version,
                 header,
                 buffers,
-            } => load_version(version, &header.raw().to_vec()?, buffers),
+            } => {
+                // a header others may write is read from a copy (the
+                // aliasing rule, buffer/mod.rs); an immutable `bytes`
+                // header, the usual one, in place
+                let raw = header.raw();
+                let copy;
+                let bytes = if let Some(bytes) = raw.private() {
+                    bytes
+                } else {
+                    copy = raw.to_vec()?;
+                    &copy
+                };
+                load_version(version, bytes, buffers)
+            }
             Pickled::Archive { kind, archive } => io::load_buffer_checked(archive, kind, false),
             Pickled::Pieces { kind, pieces } => io::load_pieces(pieces, kind, false),
         }
