@@ -43,6 +43,7 @@ from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, _ForeignZip, 
 from .exceptions import (
     BlockMapIOError,
     BlockMapTypeError,
+    FormatError,
     ValidationError,
 )
 
@@ -398,7 +399,10 @@ def _open_zip(path: Any) -> Any:
     """The zip at ``path``, read by blockmap's bounded reader."""
     if not isinstance(path, (str, bytes, os.PathLike)):
         raise BlockMapTypeError(f"the zip's path must be a path, not {type(path).__name__}")
-    return _ForeignZip(os.fsdecode(path))
+    try:
+        return _ForeignZip(os.fsdecode(path))
+    except FormatError as error:
+        raise FormatError(f"not a DiskDataset zip: {error}") from error
 
 
 def _progress(items: list[Any], wanted: bool, unit: str) -> Iterable[Any]:

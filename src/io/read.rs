@@ -242,7 +242,8 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
 }
 
 /// An error when `reader` holds a dataset file (many maps, see
-/// `dataset/mod.rs`): its first entry is the dataset's header. A zip
+/// `dataset/mod.rs`): version 2's magic, or version 1's first entry, the
+/// dataset's header. A zip
 /// reader would otherwise find the end record of the last map's own
 /// archive at the end of a dataset being written, and load that map as if
 /// it were the file. Reads the first bytes and seeks back to the start.
@@ -257,10 +258,12 @@ pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
     seek(reader)?;
     let got = read_up_to(reader, &mut head)?;
     seek(reader)?;
-    let named = got == head.len()
-        && zip::signature(&head) == Some(zip::LOCAL)
-        && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
-        && &head[zip::LOCAL_LEN..] == name;
+    let version_2 = got >= zip::DATASET_MAGIC.len() && head[..8] == zip::DATASET_MAGIC;
+    let named = version_2
+        || got == head.len()
+            && zip::signature(&head) == Some(zip::LOCAL)
+            && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
+            && &head[zip::LOCAL_LEN..] == name;
     if named {
         return Err(Error::format(
             "this is a blockmap dataset (many maps in one file), not one map: open it with \

@@ -20,6 +20,10 @@ pub(crate) const LOCAL_LEN: usize = 30;
 /// The name of the first entry of a dataset file (`dataset/mod.rs`): what
 /// tells a dataset from one map's archive.
 pub(crate) const DATASET_HEADER_NAME: &str = "blockmap-dataset.json";
+/// The first bytes of a dataset file of format version 2 (not a zip:
+/// `dataset/format.rs`), refused by the loaders of one map as version 1's
+/// header entry is.
+pub(crate) const DATASET_MAGIC: [u8; 8] = *b"\x89BMDS\r\n\x1a";
 /// Size of the fixed part of a central directory header.
 pub(crate) const CENTRAL_LEN: usize = 46;
 /// Size of the fixed part of the end of central directory record.
@@ -32,13 +36,16 @@ pub(crate) const ZIP64_LOCATOR_LEN: usize = 20;
 pub(super) const DOS_TIME: u16 = 0;
 pub(super) const DOS_DATE: u16 = ((2000 - 1980) << 9) | (1 << 5) | 1;
 pub(super) const ZIP64_EXTRA: u16 = 0x0001;
+#[cfg(test)]
 /// The extra field that pads a local header so that the data is aligned
 /// (the id Android's `zipalign` uses).
 const PADDING_EXTRA: u16 = 0xD935;
 pub(super) const MAX16: u64 = 0xFFFF;
 pub(super) const MAX32: u64 = 0xFFFF_FFFF;
+#[cfg(test)]
 /// Version 4.5: ZIP64.
 const VERSION: u16 = 45;
+#[cfg(test)]
 /// Made on Unix (for the permissions in the external attributes).
 const MADE_BY: u16 = (3 << 8) | VERSION;
 
@@ -58,10 +65,12 @@ pub(super) fn clamp32(value: u64) -> u32 {
     u32::try_from(value.min(MAX32)).unwrap_or(u32::MAX)
 }
 
+#[cfg(test)]
 fn name_len(name: &str) -> Result<u16> {
     u16::try_from(name.len()).map_err(|_| Error::invalid("zip entry name too long"))
 }
 
+#[cfg(test)]
 /// A local header at `offset` for the entry `name`, with room for a ZIP64
 /// size field when `zip64`, padded so that the data starts on a multiple of
 /// `align`. The CRC and sizes are those given (zeros for a header patched
@@ -110,6 +119,7 @@ pub(crate) fn local_header(
     Ok(out)
 }
 
+#[cfg(test)]
 /// The bytes that give a local header of `name` its CRC and sizes, with
 /// where they go in the header: `(offset in the header, bytes)` pieces.
 pub(crate) fn size_fields(name: &str, crc: u32, size: u64, zip64: bool) -> Vec<(usize, Vec<u8>)> {
@@ -216,6 +226,7 @@ pub(crate) struct Central {
     pub offset: u64,
 }
 
+#[cfg(test)]
 /// The central directory header of `entry`.
 pub(crate) fn central_header(entry: &Central, out: &mut Vec<u8>) -> Result<()> {
     let mut zip64 = Vec::new();
@@ -316,6 +327,7 @@ fn zip64_values(extra: &[u8]) -> Vec<u64> {
     Vec::new()
 }
 
+#[cfg(test)]
 /// The end records of a central directory of `count` entries and `size`
 /// bytes at `offset`, followed at `end_offset` (where the ZIP64 record
 /// starts): the ZIP64 end record, its locator, and the end record with

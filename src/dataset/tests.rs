@@ -1,0 +1,422 @@
+//! Version-2 datasets: round trips, fields and columns, appends, recovery
+//! after a cut at every byte, hostile files, labels stored once, and the
+//! version-1 files (read, refused for appends, upgraded).
+
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::fixtures;
+use crate::DType;
+
+/// A directory of its own for a test, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn path(&self) -> PathBuf {
+        self.0.join("data")
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
+    let dir = std::env::temp_dir().join(format!("blockmap-ds2-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    Scratch(dir)
+}
+
+fn index(i: usize) -> i64 {
+    i64::try_from(i).unwrap()
+}
+
+/// Every map of `fixtures.rs`, with every dtype.
+fn maps() -> Vec<TensorMap> {
+    let mut maps = vec![fixtures::small_map(), fixtures::map_with_an_empty_block()];
+    for dtype in DType::ALL {
+        maps.push(fixtures::tensor(dtype));
+    }
+    let mut with_info = fixtures::small_map();
+    with_info.set_info("unit".into(), "eV".into()).unwrap();
+    maps.push(with_info);
+    maps
+}
+
+fn stored(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/datasets")
+        .join(name)
+}
+
+#[test]
+fn every_fixture_round_trips_and_appends() {
+    let dir = scratch("round-trip");
+    let path = dir.path();
+    let maps = maps();
+    let mut writer = Writer::create(&path, None).unwrap();
+    for map in &maps[..3] {
+        writer.write(map).unwrap();
+    }
+    writer.close().unwrap();
+    let first = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!((first.version(), first.len()), (2, 3));
+    assert!(first.committed());
+    let mut writer = Writer::append(&path, None).unwrap();
+    assert_eq!(writer.id(), first.id());
+    for map in &maps[3..] {
+        writer.write(map).unwrap();
+    }
+    writer.close().unwrap();
+    let all = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!((all.len(), all.id()), (maps.len(), first.id()));
+    for (i, map) in maps.iter().enumerate() {
+        assert_eq!(&all.get(index(i), None).unwrap(), map, "map {i}");
+        assert_eq!(all.slot(index(i)).unwrap().offset % 64, 0);
+    }
+    // the reader opened before the append keeps its view
+    assert_eq!(&first.get(2, None).unwrap(), &maps[2]);
+    assert!(first.get(3, None).is_err());
+    assert_eq!(first.checksum(3).unwrap(), all.checksum(3).unwrap());
+    let samples: Vec<u64> = maps
+        .iter()
+        .map(|m| m.blocks().first().map_or(0, |b| b.samples().count() as u64))
+        .collect();
+    assert_eq!(all.n_samples(0).unwrap(), &samples[..]);
+}
+
+#[test]
+fn array_data_views_the_mapping_aligned() {
+    let dir = scratch("views");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let mapping = dataset.mapping().unwrap();
+    let start = mapping.as_ptr() as usize;
+    let map = dataset.get(0, None).unwrap();
+    for block in map.blocks() {
+        let at = block.values().buffer().as_ptr() as usize;
+        assert!(at >= start && at < start + mapping.len());
+        assert_eq!((at - start) % 64, 0);
+    }
+}
+
+#[test]
+fn fields_and_columns() {
+    let dir = scratch("fields");
+    let path = dir.path();
+    let (a, b) = (fixtures::small_map(), fixtures::tensor(DType::F4));
+    let mut writer = Writer::create(&path, None).unwrap();
+    for i in 0..5i32 {
+        writer
+            .write_entry(&Entry {
+                fields: vec![("system", &a), ("energy", &b)],
+                columns: vec![
+                    ("n_atoms", Value::Int(i64::from(i) * 3)),
+                    ("weight", Value::Float(0.5 * f64::from(i))),
+                ],
+                single: false,
+            })
+            .unwrap();
+    }
+    // another schema: refused, naming the difference, nothing written
+    let error = writer
+        .write_entry(&Entry {
+            fields: vec![("system", &a)],
+            columns: vec![],
+            single: false,
+        })
+        .unwrap_err();
+    assert!(error.to_string().contains("\"energy\""), "{error}");
+    let error = writer
+        .write_entry(&Entry {
+            fields: vec![("system", &a), ("energy", &b)],
+            columns: vec![
+                ("n_atoms", Value::Float(1.0)),
+                ("weight", Value::Float(0.0)),
+            ],
+            single: false,
+        })
+        .unwrap_err();
+    assert!(error.to_string().contains("n_atoms: float"), "{error}");
+    assert!(writer.write(&a).is_err());
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let schema = dataset.schema();
+    assert_eq!(schema.fields, ["system", "energy"]);
+    assert!(!schema.single);
+    assert_eq!(dataset.len(), 5);
+    for i in 0..5 {
+        assert_eq!(dataset.get_field(i, 0, None).unwrap(), a);
+        assert_eq!(dataset.get_field(i, 1, None).unwrap(), b);
+    }
+    assert!(dataset.get_field(0, 2, None).is_err());
+    let (kind, values) = dataset.column("n_atoms").unwrap();
+    assert_eq!(kind, ColumnType::Int);
+    let ints: Vec<Value> = values.iter().map(|&v| Value::from_bits(kind, v)).collect();
+    assert_eq!(ints, (0..5).map(|i| Value::Int(i * 3)).collect::<Vec<_>>());
+    let (kind, values) = dataset.column("weight").unwrap();
+    assert_eq!(Value::from_bits(kind, values[4]), Value::Float(2.0));
+    assert!(dataset
+        .column("other")
+        .unwrap_err()
+        .to_string()
+        .contains("n_atoms"));
+    assert_eq!(
+        dataset.n_samples(1).unwrap(),
+        &[b.blocks()[0].samples().count() as u64; 5]
+    );
+    // an append of the same schema keeps the columns
+    let mut writer = Writer::append(&path, None).unwrap();
+    writer
+        .write_entry(&Entry {
+            fields: vec![("system", &a), ("energy", &b)],
+            columns: vec![("n_atoms", Value::Int(99)), ("weight", Value::Float(1.0))],
+            single: false,
+        })
+        .unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let (kind, values) = dataset.column("n_atoms").unwrap();
+    assert_eq!(Value::from_bits(kind, values[5]), Value::Int(99));
+    // upgraded (a version-2 source): the same entries and columns
+    let copy = dir.0.join("copy");
+    upgrade(&path, &copy, None).unwrap();
+    let upgraded = Dataset::open(&copy, MapMode::ReadOnly).unwrap();
+    assert_eq!(upgraded.schema(), dataset.schema());
+    assert_eq!(
+        upgraded.column("weight").unwrap(),
+        dataset.column("weight").unwrap()
+    );
+    assert_eq!(upgraded.get_field(5, 1, None).unwrap(), b);
+}
+
+#[test]
+fn labels_are_stored_once_and_shared_in_memory() {
+    let dir = scratch("shared");
+    let path = dir.path();
+    let map = fixtures::tensor(DType::F8);
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&map).unwrap();
+    let one = std::fs::metadata(writer_path(&writer, &path)).map(|m| m.len());
+    for _ in 0..9 {
+        writer.write(&map).unwrap();
+    }
+    writer.close().unwrap();
+    drop(one);
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    // entries 1.. are the same size: their keys, components and
+    // properties are references, their samples too (equal to stored ones
+    // only if stored: samples go inline)
+    let sizes: Vec<u64> = (1..10).map(|i| dataset.slot(i).unwrap().len).collect();
+    assert!(sizes.windows(2).all(|w| w[0] == w[1]));
+    let first = dataset.slot(0).unwrap();
+    let second = dataset.slot(1).unwrap();
+    // the first entry's LABELS records lie before it: entries after are
+    // back to back
+    assert_eq!(
+        second.offset,
+        super::format::align_up(first.offset + first.len)
+    );
+    let x = dataset.get(0, None).unwrap();
+    let y = dataset.get(5, None).unwrap();
+    assert!(x.keys().ptr_eq(y.keys()));
+    assert!(x.blocks()[0]
+        .properties()
+        .ptr_eq(y.blocks()[0].properties()));
+    assert!(!x.blocks()[0].samples().ptr_eq(y.blocks()[0].samples()));
+}
+
+fn writer_path(_writer: &Writer, path: &Path) -> PathBuf {
+    path.to_path_buf()
+}
+
+#[test]
+fn selected_keys_read_only_their_blocks() {
+    let dir = scratch("keys");
+    let path = dir.path();
+    let map = fixtures::small_map();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&map).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let keys = map.keys();
+    let selection = Labels::new(keys.names().to_vec(), keys.row(keys.count() - 1)).unwrap();
+    let got = dataset.get(0, Some(&selection)).unwrap();
+    assert_eq!(got.blocks().len(), 1);
+    assert_eq!(&got.blocks()[0], map.blocks().last().unwrap());
+    let none = Labels::empty(keys.names().to_vec()).unwrap();
+    assert_eq!(dataset.get(0, Some(&none)).unwrap().blocks().len(), 0);
+}
+
+#[test]
+fn a_file_cut_anywhere_opens_with_every_complete_entry() {
+    let dir = scratch("cut");
+    let path = dir.path();
+    let maps = maps();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&maps[0]).unwrap();
+    writer.commit().unwrap();
+    let mut ends = vec![];
+    for map in &maps[1..5] {
+        writer.write(map).unwrap();
+        ends.push(writer_end(&path));
+    }
+    writer.close().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let whole = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let ends: Vec<u64> = (0..5)
+        .map(|i| {
+            let slot = whole.slot(i).unwrap();
+            slot.offset + slot.len
+        })
+        .collect();
+    let cut_path = dir.0.join("cut");
+    for cut in 0..=bytes.len() {
+        std::fs::write(&cut_path, &bytes[..cut]).unwrap();
+        let opened = Dataset::open(&cut_path, MapMode::ReadOnly);
+        if cut < 64 {
+            assert!(opened.is_err(), "cut at {cut}");
+            continue;
+        }
+        let dataset = opened.unwrap_or_else(|e| panic!("cut at {cut}: {e}"));
+        let complete = ends.iter().filter(|&&end| end <= cut as u64).count();
+        assert_eq!(dataset.len(), complete, "cut at {cut}");
+        for (i, map) in maps.iter().take(complete).enumerate() {
+            assert_eq!(&dataset.get(index(i), None).unwrap(), map, "cut at {cut}");
+        }
+        if cut % 61 == 0 || cut == bytes.len() - 1 {
+            // appending cuts the incomplete tail off first
+            let mut writer = Writer::append(&cut_path, None).unwrap();
+            writer.write(&maps[7]).unwrap();
+            writer.close().unwrap();
+            let appended = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
+            assert!(appended.committed());
+            assert_eq!(appended.len(), complete + 1, "cut at {cut}");
+            assert_eq!(&appended.get(index(complete), None).unwrap(), &maps[7]);
+        }
+    }
+}
+
+fn writer_end(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+#[test]
+fn large_entries_stream_and_recover() {
+    let dir = scratch("large");
+    let path = dir.path();
+    let values = fixtures::filled(DType::F8, &[40_000, 3, 5]);
+    let block = fixtures::workload_block(values);
+    let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.write(&big).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!(dataset.get(1, None).unwrap(), big);
+    // the streamed record cut in the middle: the first map only
+    let bytes = std::fs::read(&path).unwrap();
+    let cut = dir.0.join("cut");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let dataset = Dataset::open(&cut, MapMode::ReadOnly).unwrap();
+    assert_eq!(dataset.len(), 1);
+}
+
+#[test]
+fn hostile_files_are_refused_with_errors() {
+    let dir = scratch("hostile");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer
+        .write_entry(&Entry {
+            fields: vec![
+                ("a", &fixtures::small_map()),
+                ("b", &fixtures::tensor(DType::I2)),
+            ],
+            columns: vec![("n", Value::Int(3))],
+            single: false,
+        })
+        .unwrap();
+    writer
+        .write_entry(&Entry {
+            fields: vec![
+                ("a", &fixtures::map_with_an_empty_block()),
+                ("b", &fixtures::tensor(DType::I2)),
+            ],
+            columns: vec![("n", Value::Int(4))],
+            single: false,
+        })
+        .unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let bad_path = dir.0.join("bad");
+    // every byte flipped, in two ways: an error or a dataset, never a panic
+    for at in 0..good.len() {
+        for flip in [0x01u8, 0xFF] {
+            let mut bytes = good.clone();
+            bytes[at] ^= flip;
+            std::fs::write(&bad_path, &bytes).unwrap();
+            if let Ok(dataset) = Dataset::open(&bad_path, MapMode::ReadOnly) {
+                for i in 0..dataset.len() {
+                    for field in 0..dataset.schema().fields.len() {
+                        if let Err(e) = dataset.get_field(index(i), field, None) {
+                            assert!(
+                                matches!(e, Error::Format(_) | Error::UnsupportedType(_)),
+                                "byte {at}: {e:?}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    std::fs::write(&bad_path, b"not a dataset").unwrap();
+    assert!(matches!(
+        Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err(),
+        Error::Format(_)
+    ));
+}
+
+#[test]
+fn version_1_files_read_refuse_appends_and_upgrade() {
+    let dir = scratch("v1");
+    for (name, count) in [
+        ("v1-committed.bmds", 3),
+        ("v1-appended.bmds", 4),
+        ("v1-recovered.bmds", 3),
+        ("v1-empty.bmds", 0),
+    ] {
+        let source = Dataset::open(&stored(name), MapMode::ReadOnly).unwrap();
+        assert_eq!((source.version(), source.len()), (1, count));
+        assert!(source.column("n_samples").is_err());
+        let copy = dir.0.join(name);
+        std::fs::copy(stored(name), &copy).unwrap();
+        let error = Writer::append(&copy, None).unwrap_err();
+        assert!(error.to_string().contains("Dataset.upgrade"), "{error}");
+        assert_eq!(
+            std::fs::read(&copy).unwrap(),
+            std::fs::read(stored(name)).unwrap()
+        );
+        let upgraded = dir.0.join(format!("{name}.v2"));
+        upgrade(&stored(name), &upgraded, None).unwrap();
+        let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
+        assert_eq!((new.version(), new.len()), (2, count));
+        assert!(new.schema().single);
+        for i in 0..count {
+            assert_eq!(
+                new.get(index(i), None).unwrap(),
+                source.get(index(i), None).unwrap()
+            );
+        }
+    }
+    // a failed upgrade leaves dst as it was
+    let dst = dir.0.join("kept");
+    std::fs::write(&dst, b"kept").unwrap();
+    assert!(upgrade(&dir.0.join("missing"), &dst, None).is_err());
+    assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
+}

@@ -1,0 +1,1400 @@
+//! Dataset format version 2 (docs/format.md, "Datasets"): a 64-byte file
+//! header, then records on 64-byte boundaries (SCHEMA, LABELS, ENTRY,
+//! COMMIT), each commit followed by a trailer that ends the file.
+//!
+//! An entry is a pre-parsed description of its maps (offsets, shapes,
+//! dtypes, label references) followed by their arrays, 64-byte aligned in
+//! the file: reading one copies its description out of the mapping,
+//! decodes it and views the arrays in place. Labels seen before by the
+//! writing session (keys, components, properties; samples equal to labels
+//! already stored) are stored once in LABELS records and referenced by
+//! file offset; the reader caches the labels of these records, so equal
+//! labels share memory across reads.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::format::{
+    self as f, align_up, ColumnType, Cursor, Kind, Schema, Value, RECORD_LEN, TRAILER_LEN,
+};
+use super::{io_error, lock, read_at, Slot, Timeout};
+use crate::array::{Array, Layout};
+use crate::block::TensorBlock;
+use crate::buffer::Buffer;
+use crate::data::DataRef;
+use crate::error::{Error, Result};
+use crate::io;
+use crate::labels::Labels;
+use crate::tensor::TensorMap;
+
+/// Entries whose record is at most this large are built in memory and
+/// written with one `pwrite`; larger ones stream their arrays.
+const IN_MEMORY: usize = 4 << 20;
+
+/// Labels records the reader keeps decoded (cleared whole when full).
+const LABELS_CACHE: usize = 4096;
+
+/// One entry's place in the file and its checksum (a row of the commit).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    /// the entry record's first byte (its header)
+    pub offset: u64,
+    /// its payload's length
+    pub len: u64,
+    /// the CRC32 of its payload
+    pub crc: u32,
+}
+
+const ROW_LEN: usize = 24;
+
+/// What a version-2 file holds, found by opening it.
+#[derive(Debug, Clone)]
+pub struct Contents {
+    pub id: String,
+    pub schema: Option<Schema>,
+    /// where the schema record lies (0: none yet)
+    pub schema_at: u64,
+    pub rows: Vec<Row>,
+    /// per column of the schema, then per field (its first block's
+    /// samples), one value per entry, as bits
+    pub columns: Vec<Vec<u64>>,
+    pub committed: bool,
+    /// where the file's complete content ends (an append writes there)
+    pub end: u64,
+}
+
+fn bad(what: impl std::fmt::Display) -> Error {
+    Error::format(format!("dataset file: {what}"))
+}
+
+/// The record header at `at` and whether its payload lies in the file.
+fn record_at(file: &File, at: u64, file_len: u64) -> Result<Option<f::Record>> {
+    let bytes = read_at(file, at, RECORD_LEN)?;
+    let Some(record) = f::parse_record(&bytes) else {
+        return Ok(None);
+    };
+    let fits = at
+        .checked_add(RECORD_LEN as u64)
+        .and_then(|s| s.checked_add(record.len))
+        .is_some_and(|end| end <= file_len);
+    Ok(fits.then_some(record))
+}
+
+/// The payload of a record whose header was checked, its CRC verified.
+fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>> {
+    let len = usize::try_from(record.len).map_err(|_| bad("a record too large"))?;
+    let bytes = read_at(file, at + RECORD_LEN as u64, len)?;
+    Ok((bytes.len() == len && crc32fast::hash(&bytes) == record.crc).then_some(bytes))
+}
+
+/// The column values and per-field sample counts at the start of an entry
+/// payload's description.
+fn entry_values(payload_head: &[u8], n: usize) -> Result<Vec<u64>> {
+    let mut c = Cursor::new(payload_head, "entry");
+    let desc_len = c.u64()?;
+    if desc_len < (n as u64) * 8 {
+        return Err(c.bad("description"));
+    }
+    (0..n).map(|_| c.u64()).collect()
+}
+
+impl Contents {
+    /// Open a version-2 file of `file_len` bytes.
+    pub fn read(file: &File, file_len: u64) -> Result<Contents> {
+        let header = read_at(file, 0, f::HEADER_LEN)?;
+        let id = f::parse_file_header(&header)?;
+        if file_len >= (f::HEADER_LEN + TRAILER_LEN) as u64 {
+            let tail = read_at(file, file_len - TRAILER_LEN as u64, TRAILER_LEN)?;
+            if let Some((at, count)) = f::parse_trailer(&tail) {
+                if let Some(contents) = Self::committed(file, file_len, &id, at, count)? {
+                    return Ok(contents);
+                }
+            }
+        }
+        Self::recover(file, file_len, id)
+    }
+
+    /// The contents the commit record at `at` describes (`None`: no valid
+    /// commit record there).
+    fn committed(
+        file: &File,
+        file_len: u64,
+        id: &str,
+        at: u64,
+        count: u64,
+    ) -> Result<Option<Contents>> {
+        let Some(record) = record_at(file, at, file_len)? else {
+            return Ok(None);
+        };
+        if record.kind != Kind::Commit {
+            return Ok(None);
+        }
+        let Some(payload) = payload_at(file, at, record)? else {
+            return Ok(None);
+        };
+        let (schema_at, schema, rows, columns) = parse_commit(file, file_len, at, &payload)?;
+        if rows.len() as u64 != count {
+            return Err(bad("the trailer and the commit disagree on the count"));
+        }
+        Ok(Some(Contents {
+            id: id.to_string(),
+            schema,
+            schema_at,
+            rows,
+            columns,
+            committed: true,
+            end: file_len,
+        }))
+    }
+
+    /// Walk the records from the header, keeping every complete entry (a
+    /// file whose last writer did not commit). Entries listed by a valid
+    /// commit record met on the way are not hashed again.
+    fn recover(file: &File, file_len: u64, id: String) -> Result<Contents> {
+        let mut at = f::HEADER_LEN as u64;
+        let mut end = at;
+        let mut rows = Vec::new();
+        let mut verified = 0usize;
+        let mut schema: Option<(u64, Schema)> = None;
+        while let Some(record) = record_at(file, at, file_len)? {
+            let next = align_up(at + RECORD_LEN as u64 + record.len);
+            match record.kind {
+                Kind::Entry => {
+                    if schema.is_none() || record.len == 0 {
+                        break;
+                    }
+                    rows.push(Row {
+                        offset: at,
+                        len: record.len,
+                        crc: record.crc,
+                    });
+                }
+                Kind::Schema => {
+                    let Some(payload) = payload_at(file, at, record)? else {
+                        break;
+                    };
+                    match &schema {
+                        None => schema = Some((at, Schema::decode(&payload)?)),
+                        Some(_) => return Err(bad("two schema records")),
+                    }
+                }
+                Kind::Commit => {
+                    // a commit whose trailer follows it in full
+                    let trailer_at = at + RECORD_LEN as u64 + record.len;
+                    let tail = read_at(file, trailer_at, TRAILER_LEN)?;
+                    if f::parse_trailer(&tail) == Some((at, rows.len() as u64))
+                        && payload_at(file, at, record)?.is_some()
+                    {
+                        verified = rows.len();
+                        at = align_up(trailer_at + TRAILER_LEN as u64);
+                        end = at.min(file_len);
+                        continue;
+                    }
+                    break;
+                }
+                Kind::Labels => {}
+            }
+            at = next;
+            // a record is complete once its payload is in the file; the
+            // padding after the last one may be missing
+            end = (at).min(file_len);
+            if record.kind == Kind::Labels {
+                end = at.min(file_len);
+            }
+        }
+        // entries after the last commit: kept up to the first whose
+        // payload does not hash to its header's CRC
+        let mut keep = verified;
+        for row in &rows[verified..] {
+            let record = f::Record {
+                kind: Kind::Entry,
+                crc: row.crc,
+                len: row.len,
+            };
+            if payload_at(file, row.offset, record)?.is_none() {
+                break;
+            }
+            keep += 1;
+        }
+        if keep < rows.len() {
+            end = rows[keep].offset;
+            rows.truncate(keep);
+        }
+        let (schema_at, schema) = match schema {
+            Some((at, schema)) => (at, Some(schema)),
+            None => (0, None),
+        };
+        let n = schema
+            .as_ref()
+            .map_or(0, |s| s.columns.len() + s.fields.len());
+        let mut columns = vec![Vec::with_capacity(rows.len()); n];
+        for row in &rows {
+            let head_len = usize::try_from(row.len.min(8 + 8 * n as u64)).unwrap_or(0);
+            let head = read_at(file, row.offset + RECORD_LEN as u64, head_len)?;
+            for (column, value) in columns.iter_mut().zip(entry_values(&head, n)?) {
+                column.push(value);
+            }
+        }
+        Ok(Contents {
+            id,
+            schema,
+            schema_at,
+            rows,
+            columns,
+            committed: false,
+            end,
+        })
+    }
+}
+
+/// The schema, rows and columns of a commit record's payload (the record
+/// at `at`).
+#[allow(clippy::type_complexity)]
+fn parse_commit(
+    file: &File,
+    file_len: u64,
+    at: u64,
+    payload: &[u8],
+) -> Result<(u64, Option<Schema>, Vec<Row>, Vec<Vec<u64>>)> {
+    let mut c = Cursor::new(payload, "commit");
+    let count = c.u64()?;
+    let schema_at = c.u64()?;
+    let n_columns = c.u32()? as usize;
+    let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
+    if count.saturating_mul(ROW_LEN) > payload.len() {
+        return Err(c.bad("a count larger than the record"));
+    }
+    let schema = if schema_at == 0 {
+        if count > 0 || n_columns > 0 {
+            return Err(c.bad("entries without a schema"));
+        }
+        None
+    } else {
+        let record = record_at(file, schema_at, file_len)?
+            .filter(|r| r.kind == Kind::Schema && schema_at < at)
+            .ok_or_else(|| c.bad("no schema where it says"))?;
+        let bytes =
+            payload_at(file, schema_at, record)?.ok_or_else(|| c.bad("a damaged schema record"))?;
+        Some(Schema::decode(&bytes)?)
+    };
+    let expected = schema
+        .as_ref()
+        .map_or(0, |s| s.columns.len() + s.fields.len());
+    if n_columns != expected {
+        return Err(c.bad("its columns do not match the schema"));
+    }
+    let mut rows = Vec::with_capacity(count);
+    let mut previous_end = f::HEADER_LEN as u64;
+    for _ in 0..count {
+        let offset = c.u64()?;
+        let len = c.u64()?;
+        let crc = c.u32()?;
+        c.u32()?;
+        let end = offset
+            .checked_add(RECORD_LEN as u64)
+            .and_then(|s| s.checked_add(len))
+            .ok_or_else(|| c.bad("an entry's range"))?;
+        if offset < previous_end || end > at || offset % f::ALIGN != 0 {
+            return Err(c.bad("an entry's range"));
+        }
+        previous_end = end;
+        rows.push(Row { offset, len, crc });
+    }
+    let payload_at_file = at + RECORD_LEN as u64;
+    let mut columns = Vec::with_capacity(n_columns);
+    for _ in 0..n_columns {
+        let here = payload_at_file + c.position() as u64;
+        c.take(usize::try_from(align_up(here) - here).unwrap_or(0))?;
+        let mut column = Vec::with_capacity(count);
+        for _ in 0..count {
+            column.push(c.u64()?);
+        }
+        columns.push(column);
+    }
+    if !c.rest().is_empty() {
+        return Err(c.bad("bytes after its columns"));
+    }
+    Ok((schema_at, schema, rows, columns))
+}
+
+/// A version-2 dataset opened for reading.
+#[derive(Debug)]
+pub struct Dataset {
+    path: PathBuf,
+    mapping: Buffer,
+    contents: Contents,
+    /// labels of LABELS records, by the offset of their encoding
+    labels: Mutex<HashMap<u64, Labels>>,
+}
+
+impl Dataset {
+    pub fn open(path: &Path, file: &File, file_len: u64, mapping: Buffer) -> Result<Dataset> {
+        let contents = Contents::read(file, file_len)
+            .map_err(|e| e.context(format!("'{}'", path.display())))?;
+        let needed = contents
+            .rows
+            .last()
+            .map_or(0, |r| r.offset + RECORD_LEN as u64 + r.len);
+        if (mapping.len() as u64) < needed {
+            return Err(Error::format(format!(
+                "'{}' changed while it was opened",
+                path.display()
+            )));
+        }
+        Ok(Dataset {
+            path: path.to_path_buf(),
+            mapping,
+            contents,
+            labels: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.contents.id
+    }
+
+    pub fn len(&self) -> usize {
+        self.contents.rows.len()
+    }
+
+    pub fn committed(&self) -> bool {
+        self.contents.committed
+    }
+
+    pub fn schema(&self) -> Option<&Schema> {
+        self.contents.schema.as_ref()
+    }
+
+    pub fn is_empty_schema(&self) -> bool {
+        self.contents.schema.is_none()
+    }
+
+    pub fn mapping(&self) -> &Buffer {
+        &self.mapping
+    }
+
+    pub fn keep_first(&mut self, count: usize) {
+        self.contents.rows.truncate(count);
+        for column in &mut self.contents.columns {
+            column.truncate(count);
+        }
+    }
+
+    pub fn slot(&self, i: usize) -> Slot {
+        let row = self.contents.rows[i];
+        Slot {
+            offset: row.offset,
+            len: row.len + RECORD_LEN as u64,
+        }
+    }
+
+    /// The checksum of the first `count` entries: a CRC32 over their rows.
+    pub fn checksum(&self, count: usize) -> u32 {
+        let mut hasher = crc32fast::Hasher::new();
+        for row in &self.contents.rows[..count.min(self.len())] {
+            hasher.update(&row.offset.to_le_bytes());
+            hasher.update(&row.len.to_le_bytes());
+            hasher.update(&row.crc.to_le_bytes());
+        }
+        hasher.finalize()
+    }
+
+    /// Column `name`'s values (`None`: no such column).
+    pub fn column(&self, name: &str) -> Option<(ColumnType, &[u64])> {
+        let schema = self.schema()?;
+        let i = schema.columns.iter().position(|(n, _)| n == name)?;
+        Some((schema.columns[i].1, &self.contents.columns[i]))
+    }
+
+    /// The samples of field `field`'s first block, per entry.
+    pub fn n_samples(&self, field: usize) -> Option<&[u64]> {
+        let schema = self.schema()?;
+        self.contents
+            .columns
+            .get(schema.columns.len() + field)
+            .map(Vec::as_slice)
+    }
+
+    /// The map of field `field` (an index in the schema's fields) of entry
+    /// `i` (a position), with only the blocks matching `keys` when given.
+    pub fn get(&self, i: usize, field: usize, keys: Option<&Labels>) -> Result<TensorMap> {
+        self.read_entry(i, field, keys)
+            .map_err(|e| e.context(format!("entry {i} of '{}'", self.path.display())))
+    }
+
+    fn read_entry(&self, i: usize, field: usize, keys: Option<&Labels>) -> Result<TensorMap> {
+        let schema = self
+            .schema()
+            .ok_or_else(|| bad("entries without a schema"))?;
+        if field >= schema.fields.len() {
+            return Err(Error::internal("a field out of range"));
+        }
+        let row = self.contents.rows[i];
+        let raw = self.mapping.raw();
+        let start = usize::try_from(row.offset).map_err(|_| bad("entry offset"))?;
+        // the description is copied out of the mapping, then parsed
+        let mut head = [0u8; RECORD_LEN + 8];
+        raw.get(start, head.len())
+            .ok_or_else(|| bad("an entry outside the file"))?
+            .copy_to(&mut head)?;
+        let record = f::parse_record(&head).ok_or_else(|| bad("no entry record"))?;
+        if record.kind != Kind::Entry || record.len != row.len || record.crc != row.crc {
+            return Err(bad("the entry record differs from the index"));
+        }
+        let mut raw8 = [0u8; 8];
+        raw8.copy_from_slice(&head[RECORD_LEN..]);
+        let desc_len = u64::from_le_bytes(raw8);
+        if desc_len > row.len - 8.min(row.len) {
+            return Err(bad("an entry description longer than its record"));
+        }
+        let desc_len = usize::try_from(desc_len).map_err(|_| bad("description"))?;
+        let desc_start = start + RECORD_LEN + 8;
+        let desc = raw
+            .get(desc_start, desc_len)
+            .ok_or_else(|| bad("an entry outside the file"))?
+            .to_vec()?;
+        self.mapping.check_intact()?;
+        let entry = EntryView {
+            dataset: self,
+            desc: &desc,
+            desc_at: desc_start as u64,
+            payload: (
+                row.offset + RECORD_LEN as u64,
+                row.offset + RECORD_LEN as u64 + row.len,
+            ),
+        };
+        let mut c = Cursor::new(&desc, "entry");
+        c.take((schema.columns.len() + schema.fields.len()) * 8)?;
+        for _ in 0..field {
+            let len = usize::try_from(c.u64()?).map_err(|_| c.bad("field length"))?;
+            c.take(len)?;
+        }
+        let len = usize::try_from(c.u64()?).map_err(|_| c.bad("field length"))?;
+        let start = c.position();
+        c.take(len)?;
+        let mut fc = Cursor::new(&desc[start..start + len], "entry");
+        entry.map(&mut fc, start, keys)
+    }
+
+    /// The labels of a LABELS record's encoding at `at`, cached.
+    fn shared_labels(&self, at: u64) -> Result<Labels> {
+        let mut cache = self
+            .labels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(labels) = cache.get(&at) {
+            return Ok(labels.clone());
+        }
+        let record_start = at
+            .checked_sub(RECORD_LEN as u64)
+            .and_then(|s| usize::try_from(s).ok())
+            .ok_or_else(|| bad("a labels reference"))?;
+        let raw = self.mapping.raw();
+        let head = raw
+            .get(record_start, RECORD_LEN)
+            .ok_or_else(|| bad("a labels reference outside the file"))?
+            .to_vec()?;
+        let record = f::parse_record(&head)
+            .filter(|r| r.kind == Kind::Labels)
+            .ok_or_else(|| bad("a labels reference to no labels record"))?;
+        let len = usize::try_from(record.len).map_err(|_| bad("labels record"))?;
+        let payload = raw
+            .get(record_start + RECORD_LEN, len)
+            .ok_or_else(|| bad("a labels record outside the file"))?
+            .to_vec()?;
+        self.mapping.check_intact()?;
+        if crc32fast::hash(&payload) != record.crc {
+            return Err(bad("a damaged labels record"));
+        }
+        let mut c = Cursor::new(&payload, "labels");
+        let labels = f::decode_labels(&mut c)?;
+        if !c.rest().is_empty() {
+            return Err(c.bad("bytes after the labels"));
+        }
+        if cache.len() >= LABELS_CACHE {
+            cache.clear();
+        }
+        cache.insert(at, labels.clone());
+        Ok(labels)
+    }
+}
+
+/// One entry's description being decoded.
+struct EntryView<'a> {
+    dataset: &'a Dataset,
+    desc: &'a [u8],
+    /// the file offset of `desc[0]`
+    desc_at: u64,
+    /// the file range of the entry's payload
+    payload: (u64, u64),
+}
+
+impl EntryView<'_> {
+    fn labels(&self, c: &mut Cursor<'_>) -> Result<Labels> {
+        let at = c.u64()?;
+        let desc_end = self.desc_at + self.desc.len() as u64;
+        if at >= self.desc_at && at < desc_end {
+            let start = usize::try_from(at - self.desc_at).map_err(|_| c.bad("labels"))?;
+            return f::decode_labels(&mut Cursor::new(&self.desc[start..], "entry"));
+        }
+        if at >= self.payload.0 && at < self.payload.1 {
+            return Err(c.bad("labels among the entry's arrays"));
+        }
+        self.dataset.shared_labels(at)
+    }
+
+    fn map(&self, c: &mut Cursor<'_>, _base: usize, keys: Option<&Labels>) -> Result<TensorMap> {
+        let all_keys = self.labels(c)?;
+        let n_info = c.count(8)?;
+        let mut info = std::collections::BTreeMap::new();
+        for _ in 0..n_info {
+            let key = c.str()?;
+            let value = c.str()?;
+            info.insert(key, value);
+        }
+        let n_blocks = c.count(8)?;
+        if n_blocks != all_keys.count() {
+            return Err(c.bad("a block count that differs from the keys'"));
+        }
+        let (keys, positions) = match keys {
+            None => (all_keys.clone(), None),
+            Some(selection) => {
+                let positions = all_keys
+                    .select(selection)
+                    .map_err(|e| e.context("selecting keys"))?;
+                let mut rows = Vec::with_capacity(positions.len() * all_keys.size());
+                for &i in &positions {
+                    rows.extend_from_slice(all_keys.row(i));
+                }
+                (
+                    Labels::new(all_keys.names().to_vec(), &rows)?,
+                    Some(positions),
+                )
+            }
+        };
+        let mut kept: Vec<Option<TensorBlock>> = Vec::with_capacity(n_blocks);
+        for i in 0..n_blocks {
+            let keep = positions.as_ref().is_none_or(|p| p.contains(&i));
+            let block = self
+                .block(c, keep, 0)
+                .map_err(|e| e.context(format!("block {i}")))?;
+            kept.push(block);
+        }
+        // in the selection's order (metatensor's, when it names every key
+        // dimension), else in key order
+        let blocks: Vec<TensorBlock> = match &positions {
+            None => kept.into_iter().flatten().collect(),
+            Some(positions) => positions
+                .iter()
+                .filter_map(|&i| kept.get_mut(i).and_then(Option::take))
+                .collect(),
+        };
+        // what follows the fixed part is the inline labels it referenced
+        let mut map = TensorMap::new(keys, blocks).map_err(as_format)?;
+        if !info.is_empty() {
+            map.replace_info(info).map_err(as_format)?;
+        }
+        Ok(map)
+    }
+
+    fn block(&self, c: &mut Cursor<'_>, keep: bool, depth: usize) -> Result<Option<TensorBlock>> {
+        if depth > crate::limits::MAX_NDIM {
+            return Err(c.bad("gradients nested too deep"));
+        }
+        let (dtype, order) = f::parse_dtype_byte(c.u8()?).ok_or_else(|| c.bad("dtype"))?;
+        let ndim = usize::from(c.u8()?);
+        c.u16()?;
+        if !(2..=crate::limits::MAX_NDIM).contains(&ndim) {
+            return Err(c.bad("an array's dimensions"));
+        }
+        let mut shape = Vec::with_capacity(ndim);
+        for _ in 0..ndim {
+            shape.push(usize::try_from(c.u64()?).map_err(|_| c.bad("shape"))?);
+        }
+        let data_at = c.u64()?;
+        let samples = if keep {
+            Some(self.labels(c)?)
+        } else {
+            c.u64().map(|_| None)?
+        };
+        let mut components = Vec::with_capacity(ndim - 2);
+        for _ in 2..ndim {
+            if keep {
+                components.push(self.labels(c)?);
+            } else {
+                c.u64()?;
+            }
+        }
+        let properties = if keep {
+            Some(self.labels(c)?)
+        } else {
+            c.u64().map(|_| None)?
+        };
+        let n_gradients = c.count(8)?;
+        let mut gradients = Vec::new();
+        for _ in 0..n_gradients {
+            let parameter = c.str()?;
+            let gradient = self
+                .block(c, keep, depth + 1)
+                .map_err(|e| e.context(format!("gradient '{parameter}'")))?;
+            if let Some(gradient) = gradient {
+                gradients.push((parameter, gradient));
+            }
+        }
+        let (Some(samples), Some(properties)) = (samples, properties) else {
+            return Ok(None);
+        };
+        let len = crate::array::byte_len(dtype, &shape).map_err(as_format)?;
+        let end = data_at
+            .checked_add(len as u64)
+            .ok_or_else(|| c.bad("data range"))?;
+        let desc_end = self.desc_at + self.desc.len() as u64;
+        if data_at < desc_end || end > self.payload.1 {
+            return Err(c.bad("array data outside the entry's arrays"));
+        }
+        let data_at = usize::try_from(data_at).map_err(|_| c.bad("data range"))?;
+        let buffer = self.dataset.mapping.slice(data_at, len)?;
+        let values = Array::view_or_convert(dtype, shape, Layout::c_order(order), buffer)?;
+        let mut block =
+            TensorBlock::new(values, samples, components, properties).map_err(as_format)?;
+        for (parameter, gradient) in gradients {
+            block
+                .add_gradient(&parameter, gradient)
+                .map_err(as_format)?;
+        }
+        Ok(Some(block))
+    }
+}
+
+fn as_format(error: Error) -> Error {
+    match error {
+        Error::Invalid(message) => Error::format(format!("dataset file: {message}")),
+        other => other,
+    }
+}
+
+/// One entry to write: its fields' maps and its column values.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    pub fields: Vec<(&'a str, &'a TensorMap)>,
+    pub columns: Vec<(&'a str, Value)>,
+    pub single: bool,
+}
+
+impl Entry<'_> {
+    fn schema(&self) -> Schema {
+        Schema {
+            single: self.single,
+            fields: self.fields.iter().map(|(n, _)| (*n).to_string()).collect(),
+            columns: self
+                .columns
+                .iter()
+                .map(|(n, v)| ((*n).to_string(), v.column_type()))
+                .collect(),
+        }
+    }
+}
+
+/// Arrays an entry record holds after its description: (file offset,
+/// array).
+type Placed<'a> = Vec<(u64, &'a Array)>;
+
+/// The writer's part of the format: labels already stored, the scratch
+/// memory, and the encoding of entries.
+#[derive(Debug, Default)]
+pub struct Encoder {
+    /// labels encodings stored in LABELS records by this session, to the
+    /// offset of their encoding
+    seen: HashMap<Vec<u8>, u64>,
+    encoding: Vec<u8>,
+}
+
+impl Encoder {
+    /// The reference to `labels`: a new LABELS record appended to
+    /// `records` (at file offset `records_at`) when `share` and never seen,
+    /// inline in `desc` (at file offset `desc_at`) otherwise.
+    #[allow(clippy::too_many_arguments)]
+    fn labels_ref(
+        &mut self,
+        labels: &Labels,
+        share: bool,
+        records: &mut Vec<u8>,
+        records_at: u64,
+        desc: &mut Vec<u8>,
+        desc_at: u64,
+        out: &mut Vec<u8>,
+    ) {
+        self.encoding.clear();
+        f::encode_labels(labels, &mut self.encoding);
+        if let Some(&at) = self.seen.get(&self.encoding) {
+            f::put_u64(out, at);
+            return;
+        }
+        if share {
+            let header_at = records_at + records.len() as u64;
+            records.extend_from_slice(&f::record_header(
+                Kind::Labels,
+                crc32fast::hash(&self.encoding),
+                self.encoding.len() as u64,
+            ));
+            records.extend_from_slice(&self.encoding);
+            let pad = f::pad_len(records_at + records.len() as u64);
+            records.resize(records.len() + pad, 0);
+            let at = header_at + RECORD_LEN as u64;
+            self.seen.insert(self.encoding.clone(), at);
+            f::put_u64(out, at);
+        } else {
+            f::put_u64(out, desc_at + desc.len() as u64);
+            desc.extend_from_slice(&self.encoding);
+        }
+    }
+}
+
+/// A writer adding entries to a version-2 dataset file.
+///
+/// One writer at a time per file, across processes (`lock.rs`). A new
+/// dataset ([`Writer::create`]) is built in a temporary file beside its
+/// path and put in place at its first commit.
+#[derive(Debug)]
+pub struct Writer {
+    path: PathBuf,
+    file: Option<File>,
+    pending: Option<io::replace::Temporary>,
+    replaced: Option<File>,
+    target: PathBuf,
+    timeout: Timeout,
+    pid: u32,
+    id: String,
+    schema: Option<Schema>,
+    schema_at: u64,
+    rows: Vec<Row>,
+    columns: Vec<Vec<u64>>,
+    end: u64,
+    encoder: Encoder,
+}
+
+fn new_id() -> String {
+    super::new_id()
+}
+
+impl Writer {
+    pub fn create(path: &Path, timeout: Timeout) -> Result<Writer> {
+        let target = io::replace::resolve(path)?;
+        let replaced = lock::open_locked(&target, false, timeout)?;
+        Writer::new_empty(path, target, replaced, timeout)
+    }
+
+    fn new_empty(
+        path: &Path,
+        target: PathBuf,
+        replaced: Option<File>,
+        timeout: Timeout,
+    ) -> Result<Writer> {
+        let mut temporary = io::replace::Temporary::beside(&target)?;
+        let id = new_id();
+        let file = temporary.file()?;
+        file.write_all_at(&f::file_header(&id), 0)
+            .map_err(io_error(path, "cannot write"))?;
+        lock::lock(file, path, Some(std::time::Duration::ZERO))?;
+        let mut writer = Writer {
+            path: path.to_path_buf(),
+            file: None,
+            pending: Some(temporary),
+            replaced,
+            target,
+            timeout,
+            pid: std::process::id(),
+            id,
+            schema: None,
+            schema_at: 0,
+            rows: Vec::new(),
+            columns: Vec::new(),
+            end: f::HEADER_LEN as u64,
+            encoder: Encoder::default(),
+        };
+        writer.write_commit()?;
+        Ok(writer)
+    }
+
+    /// Append to the version-2 dataset at `path` (created when missing).
+    pub fn append(path: &Path, timeout: Timeout) -> Result<Writer> {
+        let target = io::replace::resolve(path)?;
+        let file = loop {
+            if let Some(file) = lock::open_locked(&target, true, timeout)? {
+                break file;
+            }
+            let mut writer = Writer::new_empty(path, target.clone(), None, timeout)?;
+            let Some(temporary) = writer.pending.take() else {
+                return Err(Error::internal("a new dataset without its file"));
+            };
+            if let Some(file) = temporary.place_new(&target, true)? {
+                writer.file = Some(file);
+                return Ok(writer);
+            }
+        };
+        let file_len = file
+            .metadata()
+            .map_err(io_error(path, "cannot read"))?
+            .len();
+        let in_file = |e: Error| e.context(format!("'{}'", path.display()));
+        let head = read_at(&file, 0, 8)?;
+        if head.len() >= 4 && head[..4] == *b"PK\x03\x04" {
+            return Err(Error::invalid(format!(
+                "'{}' is a dataset of format version 1, which this blockmap reads but does \
+                 not append to: convert it first with blockmap.Dataset.upgrade(src, dst)",
+                path.display()
+            )));
+        }
+        let contents = Contents::read(&file, file_len).map_err(in_file)?;
+        if !contents.committed {
+            file.set_len(contents.end)
+                .map_err(io_error(path, "cannot write"))?;
+        }
+        let columns = if contents.columns.is_empty() {
+            Vec::new()
+        } else {
+            contents.columns
+        };
+        Ok(Writer {
+            path: path.to_path_buf(),
+            file: Some(file),
+            pending: None,
+            replaced: None,
+            target,
+            timeout,
+            pid: std::process::id(),
+            id: contents.id,
+            schema: contents.schema,
+            schema_at: contents.schema_at,
+            rows: contents.rows,
+            columns,
+            end: align_up(contents.end),
+            encoder: Encoder::default(),
+        })
+    }
+
+    fn file(&self) -> Result<&File> {
+        if self.pid != std::process::id() {
+            return Err(Error::invalid(
+                "this DatasetWriter was opened by another process (this one is a fork of it): \
+                 only that process writes through it",
+            ));
+        }
+        match (&self.file, &self.pending) {
+            (Some(file), _) => Ok(file),
+            (None, Some(temporary)) => temporary.file_ref(),
+            (None, None) => Err(Error::invalid("the dataset writer is closed")),
+        }
+    }
+
+    pub fn is_in_place(&self) -> bool {
+        self.file.is_some()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub fn schema(&self) -> Option<&Schema> {
+        self.schema.as_ref()
+    }
+
+    /// Add one map at the end (a dataset of single maps).
+    pub fn write(&mut self, map: &TensorMap) -> Result<()> {
+        self.write_entry(&Entry {
+            fields: vec![(f::SINGLE_FIELD, map)],
+            columns: Vec::new(),
+            single: true,
+        })
+    }
+
+    /// Add an entry at the end. When this returns, the entry is in the
+    /// file: a process killed from then on leaves a file that opens with
+    /// it.
+    pub fn write_entry(&mut self, entry: &Entry<'_>) -> Result<()> {
+        for (name, map) in &entry.fields {
+            io::portable::check(DataRef::Tensor(map))
+                .map_err(|e| e.context(format!("field '{name}'")))?;
+        }
+        let schema = entry.schema();
+        for (i, field) in schema.fields.iter().enumerate() {
+            if field.is_empty() || schema.fields[..i].contains(field) {
+                return Err(Error::invalid(format!(
+                    "field names must be unique and non-empty, got {field:?}"
+                )));
+            }
+        }
+        for (i, (column, _)) in schema.columns.iter().enumerate() {
+            if column.is_empty() || schema.columns[..i].iter().any(|(c, _)| c == column) {
+                return Err(Error::invalid(format!(
+                    "column names must be unique and non-empty, got {column:?}"
+                )));
+            }
+        }
+        if entry.fields.is_empty() {
+            return Err(Error::invalid("an entry needs at least one field"));
+        }
+        let mut records = Vec::new();
+        let at = self.end;
+        if let Some(existing) = &self.schema {
+            if let Some(difference) = existing.difference(&schema) {
+                return Err(Error::invalid(format!(
+                    "this entry does not match '{}': {difference}",
+                    self.path.display()
+                )));
+            }
+        } else {
+            let encoded = schema.encode();
+            records.extend_from_slice(&f::record_header(
+                Kind::Schema,
+                crc32fast::hash(&encoded),
+                encoded.len() as u64,
+            ));
+            records.extend_from_slice(&encoded);
+            let pad = f::pad_len(at + records.len() as u64);
+            records.resize(records.len() + pad, 0);
+        }
+        let schema_at = if self.schema.is_none() {
+            at
+        } else {
+            self.schema_at
+        };
+        let mut encoder = std::mem::take(&mut self.encoder);
+        let result = self.encode_and_write(entry, &mut encoder, records, at);
+        self.encoder = encoder;
+        let (entry_at, row_len, crc, end) = match result {
+            Ok(done) => done,
+            Err(e) => {
+                // labels records it may have written are not referenced
+                self.encoder.seen.retain(|_, &mut offset| offset < at);
+                return Err(e);
+            }
+        };
+        if self.schema.is_none() {
+            self.columns = vec![Vec::new(); schema.columns.len() + schema.fields.len()];
+            self.schema = Some(schema);
+            self.schema_at = schema_at;
+        }
+        self.rows.try_reserve(1)?;
+        self.rows.push(Row {
+            offset: entry_at,
+            len: row_len,
+            crc,
+        });
+        for (column, (_, value)) in self.columns.iter_mut().zip(&entry.columns) {
+            column.push(value.to_bits());
+        }
+        let n = entry.columns.len();
+        for (column, (_, map)) in self.columns[n..].iter_mut().zip(&entry.fields) {
+            column.push(first_samples(map));
+        }
+        self.end = end;
+        Ok(())
+    }
+
+    /// Encode `entry` after `records` (the schema, when new) at `at`, and
+    /// write it: `(entry record offset, payload length, CRC, end)`.
+    #[allow(clippy::too_many_lines)] // one layout, in order
+    fn encode_and_write(
+        &self,
+        entry: &Entry<'_>,
+        encoder: &mut Encoder,
+        mut records: Vec<u8>,
+        at: u64,
+    ) -> Result<(u64, u64, u32, u64)> {
+        // first pass: the description, with labels records gathered in
+        // `records`; the description's own position is only known once
+        // those are, so inline labels are placed relative to a base
+        // patched afterwards: encode twice (the second with final offsets)
+        for (_, map) in &entry.fields {
+            collect_shared(map, encoder, &mut records, at);
+        }
+        let entry_at = at + records.len() as u64;
+        let desc_at = entry_at + RECORD_LEN as u64 + 8;
+        let mut desc = Vec::new();
+        for (_, value) in &entry.columns {
+            f::put_u64(&mut desc, value.to_bits());
+        }
+        for (_, map) in &entry.fields {
+            f::put_u64(&mut desc, first_samples(map));
+        }
+        // field descriptions are laid out one after the other, each with
+        // its inline labels after its fixed part; the arrays follow
+        let mut placed: Placed<'_> = Vec::new();
+        let mut arrays: Vec<&Array> = Vec::new();
+        for (_, map) in &entry.fields {
+            collect_arrays(map, &mut arrays);
+        }
+        // description length is needed to place the arrays: encode with
+        // placeholder data offsets first, then again with the real ones
+        let mut total_desc;
+        let mut data_offsets: Vec<u64> = vec![0; arrays.len()];
+        loop {
+            desc.truncate((entry.columns.len() + entry.fields.len()) * 8);
+            let mut k = 0;
+            for (_, map) in &entry.fields {
+                let len_at = desc.len();
+                f::put_u64(&mut desc, 0);
+                let field_start = desc.len();
+                let mut field = Vec::new();
+                encode_map(
+                    map,
+                    encoder,
+                    desc_at + field_start as u64,
+                    &mut field,
+                    &data_offsets,
+                    &mut k,
+                );
+                desc.extend_from_slice(&field);
+                let len = (desc.len() - field_start) as u64;
+                desc[len_at..len_at + 8].copy_from_slice(&len.to_le_bytes());
+            }
+            total_desc = desc.len();
+            let mut next = align_up(desc_at + total_desc as u64);
+            let mut offsets = Vec::with_capacity(arrays.len());
+            for array in &arrays {
+                offsets.push(next);
+                next = align_up(next + array.buffer().len() as u64);
+            }
+            if offsets == data_offsets {
+                break;
+            }
+            data_offsets = offsets;
+        }
+        for (offset, array) in data_offsets.iter().zip(&arrays) {
+            placed.push((*offset, array));
+        }
+        let data_start = align_up(desc_at + total_desc as u64);
+        let payload_end = placed.last().map_or(desc_at + total_desc as u64, |(o, a)| {
+            o + a.buffer().len() as u64
+        });
+        let payload_len = payload_end - (entry_at + RECORD_LEN as u64);
+        let mut head = Vec::with_capacity(8 + desc.len());
+        f::put_u64(&mut head, total_desc as u64);
+        head.extend_from_slice(&desc);
+        head.resize(
+            usize::try_from(data_start - (entry_at + RECORD_LEN as u64))
+                .map_err(|_| Error::internal("entry"))?,
+            0,
+        );
+        let file = self.file()?;
+        let werr = io_error(&self.path, "cannot write");
+        let end = align_up(payload_end);
+        let total = usize::try_from(end - at).unwrap_or(usize::MAX);
+        if total <= IN_MEMORY {
+            let mut out = records;
+            out.try_reserve_exact(total - out.len())?;
+            let header_at = out.len();
+            out.extend_from_slice(&[0; RECORD_LEN]);
+            out.extend_from_slice(&head);
+            for (offset, array) in &placed {
+                let pos = usize::try_from(offset - at).map_err(|_| Error::internal("entry"))?;
+                out.resize(pos, 0);
+                array
+                    .buffer()
+                    .raw()
+                    .extend_vec(&mut out, array.buffer().len());
+            }
+            let crc = crc32fast::hash(&out[header_at + RECORD_LEN..]);
+            out[header_at..header_at + RECORD_LEN].copy_from_slice(&f::record_header(
+                Kind::Entry,
+                crc,
+                payload_len,
+            ));
+            out.resize(
+                usize::try_from(end - at).map_err(|_| Error::internal("entry"))?,
+                0,
+            );
+            file.write_all_at(&out, at).map_err(werr)?;
+            Ok((entry_at, payload_len, crc, end))
+        } else {
+            // streamed: the header says "no entry" (length 0) until its
+            // length and CRC are patched in last
+            let mut out = records;
+            out.extend_from_slice(&f::record_header(Kind::Entry, 0, 0));
+            out.extend_from_slice(&head);
+            let mut hasher = crc32fast::Hasher::new();
+            hasher.update(&head);
+            file.write_all_at(&out, at)
+                .map_err(io_error(&self.path, "cannot write"))?;
+            let mut position = data_start;
+            let zeros = [0u8; 64];
+            for (offset, array) in &placed {
+                let gap = usize::try_from(offset - position).unwrap_or(0);
+                if gap > 0 {
+                    hasher.update(&zeros[..gap]);
+                    file.write_all_at(&zeros[..gap], position)
+                        .map_err(io_error(&self.path, "cannot write"))?;
+                }
+                let mut at_data = *offset;
+                array.buffer().raw().for_each_chunk(|chunk| {
+                    hasher.update(chunk);
+                    file.write_all_at(chunk, at_data)
+                        .map_err(io_error(&self.path, "cannot write"))?;
+                    at_data += chunk.len() as u64;
+                    crate::interrupt::check()
+                })?;
+                position = at_data;
+            }
+            let pad = usize::try_from(end - position).unwrap_or(0);
+            file.write_all_at(&zeros[..pad], position)
+                .map_err(io_error(&self.path, "cannot write"))?;
+            let crc = hasher.finalize();
+            file.write_all_at(&f::record_header(Kind::Entry, crc, payload_len), entry_at)
+                .map_err(io_error(&self.path, "cannot write"))?;
+            Ok((entry_at, payload_len, crc, end))
+        }
+    }
+
+    /// Write the commit record and its trailer after the entries and sync
+    /// the file; a new dataset is put in place at its first commit.
+    pub fn commit(&mut self) -> Result<()> {
+        self.write_commit()?;
+        if self.pending.is_some() {
+            self.publish()?;
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self) -> Result<()> {
+        let still_there = match (&self.replaced, std::fs::metadata(&self.target)) {
+            (Some(replaced), Ok(there)) => {
+                use std::os::unix::fs::MetadataExt;
+                let ours = replaced
+                    .metadata()
+                    .map_err(io_error(&self.path, "cannot read"))?;
+                ours.dev() == there.dev() && ours.ino() == there.ino()
+            }
+            (None, Err(e)) if e.kind() == std::io::ErrorKind::NotFound => true,
+            _ => false,
+        };
+        if !still_there {
+            self.replaced = lock::open_locked(&self.target, false, self.timeout)?;
+        }
+        let Some(temporary) = self.pending.take() else {
+            return Ok(());
+        };
+        self.file = Some(temporary.replace_keeping(&self.target, true)?);
+        if let Some(replaced) = self.replaced.take() {
+            lock::unlock(&replaced);
+        }
+        Ok(())
+    }
+
+    /// Give up a new dataset not yet in place (its path keeps what it
+    /// held); one in place is committed and closed instead.
+    pub fn abort(&mut self) -> Result<()> {
+        if self.pending.is_some() && self.pid == std::process::id() {
+            self.pending = None;
+            if let Some(replaced) = self.replaced.take() {
+                lock::unlock(&replaced);
+            }
+            return Ok(());
+        }
+        self.close()
+    }
+
+    fn write_commit(&mut self) -> Result<()> {
+        let file = self.file()?;
+        let at = self.end;
+        let count = self.rows.len();
+        let mut payload = Vec::new();
+        payload.try_reserve(
+            count * (ROW_LEN + 8 * self.columns.len()) + 64 * (self.columns.len() + 1) + 24,
+        )?;
+        f::put_u64(&mut payload, count as u64);
+        f::put_u64(&mut payload, self.schema_at);
+        f::put_u32(&mut payload, f::u32_len(self.columns.len()));
+        for row in &self.rows {
+            f::put_u64(&mut payload, row.offset);
+            f::put_u64(&mut payload, row.len);
+            f::put_u32(&mut payload, row.crc);
+            f::put_u32(&mut payload, 0);
+        }
+        let base = at + RECORD_LEN as u64;
+        for column in &self.columns {
+            let here = base + payload.len() as u64;
+            payload.resize(payload.len() + f::pad_len(here), 0);
+            for value in column {
+                f::put_u64(&mut payload, *value);
+            }
+        }
+        let mut out = Vec::with_capacity(RECORD_LEN + payload.len() + TRAILER_LEN);
+        out.extend_from_slice(&f::record_header(
+            Kind::Commit,
+            crc32fast::hash(&payload),
+            payload.len() as u64,
+        ));
+        out.extend_from_slice(&payload);
+        out.extend_from_slice(&f::trailer(at, count as u64));
+        file.write_all_at(&out, at)
+            .and_then(|()| file.sync_data())
+            .map_err(io_error(&self.path, "cannot write"))?;
+        self.end = align_up(at + out.len() as u64);
+        Ok(())
+    }
+
+    pub fn close(&mut self) -> Result<()> {
+        if self.file.is_some() || self.pending.is_some() {
+            self.commit()?;
+            if let Some(file) = self.file.take() {
+                lock::unlock(&file);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            if let Some(temporary) = self.pending.take() {
+                std::mem::forget(temporary);
+            }
+            return;
+        }
+        self.pending = None;
+        for file in [self.file.take(), self.replaced.take()]
+            .into_iter()
+            .flatten()
+        {
+            lock::unlock(&file);
+        }
+    }
+}
+
+/// The sample count of a map's first block (0 without blocks).
+fn first_samples(map: &TensorMap) -> u64 {
+    map.blocks()
+        .first()
+        .map_or(0, |b| b.samples().count() as u64)
+}
+
+fn collect_arrays<'a>(map: &'a TensorMap, out: &mut Vec<&'a Array>) {
+    fn block<'a>(b: &'a TensorBlock, out: &mut Vec<&'a Array>) {
+        out.push(b.values());
+        for gradient in b.gradients().values() {
+            block(gradient, out);
+        }
+    }
+    for b in map.blocks() {
+        block(b, out);
+    }
+}
+
+/// The labels of `map` that go to LABELS records (keys, components,
+/// properties), stored the first time the session sees them.
+fn collect_shared(map: &TensorMap, encoder: &mut Encoder, records: &mut Vec<u8>, at: u64) {
+    fn walk(
+        b: &TensorBlock,
+        encoder: &mut Encoder,
+        records: &mut Vec<u8>,
+        share: &mut dyn FnMut(&Labels, &mut Encoder, &mut Vec<u8>),
+    ) {
+        for c in b.components() {
+            share(c, encoder, records);
+        }
+        share(b.properties(), encoder, records);
+        for g in b.gradients().values() {
+            walk(g, encoder, records, share);
+        }
+    }
+    let mut sink = Vec::new();
+    let mut dummy = Vec::new();
+    let mut share = |labels: &Labels, encoder: &mut Encoder, records: &mut Vec<u8>| {
+        sink.clear();
+        encoder.labels_ref(labels, true, records, at, &mut dummy, 0, &mut sink);
+    };
+    share(map.keys(), encoder, records);
+    for b in map.blocks() {
+        walk(b, encoder, records, &mut share);
+    }
+}
+
+/// A map's description at file offset `at` into `out`; array data offsets
+/// taken in order from `offsets` (`k` the next).
+fn encode_map(
+    map: &TensorMap,
+    encoder: &mut Encoder,
+    at: u64,
+    out: &mut Vec<u8>,
+    offsets: &[u64],
+    k: &mut usize,
+) {
+    fn block(
+        b: &TensorBlock,
+        fixed: &mut Vec<u8>,
+        offsets: &[u64],
+        k: &mut usize,
+        put_ref: &mut dyn FnMut(&Labels, &mut Vec<u8>),
+    ) {
+        let values = b.values();
+        fixed.push(f::dtype_byte(values.dtype()));
+        fixed.push(u8::try_from(values.shape().len()).unwrap_or(u8::MAX));
+        fixed.extend_from_slice(&[0, 0]);
+        for &n in values.shape() {
+            f::put_u64(fixed, n as u64);
+        }
+        f::put_u64(fixed, offsets.get(*k).copied().unwrap_or(0));
+        *k += 1;
+        put_ref(b.samples(), fixed);
+        for c in b.components() {
+            put_ref(c, fixed);
+        }
+        put_ref(b.properties(), fixed);
+        f::put_u32(fixed, f::u32_len(b.gradients().len()));
+        for (parameter, g) in b.gradients() {
+            f::put_str(fixed, parameter);
+            block(g, fixed, offsets, k, put_ref);
+        }
+    }
+    // inline labels go after the map's fixed part, in a second buffer
+    let mut fixed = Vec::new();
+    let mut inline = Vec::new();
+    let mut refs: Vec<(usize, Labels)> = Vec::new();
+    let mut put_ref = |labels: &Labels, fixed: &mut Vec<u8>| {
+        refs.push((fixed.len(), labels.clone()));
+        f::put_u64(fixed, 0);
+    };
+    put_ref(map.keys(), &mut fixed);
+    f::put_u32(&mut fixed, f::u32_len(map.info().len()));
+    for (key, value) in map.info() {
+        f::put_str(&mut fixed, key);
+        f::put_str(&mut fixed, value);
+    }
+    f::put_u32(&mut fixed, f::u32_len(map.blocks().len()));
+    for b in map.blocks() {
+        block(b, &mut fixed, offsets, k, &mut put_ref);
+    }
+    // the references resolved: shared ones to their records, the others
+    // inline after the fixed part
+    let inline_at = at + fixed.len() as u64;
+    let mut records = Vec::new();
+    let mut value = Vec::with_capacity(8);
+    for (pos, labels) in refs {
+        value.clear();
+        encoder.labels_ref(
+            &labels,
+            false,
+            &mut records,
+            0,
+            &mut inline,
+            inline_at,
+            &mut value,
+        );
+        fixed[pos..pos + 8].copy_from_slice(&value);
+    }
+    out.extend_from_slice(&fixed);
+    out.extend_from_slice(&inline);
+}
