@@ -39,6 +39,8 @@ import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, SupportsIndex, overload
 
+import numpy as np
+
 from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, _ForeignZip, load
 from .exceptions import (
     BlockMapIOError,
@@ -47,7 +49,7 @@ from .exceptions import (
     ValidationError,
 )
 
-__all__ = ["Dataset", "DatasetWriter", "save_dataset"]
+__all__ = ["Dataset", "DatasetField", "DatasetWriter", "save_dataset"]
 
 
 _Reference = tuple[str, str, str, int, int]
@@ -128,7 +130,29 @@ def _map_from_reference(
         _recent.move_to_end(key)
         while len(_recent) > _RECENT:
             _recent.popitem(last=False)
-    return _Dataset._get(found, index)
+    entry, field = divmod(index, len(found.fields))
+    return _Dataset._get(found, entry, field=field)
+
+
+#: the named-tuple type of each tuple of field names
+_entry_types: dict[tuple[str, ...], type] = {}
+
+
+def _entry_type(fields: tuple[str, ...]) -> type:
+    """The named tuple of an entry with these fields (one type per tuple
+    of names; instances pickle through :func:`_make_entry`)."""
+    found = _entry_types.get(fields)
+    if found is None:
+        found = collections.namedtuple("Entry", fields)  # type: ignore[misc]
+        found.__module__ = __name__
+        found.__reduce__ = lambda self: (_make_entry, (self._fields, tuple(self)))  # type: ignore[assignment]
+        found = _entry_types.setdefault(fields, found)
+    return found
+
+
+def _make_entry(fields: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """An entry's named tuple, from a pickle."""
+    return _entry_type(tuple(fields))(*values)
 
 
 def _reduce_map(tensor: TensorMap) -> tuple[Any, tuple[Any, ...]] | None:
@@ -187,9 +211,18 @@ class Dataset(_Dataset):
         BlockMapMemoryError
             If memory for the map's labels cannot be allocated.
         """
+        if type(index) is int and self._single:
+            return self._get(index)  # the common case, first
         if isinstance(index, slice):
-            return [self._get(i) for i in range(*index.indices(len(self)))]
-        return self._get(self._integer(index))
+            return [self._entry(i) for i in range(*index.indices(len(self)))]
+        return self._entry(self._integer(index))
+
+    def _entry(self, index: int) -> Any:
+        """Entry ``index``: its map, or the named tuple of its fields' maps."""
+        if self._single:
+            return self._get(index)
+        fields = tuple(self.fields)
+        return _entry_type(fields)(*(self._get(index, field=f) for f in range(len(fields))))
 
     def __iter__(self) -> Iterator[TensorMap]:
         """``for tensor in dataset``: every map, in order.
@@ -207,7 +240,103 @@ class Dataset(_Dataset):
             If memory for a map's labels cannot be allocated.
         """
         for i in range(len(self)):
-            yield self._get(i)
+            yield self._entry(i)
+
+    def load_all(self) -> list[Any]:
+        """Every entry, in order (the file read ahead sequentially).
+
+        Returns
+        -------
+        list
+            Each entry: a :class:`TensorMap`, or a named tuple of the
+            fields' maps.
+
+        Raises
+        ------
+        FormatError
+            If an entry's data in the file is not valid.
+        BlockMapMemoryError
+            If memory for the labels cannot be allocated.
+        """
+        return [self._entry(i) for i in range(len(self))]
+
+    def field(self, name: str) -> DatasetField:
+        """The per-field view of field ``name`` (``len``, ``[i]``, slices,
+        iteration, ``load(i, keys=...)``, ``column``).
+
+        Parameters
+        ----------
+        name : str
+            One of :attr:`fields`.
+
+        Returns
+        -------
+        DatasetField
+            The view.
+
+        Raises
+        ------
+        ValidationError
+            If the dataset has no such field.
+        """
+        fields = self.fields
+        if name not in fields:
+            raise ValidationError(f"no field {name!r} in this dataset: its fields are {fields}")
+        return DatasetField(self, fields.index(name))
+
+    @property
+    def columns(self) -> list[str]:
+        """The names of the columns: the writer's, then ``n_samples``."""
+        return [*self._columns, "n_samples"]
+
+    def column(self, name: str) -> np.ndarray:
+        """Column ``name``, one value per entry (int64 or float64), read
+        from the index without touching the entries' data. ``n_samples``
+        is the sample count of the first block of the first field (of each
+        field: ``ds.field(name).column("n_samples")``).
+
+        Parameters
+        ----------
+        name : str
+            One of :attr:`columns`.
+
+        Returns
+        -------
+        numpy.ndarray
+            The values, a new array.
+
+        Raises
+        ------
+        ValidationError
+            If there is no such column, or the file is of format version 1
+            (see :meth:`upgrade`).
+        """
+        if name == "n_samples":
+            return np.frombuffer(self._n_samples(0), dtype=np.int64).copy()
+        kind, data = self._column(name)
+        return np.frombuffer(data, dtype=np.dtype(kind)).copy()
+
+    @staticmethod
+    def upgrade(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        """Write the dataset at ``src`` (format version 1 or 2) as a new
+        dataset of format version 2 at ``dst``, replaced once complete: on
+        failure ``dst`` keeps what it held.
+
+        Parameters
+        ----------
+        src : str or os.PathLike
+            The dataset to convert.
+        dst : str or os.PathLike
+            Where the new dataset is written.
+
+        Raises
+        ------
+        FormatError
+            If ``src`` is not a valid dataset.
+        BlockMapIOError
+            If a file cannot be read or written, or ``dst`` is locked.
+        """
+        _Dataset._upgrade(src, dst)
 
     def load(
         self, index: int, *, keys: Labels | None = None, arrays: str | None = None
@@ -255,7 +384,11 @@ class Dataset(_Dataset):
 
     def __repr__(self) -> str:
         state = "" if self.committed else ", recovered after an interrupted write"
-        return f"Dataset('{os.fspath(self.path)}', {len(self)} maps, mmap='{self.mmap}'{state})"
+        what = "maps" if self._single else f"entries, fields={self.fields}"
+        return (
+            f"Dataset('{os.fspath(self.path)}', {len(self)} {what}, columns={self.columns}, "
+            f"version={self.version}, mmap='{self.mmap}'{state})"
+        )
 
     @classmethod
     def from_files(
@@ -393,6 +526,50 @@ class Dataset(_Dataset):
                 # read by blockmap's reader: bounded memory, CRCs checked
                 writer.write(archive.load(member))
         return cls(path)
+
+
+class DatasetField:
+    """One field of a :class:`Dataset` (``ds.field(name)``): its maps,
+    ``len``, ``[i]``, slices, iteration, ``load(i, keys=...)`` and the
+    dataset's columns (``n_samples`` of this field)."""
+
+    def __init__(self, dataset: Dataset, index: int) -> None:
+        self.dataset = dataset
+        self.index = index
+        self.name = dataset.fields[index]
+
+    def __len__(self) -> int:
+        return len(self.dataset)
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Any:
+        if isinstance(index, slice):
+            return [
+                self.dataset._get(i, field=self.index)
+                for i in range(*index.indices(len(self.dataset)))
+            ]
+        return self.dataset._get(self.dataset._integer(index), field=self.index)
+
+    def __iter__(self) -> Iterator[TensorMap]:
+        for i in range(len(self.dataset)):
+            yield self.dataset._get(i, field=self.index)
+
+    def load(
+        self, index: int, *, keys: Labels | None = None, arrays: str | None = None
+    ) -> TensorMap:
+        """This field's map of entry ``index``, with only the blocks whose
+        keys match ``keys`` (see :meth:`Dataset.load`)."""
+        return self.dataset._get(
+            self.dataset._integer(index), keys=keys, arrays=arrays, field=self.index
+        )
+
+    def column(self, name: str) -> np.ndarray:
+        """Column ``name`` of the dataset; ``n_samples`` is this field's."""
+        if name == "n_samples":
+            return np.frombuffer(self.dataset._n_samples(self.index), dtype=np.int64).copy()
+        return self.dataset.column(name)
+
+    def __repr__(self) -> str:
+        return f"<field {self.name!r} of {self.dataset!r}>"
 
 
 def _open_zip(path: Any) -> Any:

@@ -936,7 +936,10 @@ impl Writer {
             }
         }
         for (i, (column, _)) in schema.columns.iter().enumerate() {
-            if column.is_empty() || schema.columns[..i].iter().any(|(c, _)| c == column) {
+            if column.is_empty()
+                || column == "n_samples"
+                || schema.columns[..i].iter().any(|(c, _)| c == column)
+            {
                 return Err(Error::invalid(format!(
                     "column names must be unique and non-empty, got {column:?}"
                 )));

@@ -31,6 +31,7 @@ pub struct PyDataset {
     inner: ForkArc<dataset::Dataset>,
     mode: MapMode,
     count: usize,
+    schema: dataset::Schema,
     /// the checksum of the `count` maps, computed at the first pickle
     checksum: std::sync::OnceLock<u32>,
 }
@@ -66,10 +67,12 @@ impl PyDataset {
             inner.keep_first(count)?;
         }
         let count = inner.len();
+        let schema = inner.schema();
         Ok(PyDataset {
             inner: ForkArc::new(inner),
             mode,
             count,
+            schema,
             checksum: std::sync::OnceLock::new(),
         })
     }
@@ -125,16 +128,18 @@ impl PyDataset {
         Ok((slot.offset, slot.len))
     }
 
-    /// Map ``index`` (negative from the end), viewing the mapping; with
-    /// ``keys``, only the blocks whose keys match. A read-only, whole map
-    /// pickles as a reference to this dataset while it is unchanged.
-    #[pyo3(signature = (index, keys = None, arrays = None))]
+    /// Map ``index`` (negative from the end) of field ``field`` (its
+    /// position in ``fields``), viewing the mapping; with ``keys``, only the
+    /// blocks whose keys match. A read-only, whole map pickles as a
+    /// reference to this dataset while it is unchanged.
+    #[pyo3(signature = (index, keys = None, arrays = None, field = 0))]
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn _get(
         slf: &Bound<'_, Self>,
         index: SaturatingInt,
         keys: Option<LabelsArg>,
         arrays: Option<&str>,
+        field: usize,
     ) -> PyResult<Py<PyTensorMap>> {
         let py = slf.py();
         let this = slf.get();
@@ -143,18 +148,99 @@ impl PyDataset {
         let keys = keys.as_ref();
         let inner = &this.inner;
         let index = index.0;
+        let n_fields = this.schema.fields.len();
         let (index, map) = detached(py, || {
             let position = inner.position(index)?;
-            Ok((position, inner.get(index, keys)?))
+            Ok((position, inner.get_field(index, field, keys)?))
         })?;
         let object = if keys.is_none() && this.mode == MapMode::ReadOnly && arrays == Arrays::Numpy
         {
-            PyTensorMap::from_dataset(map, slf.clone().into_any().unbind(), index)
+            // the map's place among all the maps: entries x fields
+            let flat = index * n_fields + field;
+            PyTensorMap::from_dataset(map, slf.clone().into_any().unbind(), flat)
         } else {
             PyTensorMap::with_arrays(map, arrays)
         };
         Py::new(py, object)
     }
+
+    /// The format version of the file: 1 (read-only) or 2.
+    #[getter]
+    fn version(&self) -> u32 {
+        self.inner.version()
+    }
+
+    /// The names of the maps each entry holds (``["tensor"]`` for a
+    /// dataset of single maps).
+    #[getter]
+    fn fields(&self) -> Vec<String> {
+        self.schema.fields.clone()
+    }
+
+    /// Whether each entry is one map (``ds[i]`` is a ``TensorMap``), not named
+    /// fields.
+    #[getter]
+    fn _single(&self) -> bool {
+        self.schema.single
+    }
+
+    /// The names of the columns the writer was given (``n_samples`` of
+    /// each field is always there besides).
+    #[getter]
+    fn _columns(&self) -> Vec<String> {
+        self.schema.columns.iter().map(|c| c.0.clone()).collect()
+    }
+
+    /// ``(kind, bytes)`` of column ``name``: ``"i8"`` or ``"f8"``, and its
+    /// values for the entries of this view, native 8-byte elements.
+    fn _column<'py>(
+        &self,
+        py: Python<'py>,
+        name: &str,
+    ) -> PyResult<(&'static str, Bound<'py, pyo3::types::PyBytes>)> {
+        let (kind, values) = self.inner.column(name)?;
+        let kind = match kind {
+            dataset::ColumnType::Int => "i8",
+            dataset::ColumnType::Float => "f8",
+        };
+        Ok((
+            kind,
+            column_bytes(py, &values[..self.count.min(values.len())]),
+        ))
+    }
+
+    /// The sample count of field ``field``'s first block, per entry (native
+    /// int64 bytes).
+    fn _n_samples<'py>(
+        &self,
+        py: Python<'py>,
+        field: usize,
+    ) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
+        let values = self.inner.n_samples(field)?;
+        Ok(column_bytes(py, &values[..self.count.min(values.len())]))
+    }
+
+    /// Write the dataset at ``src`` (either version) as a new version-2
+    /// dataset at ``dst`` (replaced once complete: on failure it keeps
+    /// what it held).
+    #[staticmethod]
+    fn _upgrade(py: Python<'_>, src: FileArg<'_>, dst: FileArg<'_>) -> PyResult<()> {
+        let src = src.into_path(py, "a dataset")?;
+        let dst = dst.into_path(py, "a dataset")?;
+        detached(py, || {
+            dataset::upgrade(&src, &dst, Some(std::time::Duration::ZERO))
+        })?;
+        Ok(())
+    }
+}
+
+/// Column values as the bytes of native 8-byte elements.
+fn column_bytes<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, pyo3::types::PyBytes> {
+    let mut bytes = Vec::with_capacity(values.len() * 8);
+    for value in values {
+        bytes.extend_from_slice(&value.to_ne_bytes());
+    }
+    pyo3::types::PyBytes::new(py, &bytes)
 }
 
 /// Adds maps to a dataset file, one at a time, in constant memory.
@@ -242,32 +328,97 @@ impl PyDatasetWriter {
         })
     }
 
-    /// Add ``tensor`` (a :class:`TensorMap`) at the end of the dataset.
+    /// Add an entry at the end of the dataset: ``write(tensor)`` (a
+    /// dataset of single maps) or ``write(name=tensor, ...)`` (an entry of
+    /// named fields, in the order given), with ``columns={"name": value}``
+    /// (ints or floats) stored in the index. Every entry of a dataset has
+    /// the same fields and columns.
     ///
     /// Parameters
     /// ----------
-    /// tensor : TensorMap
-    ///     The map to append.
+    /// tensor : TensorMap, optional
+    ///     The map of a dataset of single maps.
+    /// columns : dict, optional
+    ///     Named scalars (int or float) of this entry.
+    /// **fields : TensorMap
+    ///     The named maps of this entry.
     ///
     /// Raises
     /// ------
     /// ValidationError
-    ///     If the writer is closed or re-entered.
+    ///     If the writer is closed or re-entered, or the entry's fields or
+    ///     columns differ from the dataset's.
     /// BlockMapIOError
     ///     If the write fails.
     /// BlockMapTypeError
     ///     If an argument has the wrong type.
     /// BlockMapMemoryError
     ///     If memory for the result cannot be allocated.
-    fn write(&self, py: Python<'_>, tensor: &Bound<'_, PyAny>) -> PyResult<()> {
-        let tensor = tensor.cast::<PyTensorMap>().map_err(|_| {
-            wrong_type(
-                py,
-                format!("a dataset holds TensorMaps, not {}", type_name(tensor)),
-            )
-        })?;
-        let map = tensor.get().map();
-        self.with(py, |writer| writer.write(&map))
+    #[pyo3(signature = (tensor = None, /, *, columns = None, **fields))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        tensor: Option<&Bound<'_, PyAny>>,
+        columns: Option<&Bound<'_, pyo3::types::PyDict>>,
+        fields: Option<&Bound<'_, pyo3::types::PyDict>>,
+    ) -> PyResult<()> {
+        let as_map = |object: &Bound<'_, PyAny>| {
+            object
+                .cast::<PyTensorMap>()
+                .map(|t| t.get().map())
+                .map_err(|_| {
+                    wrong_type(
+                        py,
+                        format!("a dataset holds TensorMaps, not {}", type_name(object)),
+                    )
+                })
+        };
+        let mut maps = Vec::new();
+        let single = match (tensor, fields) {
+            (Some(tensor), None) => {
+                maps.push((dataset::SINGLE_FIELD.to_string(), as_map(tensor)?));
+                true
+            }
+            (None, Some(fields)) if !fields.is_empty() => {
+                for (name, value) in fields.iter() {
+                    let name: String = name.extract()?;
+                    maps.push((name, as_map(&value)?));
+                }
+                false
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    py,
+                    "write(tensor) or write(name=tensor, ...), not both",
+                ))
+            }
+            _ => {
+                return Err(wrong_type(
+                    py,
+                    "write() needs a TensorMap, or named TensorMaps",
+                ))
+            }
+        };
+        let mut values = Vec::new();
+        if let Some(columns) = columns {
+            for (name, value) in columns.iter() {
+                let name: String = name.extract().map_err(|_| {
+                    wrong_type(
+                        py,
+                        format!("column names are str, not {}", type_name(&name)),
+                    )
+                })?;
+                values.push((name, column_value(py, &value)?));
+            }
+        }
+        let snapshots: Vec<(String, crate::arc::ForkArc<crate::TensorMap>)> = maps;
+        self.with(py, move |writer| {
+            writer.write_entry(&dataset::Entry {
+                fields: snapshots.iter().map(|(n, m)| (n.as_str(), &**m)).collect(),
+                columns: values.iter().map(|(n, v)| (n.as_str(), *v)).collect(),
+                single,
+            })
+        })
     }
 
     /// Write the index and end records now (``close`` does it too), so
@@ -414,6 +565,36 @@ impl PyForeignZip {
         })?;
         Py::new(py, PyTensorMap::from_map(map))
     }
+}
+
+/// A column's value: a Python int (within int64) or float; bools refused.
+fn column_value(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<dataset::Value> {
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(wrong_type(
+            py,
+            "a column value is an int or a float, not bool",
+        ));
+    }
+    if value.is_instance_of::<pyo3::types::PyFloat>() {
+        return Ok(dataset::Value::Float(value.extract()?));
+    }
+    if value.is_instance_of::<pyo3::types::PyInt>() || value.hasattr("__index__")? {
+        let index = value.call_method0("__index__")?;
+        return index
+            .extract::<i64>()
+            .map(dataset::Value::Int)
+            .map_err(|_| invalid(py, format!("column value {index} is outside int64")));
+    }
+    if let Ok(number) = value.call_method0("__float__") {
+        return Ok(dataset::Value::Float(number.extract()?));
+    }
+    Err(wrong_type(
+        py,
+        format!(
+            "a column value is an int or a float, not {}",
+            type_name(value)
+        ),
+    ))
 }
 
 /// The writer's ``timeout``: seconds (``>= 0``), or ``None`` for no limit.

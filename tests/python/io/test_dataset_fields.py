@@ -1,0 +1,169 @@
+"""Datasets of format version 2: entries of named fields, columns read
+from the index, per-field views, references per field, upgrade."""
+
+import os
+import pickle
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+import pytest
+
+import blockmap
+from bench.batches import qm9_maps
+from blockmap import Dataset, DatasetWriter
+from helpers import TESTS_DIR
+
+STORED = TESTS_DIR.parent / "data" / "datasets"
+
+
+@pytest.fixture(scope="module")
+def maps():
+    return qm9_maps(12, seed=3)
+
+
+@pytest.fixture(scope="module")
+def fielded(tmp_path_factory, maps):
+    path = tmp_path_factory.mktemp("fields") / "fields.bmds"
+    with DatasetWriter(path) as writer:
+        for i, tensor in enumerate(maps):
+            writer.write(
+                system=tensor,
+                energy=maps[-1 - i],
+                columns={"n_atoms": 3 * i, "weight": 0.25 * i},
+            )
+    return path
+
+
+def test_entries_are_named_tuples_of_their_fields(fielded, maps):
+    ds = Dataset(fielded)
+    assert ds.fields == ["system", "energy"]
+    assert ds.version == 2
+    assert len(ds) == len(maps)
+    entry = ds[4]
+    assert entry._fields == ("system", "energy")
+    assert blockmap.equal(entry.system, maps[4])
+    assert blockmap.equal(entry.energy, maps[-5])
+    assert blockmap.equal(ds[-1].system, maps[-1])
+    assert [blockmap.equal(e.system, m) for e, m in zip(ds[2:5], maps[2:5], strict=True)] == [
+        True
+    ] * 3
+    assert len(ds.load_all()) == len(maps)
+    assert all(blockmap.equal(e.energy, m) for e, m in zip(ds, reversed(maps), strict=True))
+    # an entry pickles (DataLoader workers send them), its maps as data
+    again = pickle.loads(pickle.dumps(entry))
+    assert again._fields == entry._fields and blockmap.equal(again.system, maps[4])
+    text = repr(ds)
+    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=2"):
+        assert part in text
+    with pytest.raises(blockmap.BlockMapIndexError):
+        ds[12]
+
+
+def test_the_field_view(fielded, maps):
+    ds = Dataset(fielded)
+    energy = ds.field("energy")
+    assert len(energy) == len(maps)
+    assert blockmap.equal(energy[0], maps[-1])
+    assert len(energy[3:7]) == 4
+    assert all(blockmap.equal(a, b) for a, b in zip(energy, reversed(maps), strict=True))
+    keys = maps[-3].keys
+    key = blockmap.Labels(keys.names, keys.values[:1])
+    loaded = energy.load(2, keys=key)
+    assert loaded.keys == key
+    with pytest.raises(blockmap.ValidationError, match="forces"):
+        ds.field("forces")
+
+
+def test_columns_come_from_the_index(fielded, maps):
+    ds = Dataset(fielded)
+    assert ds.columns == ["n_atoms", "weight", "n_samples"]
+    n_atoms = ds.column("n_atoms")
+    assert n_atoms.dtype == np.int64 and n_atoms.tolist() == [3 * i for i in range(len(maps))]
+    assert ds.column("weight").dtype == np.float64
+    assert ds.column("weight")[5] == 1.25
+    first = [len(m.block(0).samples) for m in maps]
+    assert ds.column("n_samples").tolist() == first
+    assert ds.field("energy").column("n_samples").tolist() == first[::-1]
+    with pytest.raises(blockmap.ValidationError, match="n_atoms"):
+        ds.column("missing")
+    # a view of the first entries (a reference's) has their columns only
+    assert len(Dataset(fielded, count=5).column("n_atoms")) == 5
+
+
+def test_entries_of_another_schema_are_refused(tmp_path, maps):
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        writer.write(a=maps[0], b=maps[1], columns={"n": 1})
+        with pytest.raises(blockmap.ValidationError, match="fields"):
+            writer.write(a=maps[0])
+        with pytest.raises(blockmap.ValidationError, match="n: float"):
+            writer.write(a=maps[0], b=maps[1], columns={"n": 1.5})
+        with pytest.raises(blockmap.ValidationError):
+            writer.write(maps[0])
+        with pytest.raises(blockmap.BlockMapTypeError):
+            writer.write(a=maps[0], b=maps[1], columns={"n": True})
+        with pytest.raises(blockmap.BlockMapTypeError):
+            writer.write(a=maps[0], b="not a map", columns={"n": 1})
+        with pytest.raises(blockmap.ValidationError, match="n_samples"):
+            writer.write(a=maps[0], b=maps[1], columns={"n_samples": 1})
+    # the refused writes left nothing
+    assert len(Dataset(path)) == 1
+    with DatasetWriter(path, append=True) as writer:
+        with pytest.raises(blockmap.ValidationError, match="fields"):
+            writer.write(maps[0])
+        writer.write(a=maps[2], b=maps[3], columns={"n": np.int32(7)})
+    assert Dataset(path).column("n").tolist() == [1, 7]
+
+
+def test_a_field_map_travels_as_a_reference(fielded, maps):
+    ds = Dataset(fielded)
+    tensor = ds[7].energy
+    message = ForkingPickler.dumps(tensor)
+    assert len(message) < 400
+    received = pickle.loads(message)
+    assert blockmap.equal(received, maps[-8])
+    assert blockmap.equal(pickle.loads(ForkingPickler.dumps(ds[7].system)), maps[7])
+
+
+def test_equal_labels_share_memory_across_reads(fielded):
+    ds = Dataset(fielded)
+    a, b = ds[0].system, ds[5].system
+    shared = a.block(0).properties.values
+    assert np.shares_memory(shared, b.block(0).properties.values)
+    # samples are the entry's own
+    assert not np.shares_memory(a.block(0).samples.values, b.block(0).samples.values)
+    # array data views the mapping, 64-byte aligned
+    assert a.block(0).values.ctypes.data % 64 == 0
+
+
+def test_version_1_files_open_read_only_and_upgrade(tmp_path):
+    with open(STORED / "expected.pickle", "rb") as f:
+        expected = pickle.load(f)
+    copy = tmp_path / "v1"
+    copy.write_bytes((STORED / "v1-appended.bmds").read_bytes())
+    old = Dataset(copy)
+    assert old.version == 1 and old.fields == ["tensor"]
+    with pytest.raises(blockmap.ValidationError, match=r"Dataset\.upgrade"):
+        DatasetWriter(copy, append=True)
+    with pytest.raises(blockmap.ValidationError, match=r"Dataset\.upgrade"):
+        old.column("n_samples")
+    assert copy.read_bytes() == (STORED / "v1-appended.bmds").read_bytes()
+    dst = tmp_path / "v2"
+    Dataset.upgrade(copy, dst)
+    new = Dataset(dst)
+    assert new.version == 2 and len(new) == 4
+    for got, want in zip(new, expected["v1-appended.bmds"], strict=True):
+        assert blockmap.equal(got, want)
+    assert new.column("n_samples").tolist() == [
+        len(m.block(0).samples) for m in expected["v1-appended.bmds"]
+    ]
+    # appending works once upgraded
+    with DatasetWriter(dst, append=True) as writer:
+        writer.write(expected["v1-committed.bmds"][0])
+    assert len(Dataset(dst)) == 5
+    # a failed upgrade leaves dst as it was
+    dst.write_bytes(b"kept")
+    with pytest.raises(blockmap.BlockMapError):
+        Dataset.upgrade(tmp_path / "missing", dst)
+    assert dst.read_bytes() == b"kept"
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".bm-")]
