@@ -134,6 +134,9 @@ def _map_from_reference(
     return _Dataset._get(found, entry, field=field)
 
 
+#: entries iteration asks the kernel to read ahead at a time
+_READ_AHEAD = 256
+
 #: the named-tuple type of each tuple of field names
 _entry_types: dict[tuple[str, ...], type] = {}
 
@@ -240,6 +243,8 @@ class Dataset(_Dataset):
             If memory for a map's labels cannot be allocated.
         """
         for i in range(len(self)):
+            if i % _READ_AHEAD == 0:
+                self._prefetch(i, _READ_AHEAD)
             yield self._entry(i)
 
     def load_all(self) -> list[Any]:
@@ -258,7 +263,7 @@ class Dataset(_Dataset):
         BlockMapMemoryError
             If memory for the labels cannot be allocated.
         """
-        return [self._entry(i) for i in range(len(self))]
+        return list(self)
 
     def field(self, name: str) -> DatasetField:
         """The per-field view of field ``name`` (``len``, ``[i]``, slices,
@@ -551,6 +556,8 @@ class DatasetField:
 
     def __iter__(self) -> Iterator[TensorMap]:
         for i in range(len(self.dataset)):
+            if i % _READ_AHEAD == 0:
+                self.dataset._prefetch(i, _READ_AHEAD)
             yield self.dataset._get(i, field=self.index)
 
     def load(

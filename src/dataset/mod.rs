@@ -176,6 +176,14 @@ impl Dataset {
         }
     }
 
+    /// Ask the kernel to read entries `start..start + count` ahead
+    /// (version 2; version 1 leaves the kernel's default read-ahead).
+    pub fn prefetch(&self, start: usize, count: usize) {
+        if let Inner::V2(d) = &self.inner {
+            d.prefetch(start, count.min(self.len().saturating_sub(start)));
+        }
+    }
+
     /// Keep the first `count` entries only: a reference reopened in another
     /// process sees what its sender saw, although the file may have grown.
     pub fn keep_first(&mut self, count: usize) -> Result<()> {

@@ -344,12 +344,29 @@ impl Dataset {
                 path.display()
             )));
         }
+        // random access touches only its pages: no read-ahead around a
+        // fault (the kernel's default pulls up to megabytes per map)
+        advise(&mapping, 0, mapping.len() as u64, libc::MADV_RANDOM);
         Ok(Dataset {
             path: path.to_path_buf(),
             mapping,
             contents,
             labels: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Ask the kernel to read entries `start..start + count` (clamped)
+    /// ahead: what iteration and `load_all` are about to read.
+    pub fn prefetch(&self, start: usize, count: usize) {
+        let rows = &self.contents.rows;
+        let end = start.saturating_add(count).min(rows.len());
+        if start >= end {
+            return;
+        }
+        let first = rows[start].offset;
+        let last = rows[end - 1];
+        let until = last.offset + RECORD_LEN as u64 + last.len;
+        advise(&self.mapping, first, until - first, libc::MADV_WILLNEED);
     }
 
     pub fn id(&self) -> &str {
@@ -519,6 +536,33 @@ impl Dataset {
         }
         cache.insert(at, labels.clone());
         Ok(labels)
+    }
+}
+
+/// Advise the kernel about the pages of `mapping` (a mapping of the whole
+/// file, from its start) over file bytes `offset..offset + len`: advice
+/// only, failures ignored.
+fn advise(mapping: &Buffer, offset: u64, len: u64, advice: libc::c_int) {
+    // SAFETY: sysconf has no preconditions.
+    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+    let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else {
+        return;
+    };
+    let total = mapping.len();
+    if offset >= total || page == 0 {
+        return;
+    }
+    let start = offset - offset % page;
+    let end = offset.saturating_add(len).min(total);
+    let base = mapping.as_ptr();
+    // SAFETY: `mapping` is a live file mapping starting on a page boundary
+    // (mmap of the whole file), and `start..end` lies within it (clamped
+    // to its length, `start` rounded down to a page inside it); the
+    // advice given (MADV_RANDOM, MADV_WILLNEED) changes the kernel's
+    // read-ahead only, never the memory's contents nor its validity, and
+    // no reference to the memory is made.
+    unsafe {
+        libc::madvise(base.add(start).cast_mut().cast(), end - start, advice);
     }
 }
 

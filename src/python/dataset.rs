@@ -164,6 +164,14 @@ impl PyDataset {
         Py::new(py, object)
     }
 
+    /// Ask the kernel to read entries ``start`` to ``start + count`` ahead
+    /// (iteration and ``load_all`` call it; ``ds[i]`` reads only its own
+    /// pages).
+    fn _prefetch(&self, start: usize, count: usize) {
+        self.inner
+            .prefetch(start, count.min(self.count.saturating_sub(start)));
+    }
+
     /// The format version of the file: 1 (read-only) or 2.
     #[getter]
     fn version(&self) -> u32 {
