@@ -448,20 +448,27 @@ class Dataset(_Dataset):
         zip_path: str | os.PathLike[str],
         path: str | os.PathLike[str],
         *,
-        target: str | None = None,
+        target: str | list[str] | None = None,
         progress: bool = False,
     ) -> Dataset:
-        """Convert metatrain's ``DiskDataset`` zip (members
-        ``<index>/<name>.mts``, each an ``.mts`` archive wrapped in an NPY
-        array of bytes, as ``numpy.save`` of ``TensorMap.save_buffer()``
-        writes it) into a new dataset at ``path``, one map per sample, and
-        open it.
+        """Convert metatrain's ``DiskDataset`` zip into a new dataset at
+        ``path``, one entry per sample, and open it.
 
-        ``target`` picks the member name of each sample (``"energy"`` for
-        ``<index>/energy.mts``); without it, a zip whose samples hold
-        exactly one map each is taken as is, and one with several is
-        refused (name the one wanted). Samples are taken in the order of
-        their index.
+        Every member of each sample ``<index>/`` becomes a field, named by
+        the member's stem: ``<index>/energy.mts`` (an ``.mts`` archive
+        wrapped in an NPY array of bytes, as ``numpy.save`` of
+        ``TensorMap.save_buffer()`` writes it) is field ``energy``;
+        ``<index>/system.mta`` (metatomic's zip of the system) is field
+        ``system``, converted by ``blockmap._systems.tensormap_from_mta``
+        (docs/format.md, "Systems as TensorMaps"). Every sample must hold
+        the same fields; a member that cannot be converted, or that is not
+        one of these (``metadata/atom_counts.npy``, metatrain's own
+        index of atom counts, excepted), refuses the zip instead of being
+        left out. Samples are taken in the order of their index.
+
+        ``target`` keeps some fields only: a name gives a dataset of single
+        maps (``ds[i]`` is that field's map, as before fields existed), a
+        list of names a dataset of those fields.
 
         The zip is read by blockmap's own reader, with its bounds: a member
         takes at most 8 times the zip's size plus 16 MiB of memory (a zip
@@ -475,8 +482,8 @@ class Dataset(_Dataset):
             metatrain's ``DiskDataset`` zip.
         path : str or os.PathLike
             Where the dataset is written (replaced once complete).
-        target : str, optional
-            The member name of each sample to take.
+        target : str or list of str, optional
+            The field (or fields) to keep.
         progress : bool, optional
             Show a tqdm progress bar (needs tqdm).
 
@@ -488,48 +495,91 @@ class Dataset(_Dataset):
         Raises
         ------
         ValidationError
-            If the zip is not a ``DiskDataset``, or ``target`` is needed or
-            missing from a sample.
+            If ``target`` names a field the samples do not hold.
         FormatError
-            If the zip or a member is not valid (or a zip bomb).
+            If the zip is not a ``DiskDataset``, its samples differ in their
+            fields, or a member is not valid (or a zip bomb) or cannot be
+            converted.
         MissingFileError
             If ``zip_path`` does not exist.
         BlockMapIOError
             If the zip cannot be read, the dataset cannot be written, or
             ``path`` is locked by another writer.
         BlockMapTypeError
-            If ``zip_path`` is not a path.
+            If ``zip_path`` is not a path, or ``target`` not a str or list.
         BlockMapMemoryError
             If memory cannot be allocated.
         ModuleNotFoundError
             If ``progress=True`` and tqdm is not installed.
         """
         archive = _open_zip(zip_path)
+        shown = os.fspath(zip_path)
         samples: dict[int, dict[str, str]] = {}
+        others = []
         for name in archive.names():
             parts = name.split("/")
-            if len(parts) != 2 or not parts[1].endswith(".mts") or not parts[0].isdigit():
-                continue
-            samples.setdefault(int(parts[0]), {})[parts[1][:-4]] = name
+            head, stem = (parts[0], parts[1]) if len(parts) == 2 else ("", "")
+            if head.isdigit() and stem == "system.mta":
+                samples.setdefault(int(head), {})["system"] = name
+            elif head.isdigit() and stem.endswith(".mts") and len(stem) > 4:
+                samples.setdefault(int(head), {})[stem[:-4]] = name
+            elif name != "metadata/atom_counts.npy" and not name.endswith("/"):
+                others.append(name)
         if not samples:
-            raise ValidationError(
-                f"'{os.fspath(zip_path)}' holds no '<index>/<name>.mts' member: not a DiskDataset"
+            raise FormatError(
+                f"'{shown}' holds no '<index>/<name>.mts' or '<index>/system.mta' member: "
+                "not a DiskDataset"
             )
-        names = {name for members in samples.values() for name in members}
-        if target is None:
-            if len(names) != 1:
-                raise ValidationError(
-                    f"the DiskDataset's samples hold several maps ({sorted(names)}): "
-                    "choose one with target="
+        if others:
+            raise FormatError(
+                f"'{shown}' holds members that are not DiskDataset fields, which would be "
+                f"left out: {others[:5]}{' ...' if len(others) > 5 else ''}"
+            )
+        first = min(samples)
+        fields = list(samples[first])
+        for index in sorted(samples):
+            if set(samples[index]) != set(fields):
+                missing = sorted(set(fields) - set(samples[index]))
+                extra = sorted(set(samples[index]) - set(fields))
+                raise FormatError(
+                    f"sample {index} of '{shown}' does not hold the fields of sample "
+                    f"{first} ({fields}): missing {missing}, extra {extra}"
                 )
-            (target,) = names
+        single = isinstance(target, str)
+        if target is not None:
+            if not single and not (
+                isinstance(target, list) and all(isinstance(t, str) for t in target)
+            ):
+                raise BlockMapTypeError(
+                    f"target must be a field name or a list of them, not {type(target).__name__}"
+                )
+            wanted = [target] if single else list(target)  # type: ignore[list-item]
+            absent = [name for name in wanted if name not in fields]
+            if absent:
+                raise ValidationError(
+                    f"the DiskDataset's samples hold the fields {fields}, not {absent}"
+                )
+            fields = wanted
+        from_mta = None
+        if "system" in fields:
+            # imported only when a zip holds systems
+            from ._systems import tensormap_from_mta as from_mta
+
+        def read(member: str) -> TensorMap:
+            if member.endswith("/system.mta"):
+                try:
+                    return from_mta(archive.raw(member))  # type: ignore[misc]
+                except FormatError as error:
+                    raise FormatError(f"member '{member}' of '{shown}': {error}") from error
+            return archive.load(member)
+
         with DatasetWriter(path) as writer:
             for index in _progress(sorted(samples), progress, "samples"):
-                member = samples[index].get(target)
-                if member is None:
-                    raise ValidationError(f"sample {index} has no '{target}.mts'")
-                # read by blockmap's reader: bounded memory, CRCs checked
-                writer.write(archive.load(member))
+                members = samples[index]
+                if single:
+                    writer.write(read(members[fields[0]]))
+                else:
+                    writer.write(**{name: read(members[name]) for name in fields})
         return cls(path)
 
 

@@ -16,11 +16,13 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
+mod foreign;
 mod format;
 mod lock;
 mod v1;
 mod v2;
 
+pub use foreign::RawZip;
 pub use format::{ColumnType, Schema, Value, SINGLE_FIELD};
 pub use lock::Timeout;
 pub use v2::{Entry, Writer};

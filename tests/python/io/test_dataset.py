@@ -4,6 +4,7 @@ as references, converted from folders of ``.mts`` files and from
 metatrain's DiskDataset layout."""
 
 import functools
+import io
 import os
 import pickle
 import zipfile
@@ -409,40 +410,103 @@ def test_from_files_equals_what_metatensor_reads(tmp_path, rng):
         assert_matches_metatensor(dataset[i], mts.load(path))
 
 
-def _diskdataset(path, maps_of_samples):
+def _diskdataset(path, maps_of_samples, systems=None, extra=()):
     """A zip laid out as metatrain's DiskDatasetWriter writes it: for each
-    sample ``<i>/system.mta`` and ``<i>/<target>.mts`` (``np.save`` of the
-    metatensor map's ``save_buffer()``), then ``metadata/atom_counts.npy``."""
+    sample ``<i>/system.mta`` (the bytes of ``systems[i]``, when given) and
+    ``<i>/<target>.mts`` (``np.save`` of the metatensor map's
+    ``save_buffer()``), then ``metadata/atom_counts.npy``; ``extra`` names
+    other members."""
     with zipfile.ZipFile(path, "w") as archive:
         for i, targets in enumerate(maps_of_samples):
-            with archive.open(f"{i}/system.mta", "w") as f:
-                f.write(b"a metatomic System, not read here")
+            if systems is not None:
+                archive.writestr(f"{i}/system.mta", systems[i])
             for name, tensor in targets.items():
                 with archive.open(f"{i}/{name}.mts", "w") as f:
                     # metatensor-torch's buffer is a uint8 tensor: .numpy() is uint8
                     np.save(f, np.frombuffer(tensor.save_buffer(), dtype=np.uint8))
+        for name in extra:
+            archive.writestr(name, b"something else")
         with archive.open("metadata/atom_counts.npy", "w") as f:
             np.save(f, np.arange(len(maps_of_samples)))
 
 
-def test_from_diskdataset_equals_what_metatensor_reads(tmp_path, maps):
+def test_from_diskdataset_converts_every_field_as_metatensor_reads(tmp_path, maps):
     mts = pytest.importorskip("metatensor")
     theirs = [tensor.to_metatensor() for tensor in maps[:12]]
     zip_path = tmp_path / "disk.zip"
-    _diskdataset(zip_path, [{"energy": t, "forces": t} for t in theirs])
-    with pytest.raises(blockmap.ValidationError, match="target="):
-        Dataset.from_diskdataset(zip_path, tmp_path / "converted")
-    dataset = Dataset.from_diskdataset(zip_path, tmp_path / "converted", target="energy")
-    assert len(dataset) == 12
+    _diskdataset(zip_path, [{"energy": t, "forces": theirs[-1 - i]} for i, t in enumerate(theirs)])
+    dataset = Dataset.from_diskdataset(zip_path, tmp_path / "converted")
+    assert len(dataset) == 12 and dataset.fields == ["energy", "forces"]
     with zipfile.ZipFile(zip_path) as archive:
         for i in range(12):
-            wrapped = np.load(archive.open(f"{i}/energy.mts"))
-            assert_matches_metatensor(dataset[i], mts.io.load_buffer(wrapped))
+            for name in ("energy", "forces"):
+                wrapped = np.load(archive.open(f"{i}/{name}.mts"))
+                assert_matches_metatensor(getattr(dataset[i], name), mts.io.load_buffer(wrapped))
+    # target= keeps one field (a dataset of single maps) or several
+    single = Dataset.from_diskdataset(zip_path, tmp_path / "energy", target="energy")
+    assert single.fields == ["tensor"]
+    assert_matches_metatensor(single[3], theirs[3])
+    kept = Dataset.from_diskdataset(zip_path, tmp_path / "forces", target=["forces"])
+    assert kept.fields == ["forces"]
+    assert_matches_metatensor(kept[3].forces, theirs[-4])
+    with pytest.raises(blockmap.ValidationError, match="dipole"):
+        Dataset.from_diskdataset(zip_path, tmp_path / "nope", target="dipole")
     one = tmp_path / "one.zip"
     _diskdataset(one, [{"energy": t} for t in theirs[:3]])
     assert len(Dataset.from_diskdataset(one, tmp_path / "converted-one")) == 3
-    with pytest.raises(blockmap.ValidationError, match="not a DiskDataset"):
+    with pytest.raises(blockmap.FormatError, match="not a DiskDataset"):
         Dataset.from_diskdataset(tmp_path / "converted-one", tmp_path / "nope")
+
+
+def test_from_diskdataset_refuses_what_it_cannot_convert(tmp_path, maps):
+    theirs = [tensor.to_metatensor() for tensor in maps[:4]]
+    out = tmp_path / "out"
+    # samples of different fields: the first that differs is named
+    uneven = tmp_path / "uneven.zip"
+    _diskdataset(uneven, [{"energy": t} for t in theirs[:3]] + [{"forces": theirs[3]}])
+    with pytest.raises(blockmap.FormatError, match=r"sample 3 .*missing \['energy'\]"):
+        Dataset.from_diskdataset(uneven, out)
+    # a member that is not a field is refused, not left out
+    other = tmp_path / "other.zip"
+    _diskdataset(other, [{"energy": t} for t in theirs], extra=["notes/readme.txt"])
+    with pytest.raises(blockmap.FormatError, match="readme"):
+        Dataset.from_diskdataset(other, out)
+    assert not out.exists()
+
+
+def test_from_diskdataset_converts_systems(tmp_path, maps):
+    # expected to pass once blockmap._systems (tensormap_from_mta) is merged
+    # (importorskip: their own import warnings silenced; both are installed)
+    torch = pytest.importorskip("torch")
+    mta = pytest.importorskip("metatomic.torch")
+    from blockmap._systems import tensormap_from_mta
+
+    theirs = [tensor.to_metatensor() for tensor in maps[:3]]
+    systems = []
+    for n in (2, 3, 5):
+        system = mta.System(
+            types=torch.arange(1, n + 1, dtype=torch.int32),
+            positions=torch.arange(3 * n, dtype=torch.float64).reshape(n, 3),
+            cell=torch.eye(3, dtype=torch.float64) * 10,
+            pbc=torch.tensor([True, True, True]),
+        )
+        stream = io.BytesIO()
+        mta.save(stream, system)
+        systems.append(stream.getvalue())
+    zip_path = tmp_path / "disk.zip"
+    _diskdataset(zip_path, [{"energy": t} for t in theirs], systems=systems)
+    dataset = Dataset.from_diskdataset(zip_path, tmp_path / "converted")
+    assert dataset.fields == ["system", "energy"]
+    for i, data in enumerate(systems):
+        assert blockmap.equal(dataset[i].system, tensormap_from_mta(data))
+        assert_matches_metatensor(dataset[i].energy, theirs[i])
+    assert dataset.field("system").column("n_samples").tolist() == [2, 3, 5]
+    # a system.mta that is not one: refused (not left out), nothing written
+    bogus = tmp_path / "bogus.zip"
+    _diskdataset(bogus, [{"energy": t} for t in theirs], systems=[b"not a zip"] * 3)
+    with pytest.raises(blockmap.FormatError, match="system.mta"):
+        Dataset.from_diskdataset(bogus, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 def test_maps_of_a_dataset_cross_multiprocessing_as_references(tmp_path):
