@@ -167,3 +167,21 @@ def test_version_1_files_open_read_only_and_upgrade(tmp_path):
         Dataset.upgrade(tmp_path / "missing", dst)
     assert dst.read_bytes() == b"kept"
     assert not [p for p in os.listdir(tmp_path) if p.startswith(".bm-")]
+
+
+def test_from_files_leaves_nothing_behind_when_an_input_is_missing(tmp_path, maps):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        blockmap.save(folder / f"{i}.mts", maps[i])
+    out = tmp_path / "out"
+    out.write_bytes(b"kept")
+    inputs = [folder / "0.mts", folder / "1.mts", folder / "missing.mts", folder / "2.mts"]
+    with pytest.raises(blockmap.MissingFileError, match="missing.mts"):
+        Dataset.from_files(inputs, out)
+    assert out.read_bytes() == b"kept"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
+    out.unlink()
+    with pytest.raises(blockmap.MissingFileError):
+        Dataset.from_files(inputs, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
