@@ -15,12 +15,12 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 
 use super::format::{
     self as f, align_up, ColumnType, Cursor, Kind, Schema, Value, RECORD_LEN, TRAILER_LEN,
 };
 use super::{io_error, lock, read_at, Slot, Timeout};
+use crate::arc::ForkMutex;
 use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::Buffer;
@@ -326,8 +326,10 @@ pub struct Dataset {
     path: PathBuf,
     mapping: Buffer,
     contents: Contents,
-    /// labels of LABELS records, by the offset of their encoding
-    labels: Mutex<HashMap<u64, Labels>>,
+    /// labels of LABELS records, by the offset of their encoding (a lock
+    /// a forked child takes over; re-entered from a signal handler, the
+    /// labels are decoded without it)
+    labels: ForkMutex<HashMap<u64, Labels>>,
 }
 
 impl Dataset {
@@ -351,7 +353,7 @@ impl Dataset {
             path: path.to_path_buf(),
             mapping,
             contents,
-            labels: Mutex::new(HashMap::new()),
+            labels: ForkMutex::new(HashMap::new()),
         })
     }
 
@@ -498,11 +500,8 @@ impl Dataset {
 
     /// The labels of a LABELS record's encoding at `at`, cached.
     fn shared_labels(&self, at: u64) -> Result<Labels> {
-        let mut cache = self
-            .labels
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some(labels) = cache.get(&at) {
+        let mut cache = self.labels.lock().ok();
+        if let Some(labels) = cache.as_ref().and_then(|c| c.get(&at)) {
             return Ok(labels.clone());
         }
         let record_start = at
@@ -531,10 +530,12 @@ impl Dataset {
         if !c.rest().is_empty() {
             return Err(c.bad("bytes after the labels"));
         }
-        if cache.len() >= LABELS_CACHE {
-            cache.clear();
+        if let Some(cache) = cache.as_mut() {
+            if cache.len() >= LABELS_CACHE {
+                cache.clear();
+            }
+            cache.insert(at, labels.clone());
         }
-        cache.insert(at, labels.clone());
         Ok(labels)
     }
 }

@@ -185,3 +185,18 @@ def test_from_files_leaves_nothing_behind_when_an_input_is_missing(tmp_path, map
     with pytest.raises(blockmap.MissingFileError):
         Dataset.from_files(inputs, out)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_a_dataloader_worker_returns_entries_of_fields(fielded, maps, method):
+    from torch.utils.data import DataLoader
+
+    ds = Dataset(fielded)
+    loader = DataLoader(
+        ds, batch_size=4, num_workers=1, collate_fn=list, multiprocessing_context=method
+    )
+    entries = [entry for batch in loader for entry in batch]
+    assert [e._fields for e in entries] == [("system", "energy")] * len(maps)
+    for i, entry in enumerate(entries):
+        assert blockmap.equal(entry.system, maps[i])
+        assert blockmap.equal(entry.energy, maps[-1 - i])
