@@ -33,7 +33,7 @@ seconds=${1:-60}
 cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1
 
-targets=(${FUZZ_TARGETS:-npy_header load_archive pickle_load mutate_mapped})
+targets=(${FUZZ_TARGETS:-npy_header load_archive pickle_load mutate_mapped dataset_v2})
 
 options() {
     case "$1" in
@@ -41,6 +41,7 @@ options() {
         load_archive) echo "-max_len=65536 -malloc_limit_mb=96 -dict=$PWD/npy.dict" ;;
         pickle_load) echo "-max_len=65536 -malloc_limit_mb=32 -dict=$PWD/pickle.dict" ;;
         mutate_mapped) echo "-max_len=4096 -malloc_limit_mb=64" ;;
+        dataset_v2) echo "-max_len=32768 -malloc_limit_mb=64" ;;
         *) echo "unknown fuzz target '$1'" >&2; return 1 ;;
     esac
 }
