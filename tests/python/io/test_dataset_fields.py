@@ -200,3 +200,25 @@ def test_a_dataloader_worker_returns_entries_of_fields(fielded, maps, method):
     for i, entry in enumerate(entries):
         assert blockmap.equal(entry.system, maps[i])
         assert blockmap.equal(entry.energy, maps[-1 - i])
+
+
+def test_a_damaged_entry_is_a_format_error_its_neighbours_read(tmp_path, maps):
+    path = tmp_path / "damaged"
+    blockmap.save_dataset(path, maps[:3])
+    offset, _ = Dataset(path)._slot(1)
+    data = bytearray(path.read_bytes())
+    # the keys reference of entry 1's map (after the record header, the
+    # description length, its n_samples and its field length) points far
+    # beyond the file
+    at = offset + 16 + 8 + 8 + 8
+    data[at : at + 8] = (1 << 62).to_bytes(8, "little")
+    path.write_bytes(bytes(data))
+    ds = Dataset(path)
+    with pytest.raises(blockmap.FormatError, match="entry 1"):
+        ds[1]
+    assert blockmap.equal(ds[0], maps[0]) and blockmap.equal(ds[2], maps[2])
+    # its record header overwritten: the commit's row no longer matches
+    data[offset : offset + 3] = b"xxx"
+    path.write_bytes(bytes(data))
+    with pytest.raises(blockmap.FormatError, match="entry 1"):
+        Dataset(path)[1]
