@@ -478,6 +478,8 @@ impl Dataset {
         self.mapping.check_intact()?;
         let entry = EntryView {
             dataset: self,
+            // taken once for the entry's labels references
+            cache: std::cell::RefCell::new(self.labels.lock().ok()),
             desc: &desc,
             desc_at: desc_start as u64,
             payload: (
@@ -499,8 +501,11 @@ impl Dataset {
     }
 
     /// The labels of a LABELS record's encoding at `at`, cached.
-    fn shared_labels(&self, at: u64) -> Result<Labels> {
-        let mut cache = self.labels.lock().ok();
+    fn shared_labels(
+        &self,
+        at: u64,
+        mut cache: Option<&mut HashMap<u64, Labels>>,
+    ) -> Result<Labels> {
         if let Some(labels) = cache.as_ref().and_then(|c| c.get(&at)) {
             return Ok(labels.clone());
         }
@@ -570,6 +575,9 @@ fn advise(mapping: &Buffer, offset: u64, len: u64, advice: libc::c_int) {
 /// One entry's description being decoded.
 struct EntryView<'a> {
     dataset: &'a Dataset,
+    /// the dataset's labels cache, locked for this entry (`None`: a signal
+    /// handler's read while this thread holds it, decoded uncached)
+    cache: std::cell::RefCell<Option<crate::arc::ForkGuard<'a, HashMap<u64, Labels>>>>,
     desc: &'a [u8],
     /// the file offset of `desc[0]`
     desc_at: u64,
@@ -588,7 +596,8 @@ impl EntryView<'_> {
         if at >= self.payload.0 && at < self.payload.1 {
             return Err(c.bad("labels among the entry's arrays"));
         }
-        self.dataset.shared_labels(at)
+        let mut cache = self.cache.borrow_mut();
+        self.dataset.shared_labels(at, cache.as_deref_mut())
     }
 
     fn map(&self, c: &mut Cursor<'_>, _base: usize, keys: Option<&Labels>) -> Result<TensorMap> {
@@ -620,6 +629,16 @@ impl EntryView<'_> {
                 )
             }
         };
+        if positions.is_none() {
+            let mut blocks = Vec::with_capacity(n_blocks);
+            for i in 0..n_blocks {
+                let block = self
+                    .block(c, true, 0)
+                    .map_err(|e| e.context(format!("block {i}")))?;
+                blocks.extend(block);
+            }
+            return finish(keys, blocks, info);
+        }
         let mut kept: Vec<Option<TensorBlock>> = Vec::with_capacity(n_blocks);
         for i in 0..n_blocks {
             let keep = positions.as_ref().is_none_or(|p| p.contains(&i));
@@ -638,11 +657,7 @@ impl EntryView<'_> {
                 .collect(),
         };
         // what follows the fixed part is the inline labels it referenced
-        let mut map = TensorMap::new(keys, blocks).map_err(as_format)?;
-        if !info.is_empty() {
-            map.replace_info(info).map_err(as_format)?;
-        }
-        Ok(map)
+        finish(keys, blocks, info)
     }
 
     fn block(&self, c: &mut Cursor<'_>, keep: bool, depth: usize) -> Result<Option<TensorBlock>> {
@@ -712,6 +727,19 @@ impl EntryView<'_> {
         }
         Ok(Some(block))
     }
+}
+
+/// The map of `keys`, `blocks` and `info` read from a file.
+fn finish(
+    keys: Labels,
+    blocks: Vec<TensorBlock>,
+    info: std::collections::BTreeMap<String, String>,
+) -> Result<TensorMap> {
+    let mut map = TensorMap::new(keys, blocks).map_err(as_format)?;
+    if !info.is_empty() {
+        map.replace_info(info).map_err(as_format)?;
+    }
+    Ok(map)
 }
 
 fn as_format(error: Error) -> Error {
