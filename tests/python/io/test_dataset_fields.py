@@ -125,6 +125,31 @@ def test_a_field_map_travels_as_a_reference(fielded, maps):
     assert blockmap.equal(pickle.loads(ForkingPickler.dumps(ds[7].system)), maps[7])
 
 
+def test_a_field_reference_detects_a_changed_file(tmp_path, maps):
+    path = tmp_path / "changing"
+    with DatasetWriter(path) as writer:
+        for i in range(4):
+            writer.write(a=maps[i], b=maps[i + 4])
+    of_map = ForkingPickler.dumps(Dataset(path)[2].b)
+    # appended: the reference still gives its map
+    with DatasetWriter(path, append=True) as writer:
+        writer.write(a=maps[8], b=maps[9])
+    assert blockmap.equal(pickle.loads(of_map), maps[6])
+    # replaced by another dataset of the same fields: the file this process
+    # opened for the reference stays open and gives the pickled map; one
+    # opened afresh is detected
+    with DatasetWriter(path) as writer:
+        for i in range(4):
+            writer.write(a=maps[i + 4], b=maps[i])
+    assert blockmap.equal(pickle.loads(of_map), maps[6])
+    import blockmap.dataset as module
+
+    module._opened.clear()
+    module._recent.clear()
+    with pytest.raises(blockmap.BlockMapIOError, match="replaced"):
+        pickle.loads(of_map)
+
+
 def test_equal_labels_share_memory_across_reads(fielded):
     ds = Dataset(fielded)
     a, b = ds[0].system, ds[5].system
