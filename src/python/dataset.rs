@@ -121,7 +121,8 @@ impl PyDataset {
         Ok(*self.checksum.get_or_init(|| checksum))
     }
 
-    /// ``(offset, length)`` in the file of map ``index``'s ``.mts`` archive.
+    /// ``(offset, length)`` in the file of entry ``index``: its record
+    /// (version 2, header included) or its ``.mts`` archive (version 1).
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn _slot(&self, index: SaturatingInt) -> PyResult<(u64, u64)> {
         let slot = self.inner.slot(index.0)?;
@@ -272,13 +273,17 @@ fn column_bytes<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, pyo3::types:
 /// takes), then fails with :class:`~blockmap.BlockMapIOError` naming the
 /// path.
 ///
-/// ``write(tensor)`` adds a map, streamed from its arrays' memory (maps of
-/// up to 4 MiB are built in memory first, then written at once); once the
-/// dataset is in place (appending, or after a commit), the map is in the
-/// file when ``write`` returns: a process killed from then on leaves a
-/// file that opens with it. ``close()`` (or leaving the ``with`` block)
-/// writes the index, the central directory and the end records, and syncs
-/// the file; opening it then reads the index alone.
+/// ``write(tensor)`` adds a map, ``write(name=tensor, ...,
+/// columns={...})`` an entry of named maps and scalars (every entry of a
+/// dataset has the same fields and columns); entries of up to 4 MiB are
+/// built in memory and written at once, larger ones streamed from their
+/// arrays' memory. Once the dataset is in place (appending, or after a
+/// commit), the entry is in the file when ``write`` returns: a process
+/// killed from then on leaves a file that opens with it. ``close()`` (or
+/// leaving the ``with`` block) writes the commit record (the index and the
+/// columns) and its trailer, and syncs the file; opening it then reads the
+/// index alone. A dataset of format version 1 is not appended to (see
+/// ``Dataset.upgrade``).
 #[pyclass(name = "DatasetWriter", module = "blockmap", frozen)]
 #[derive(Debug)]
 pub struct PyDatasetWriter {
@@ -429,8 +434,8 @@ impl PyDatasetWriter {
         })
     }
 
-    /// Write the index and end records now (``close`` does it too), so
-    /// that opening the file reads the index alone.
+    /// Write the commit record and its trailer now (``close`` does it
+    /// too), so that opening the file reads the index alone.
     ///
     /// Raises
     /// ------
