@@ -146,9 +146,11 @@ def _entry_type(fields: tuple[str, ...]) -> type:
     of names; instances pickle through :func:`_make_entry`)."""
     found = _entry_types.get(fields)
     if found is None:
-        found = collections.namedtuple("Entry", fields)  # type: ignore[misc]
+        # a field whose name is not an identifier (metatrain's
+        # "mtt::dipole") is the tuple's item only, renamed _<position>
+        found = collections.namedtuple("Entry", fields, rename=True)  # type: ignore[misc]
         found.__module__ = __name__
-        found.__reduce__ = lambda self: (_make_entry, (self._fields, tuple(self)))  # type: ignore[assignment]
+        found.__reduce__ = lambda self: (_make_entry, (fields, tuple(self)))  # type: ignore[assignment]
         found = _entry_types.setdefault(fields, found)
     return found
 
@@ -347,7 +349,9 @@ class Dataset(_Dataset):
         self, index: int, *, keys: Labels | None = None, arrays: str | None = None
     ) -> TensorMap:
         """Map ``index``, with only the blocks whose keys match ``keys``
-        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``.
+        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``;
+        in a dataset of fields, the first field's (``ds.field(name).load``
+        for another).
 
         Parameters
         ----------

@@ -247,3 +247,17 @@ def test_a_damaged_entry_is_a_format_error_its_neighbours_read(tmp_path, maps):
     path.write_bytes(bytes(data))
     with pytest.raises(blockmap.FormatError, match="entry 1"):
         Dataset(path)[1]
+
+
+def test_field_names_that_are_not_identifiers(tmp_path, maps):
+    path = tmp_path / "names"
+    with DatasetWriter(path) as writer:
+        writer.write(**{"energy": maps[0], "mtt::dipole": maps[1], "class": maps[2]})
+    ds = Dataset(path)
+    assert ds.fields == ["energy", "mtt::dipole", "class"]
+    entry = ds[0]
+    assert entry._fields == ("energy", "_1", "_2")
+    assert blockmap.equal(entry[1], maps[1]) and blockmap.equal(entry[2], maps[2])
+    assert blockmap.equal(ds.field("mtt::dipole")[0], maps[1])
+    again = pickle.loads(pickle.dumps(entry))
+    assert blockmap.equal(again[1], maps[1])
