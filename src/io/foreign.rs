@@ -1,6 +1,7 @@
 //! Archives blockmap did not write, read with the bounds of its own
 //! readers: metatrain's `DiskDataset` zip, whose members are `.mts`
-//! archives wrapped in NPY arrays of bytes.
+//! archives wrapped in NPY arrays of bytes, and metatomic's `system.mta`
+//! zip of NPY arrays ([`zip_arrays`]).
 //!
 //! A member is read whole into memory (then loaded as a map), at most
 //! [`RATIO`] times the zip's size plus [`FLOOR`]: a member declaring more
@@ -14,8 +15,10 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::{Path, PathBuf};
 
+use super::pieces::Pieces;
 use super::read;
 use super::zip::reader::{self, Directory};
+use crate::array::Array;
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 
@@ -88,4 +91,61 @@ impl ForeignZip {
             .and_then(read::Npy::into_wrapped_bytes)
             .map_err(context)
     }
+}
+
+/// The members' names of the zip held in `buffer` (in the zip's order),
+/// and the arrays of its NPY members named in `wanted` (in that order):
+/// metatomic's `system.mta`, whose members are NPY files. The zip's
+/// structure and the NPY headers are read through copies (the buffer may
+/// be caller memory others write), with [`ForeignZip`]'s bounds: a member
+/// may take [`RATIO`] times the zip's size plus [`FLOOR`], and one
+/// declaring more is refused before anything is allocated for it. A name
+/// in `wanted` that is not a member is an error, and so is a zip after
+/// other bytes (what a truncated zip whose last member is itself an
+/// archive looks like: that member's end record is found).
+pub fn zip_arrays(buffer: Buffer, wanted: &[String]) -> Result<(Vec<String>, Vec<Array>)> {
+    let len = u64::try_from(buffer.len()).map_err(|_| Error::format("the zip is too large"))?;
+    let limit = len.saturating_mul(RATIO).saturating_add(FLOOR);
+    let mut reader = Pieces::one(buffer).reader();
+    let directory = Directory::read(&mut reader)?;
+    // the end record found last may be that of an archive stored inside
+    // (a `.mts` member), when the zip's own is cut off: its entries do not
+    // start at the beginning of the data
+    if directory.len() > 0 && !(0..directory.len()).any(|i| directory.entry(i).header == 0) {
+        return Err(Error::format(
+            "no entry starts at the beginning of the data: the zip is truncated, \
+             or follows other bytes",
+        ));
+    }
+    let mut names = Vec::new();
+    names.try_reserve_exact(directory.len())?;
+    names.extend(directory.names().map(str::to_string));
+    let mut arrays = Vec::new();
+    arrays.try_reserve_exact(wanted.len())?;
+    for name in wanted {
+        let context = |e: Error| e.context(format!("member '{name}'"));
+        let member = directory
+            .index_of(name)
+            .map(|index| directory.entry(index))
+            .ok_or_else(|| context(Error::format("no such member")))?;
+        if member.encrypted() {
+            return Err(context(Error::format(
+                "encrypted members are not supported",
+            )));
+        }
+        let size = member.size;
+        if size > limit {
+            return Err(context(Error::format(format!(
+                "it declares {size} bytes, more than the {limit} a member of this zip may take \
+                 ({RATIO} times its size and {} MiB): refused, as a zip bomb would be",
+                FLOOR >> 20
+            ))));
+        }
+        let array = reader::open(&mut reader, member)
+            .and_then(|member| read::read_npy(member, size))
+            .and_then(read::Npy::into_array)
+            .map_err(context)?;
+        arrays.push(array);
+    }
+    Ok((names, arrays))
 }
