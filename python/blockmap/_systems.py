@@ -18,10 +18,14 @@ floats keep their dtype; types and pbc are exact in the int32 labels.
 ``metatomic.torch.save`` writes, and metatrain's ``DiskDatasetWriter`` with
 it) with blockmap's bounded zip and NPY readers, never ``zipfile``,
 ``numpy.load`` or ``torch.load``; :func:`tensormap_from_system` and
-:func:`system_from_tensormap` convert a ``System`` object. Neighbor lists
-and extra data are not encoded: a system holding them is refused, except
-neighbor lists dropped on request (they are recomputed from the positions,
-cell and pbc by whoever needs them).
+:func:`system_from_tensormap` convert a ``System`` object. A system's
+neighbor lists and extra data are other maps: :func:`tensormaps_from_mta`,
+:func:`tensormaps_from_system` and :func:`system_from_tensormaps` convert
+them all, as a dict of maps named ``"system"``, ``"pairs/<i>"`` (a neighbor
+list: its block, and its options in the map's info) and ``"data/<name>"``
+(extra data, the map itself). The one-map functions refuse a system that
+holds what the map does not encode, except neighbor lists dropped on
+request.
 
 Importing this module does not import torch or metatomic: the functions
 that take or make a ``System`` import them when called.
@@ -29,20 +33,25 @@ that take or make a ``System`` import them when called.
 
 from __future__ import annotations
 
+import json
 import re
+import struct
 from typing import Any
 
 import numpy as np
 
-from ._blockmap import Labels, TensorBlock, TensorMap, _zip_arrays
+from ._blockmap import Labels, TensorBlock, TensorMap, _zip_members, load_block_buffer, load_buffer
 from .exceptions import BlockMapTypeError, FormatError, ValidationError
 
 __all__ = [
     "CELL",
     "POSITIONS",
     "system_from_tensormap",
+    "system_from_tensormaps",
     "tensormap_from_mta",
     "tensormap_from_system",
+    "tensormaps_from_mta",
+    "tensormaps_from_system",
 ]
 
 #: the key of the positions' block (``array`` = 0)
@@ -60,7 +69,9 @@ _ARRAYS = ("positions.npy", "cell.npy", "types.npy", "pbc.npy")
 #: a neighbor list's members: ``pairs/<i>/options.json`` and ``.../data.mts``
 _PAIRS = re.compile(r"pairs/(0|[1-9][0-9]*)/(options\.json|data\.mts)")
 #: extra data: ``data/<name>.mts``
-_DATA = re.compile(r"data/[^/]+\.mts")
+_DATA = re.compile(r"data/([^/]+)\.mts")
+#: the fields of a neighbor list's options.json, as metatomic writes them
+_OPTIONS = ("class", "cutoff", "full_list", "length_unit", "requestors", "strict")
 #: the floating dtypes positions and cell may have
 _FLOATS = (np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64))
 #: how many member names a message lists
@@ -113,17 +124,40 @@ def tensormap_from_mta(data: Any, *, drop_neighbor_lists: bool = False) -> Tenso
     BlockMapMemoryError
         If memory for the arrays cannot be allocated.
     """
-    names, arrays = _zip_arrays(data, list(_ARRAYS))
+    system, pairs, extra, _ = _read(data, read_other=False)
+    if extra:
+        raise FormatError(
+            f"system.mta: the system holds extra data "
+            f"({_listed([f'data/{name}.mts' for name in extra])}), which "
+            "tensormap_from_mta does not encode (tensormaps_from_mta does): "
+            "refused rather than left out"
+        )
+    if pairs and not drop_neighbor_lists:
+        raise FormatError(
+            f"system.mta: the system holds neighbor lists "
+            f"({_listed([f'pairs/{index}/' for index in pairs])}), which "
+            "tensormap_from_mta does not encode (tensormaps_from_mta does); pass "
+            "drop_neighbor_lists=True to leave them out (they can be computed again "
+            "from the positions, cell and pbc)"
+        )
+    return system
+
+
+def _read(data: Any, read_other: bool) -> tuple[TensorMap, list[int], list[str], dict[str, bytes]]:
+    """The system map of ``system.mta`` bytes, its neighbor lists' indices,
+    its extra data's names, and (with ``read_other``) the bytes of their
+    members, by name."""
+    names = _zip_members(data, [], [])[0]
     unknown = []
-    pairs = []
+    pairs: dict[int, set[str]] = {}
     extra = []
     for name in names:
         if name in _ARRAYS:
             continue
-        if _PAIRS.fullmatch(name):
-            pairs.append(name)
-        elif _DATA.fullmatch(name):
-            extra.append(name)
+        if match := _PAIRS.fullmatch(name):
+            pairs.setdefault(int(match[1]), set()).add(match[2])
+        elif match := _DATA.fullmatch(name):
+            extra.append(match[1])
         else:
             unknown.append(name)
     if unknown:
@@ -132,24 +166,130 @@ def tensormap_from_mta(data: Any, *, drop_neighbor_lists: bool = False) -> Tenso
             "format (positions.npy, cell.npy, types.npy, pbc.npy, pairs/<i>/, "
             "data/<name>.mts): refused rather than left out"
         )
-    if extra:
-        raise FormatError(
-            f"system.mta: the system holds extra data ({_listed(extra)}), which "
-            "blockmap's system map does not encode (docs/format.md, 'Systems as "
-            "TensorMaps'): refused rather than left out"
-        )
-    if pairs and not drop_neighbor_lists:
-        raise FormatError(
-            f"system.mta: the system holds neighbor lists ({_listed(pairs)}), which "
-            "blockmap's system map does not encode; pass drop_neighbor_lists=True to "
-            "leave them out (they can be computed again from the positions, cell "
-            "and pbc)"
-        )
+    for index, present in pairs.items():
+        if present != {"options.json", "data.mts"}:
+            (missing,) = {"options.json", "data.mts"} - present
+            raise FormatError(f"system.mta: neighbor list {index} has no {missing}")
+    indices = sorted(pairs)
+    other = []
+    if read_other:
+        other = [f"pairs/{i}/{member}" for i in indices for member in ("options.json", "data.mts")]
+        other += [f"data/{name}.mts" for name in extra]
+    _, arrays, raw = _zip_members(data, list(_ARRAYS), other)
     positions, cell, types, pbc = arrays
     try:
-        return _tensormap(positions, cell, types, pbc)
+        system = _tensormap(positions, cell, types, pbc)
     except ValidationError as error:
         raise FormatError(f"system.mta: {error}") from None
+    return system, indices, extra, dict(zip(other, raw, strict=True))
+
+
+def tensormaps_from_mta(data: Any) -> dict[str, TensorMap]:
+    """Every map of the system saved in ``data``, a ``system.mta`` file.
+
+    As :func:`tensormap_from_mta`, with the system's neighbor lists and
+    extra data converted too, each to a map of its own: ``"system"`` (the
+    positions and cell), ``"pairs/<i>"`` for the zip's ``pairs/<i>/``
+    (keys ``_`` = 0; the neighbor list's block as metatomic stores it; its
+    options in the map's info: ``cutoff``, ``full_list``, ``strict``,
+    ``length_unit``, ``requestors``) and ``"data/<name>"`` for
+    ``data/<name>.mts`` (the map stored). The ``.mts`` members are loaded by
+    blockmap's own loader.
+
+    Parameters
+    ----------
+    data : bytes-like
+        The bytes of a ``system.mta`` file.
+
+    Returns
+    -------
+    dict[str, TensorMap]
+        The maps, by name.
+
+    Raises
+    ------
+    FormatError
+        If ``data`` is not a zip of a system that blockmap converts fully.
+    BlockMapTypeError
+        If ``data`` is not a bytes-like object.
+    BlockMapMemoryError
+        If memory for the arrays cannot be allocated.
+    """
+    system, indices, extra, raw = _read(data, read_other=True)
+    float_dtype = system.block(0).values.dtype
+    maps = {"system": system}
+    for index in indices:
+        member = f"pairs/{index}/data.mts"
+        try:
+            info = _options_info(raw[f"pairs/{index}/options.json"])
+            block = load_block_buffer(raw[member])
+        except ValidationError as error:
+            raise FormatError(f"system.mta: member '{member}': {error}") from None
+        if (
+            list(block.samples.names) != list(_PAIR_SAMPLES)
+            or [list(c.names) for c in block.components] != [[_COMPONENT]]
+            or list(block.properties.names) != ["distance"]
+            or block.values.dtype != float_dtype
+        ):
+            raise FormatError(
+                f"system.mta: member '{member}' is not a neighbor list of this system "
+                f"(samples {_PAIR_SAMPLES}, component '{_COMPONENT}', property "
+                f"'distance', values of the positions' dtype {float_dtype})"
+            )
+        pairs = TensorMap(Labels(["_"], np.zeros((1, 1), dtype=np.int32)), [block])
+        for key, value in info.items():
+            pairs.set_info(key, value)
+        maps[f"pairs/{index}"] = pairs
+    for name in extra:
+        member = f"data/{name}.mts"
+        try:
+            maps[member[:-4]] = load_buffer(raw[member])
+        except ValidationError as error:
+            raise FormatError(f"system.mta: member '{member}': {error}") from None
+    return maps
+
+
+#: the samples of a neighbor list's block (metatomic's)
+_PAIR_SAMPLES = ("first_atom", "second_atom", "cell_shift_a", "cell_shift_b", "cell_shift_c")
+
+
+def _options_info(text: bytes) -> dict[str, str]:
+    """The info of a neighbor list's map, from its options.json."""
+    try:
+        options = json.loads(text.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise FormatError(f"options.json is not JSON: {error}") from None
+    if not isinstance(options, dict) or options.get("class") != "NeighborListOptions":
+        raise FormatError("options.json does not hold NeighborListOptions")
+    if set(options) - set(_OPTIONS):
+        raise FormatError(
+            f"options.json has fields {sorted(set(options) - set(_OPTIONS))} blockmap does not know"
+        )
+    bits = options.get("cutoff")
+    full_list, strict = options.get("full_list"), options.get("strict")
+    length_unit, requestors = options.get("length_unit", ""), options.get("requestors", [])
+    if (
+        type(bits) is not int
+        or not -(2**63) <= bits < 2**64
+        or type(full_list) is not bool
+        or type(strict) is not bool
+        or not isinstance(length_unit, str)
+        or not isinstance(requestors, list)
+        or not all(isinstance(r, str) for r in requestors)
+    ):
+        raise FormatError(
+            "options.json must hold cutoff (the bits of a float64), full_list, strict "
+            "(booleans), length_unit (a string) and requestors (strings)"
+        )
+    # metatomic writes the cutoff's float64 bits as an integer
+    (cutoff,) = struct.unpack("<d", (bits % 2**64).to_bytes(8, "little"))
+    return {
+        "cutoff": repr(cutoff),
+        "full_list": json.dumps(full_list),
+        "strict": json.dumps(strict),
+        "length_unit": length_unit,
+        "requestors": json.dumps(requestors),
+    }
 
 
 def _tensormap(
@@ -259,26 +399,83 @@ def tensormap_from_system(system: Any, *, drop_neighbor_lists: bool = False) -> 
     ModuleNotFoundError
         If torch or metatomic-torch is not installed.
     """
-    _metatomic()
-    if not _is_system(system):
-        raise BlockMapTypeError(f"expected a metatomic.torch.System, got {type(system).__name__}")
+    _checked_system(system)
     if system.known_data():
         raise ValidationError(
             f"the system holds extra data ({', '.join(system.known_data())}), which "
-            "blockmap's system map does not encode"
+            "tensormap_from_system does not encode (tensormaps_from_system does)"
         )
     if system.known_neighbor_lists() and not drop_neighbor_lists:
         raise ValidationError(
-            "the system holds neighbor lists, which blockmap's system map does not "
-            "encode; pass drop_neighbor_lists=True to leave them out"
+            "the system holds neighbor lists, which tensormap_from_system does not "
+            "encode (tensormaps_from_system does); pass drop_neighbor_lists=True to "
+            "leave them out"
         )
 
+    return _system_map(system)
+
+
+def _checked_system(system: Any) -> Any:
+    mta = _metatomic()
+    if not _is_system(system):
+        raise BlockMapTypeError(f"expected a metatomic.torch.System, got {type(system).__name__}")
+    return mta
+
+
+def _system_map(system: Any) -> TensorMap:
     def copied(tensor: Any) -> np.ndarray:
         return np.array(tensor.detach().cpu().numpy(), copy=True, order="C")
 
     return _tensormap(
         copied(system.positions), copied(system.cell), copied(system.types), copied(system.pbc)
     )
+
+
+def tensormaps_from_system(system: Any) -> dict[str, TensorMap]:
+    """Every map of a ``metatomic.torch.System``: the names and maps of
+    :func:`tensormaps_from_mta`.
+
+    ``"system"`` is :func:`tensormap_from_system`'s map; each neighbor list
+    (in the system's order) is a map ``"pairs/<i>"`` and each extra data a
+    map ``"data/<name>"``, their arrays copied to the CPU as numpy arrays.
+
+    Parameters
+    ----------
+    system : metatomic.torch.System
+        The system.
+
+    Returns
+    -------
+    dict[str, TensorMap]
+        The maps, by name.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``system`` is not a ``metatomic.torch.System``.
+    ModuleNotFoundError
+        If torch or metatomic-torch is not installed.
+    """
+    _checked_system(system)
+    from .metatensor_torch import from_metatensor_torch
+
+    def copied(obj: Any) -> Any:
+        converted: Any = from_metatensor_torch(obj.to("cpu"))
+        return converted.to(arrays="numpy").copy()
+
+    maps = {"system": _system_map(system)}
+    for index, options in enumerate(system.known_neighbor_lists()):
+        block = copied(system.get_neighbor_list(options))
+        pairs = TensorMap(Labels(["_"], np.zeros((1, 1), dtype=np.int32)), [block])
+        pairs.set_info("cutoff", repr(float(options.cutoff)))
+        pairs.set_info("full_list", json.dumps(bool(options.full_list)))
+        pairs.set_info("strict", json.dumps(bool(options.strict)))
+        pairs.set_info("length_unit", str(options.length_unit))
+        pairs.set_info("requestors", json.dumps(list(options.requestors())))
+        maps[f"pairs/{index}"] = pairs
+    for name in system.known_data():
+        maps[f"data/{name}"] = copied(system.get_data(name))
+    return maps
 
 
 def _numpy(array: Any) -> np.ndarray:
@@ -384,3 +581,109 @@ def system_from_tensormap(tensor: TensorMap, dtype: Any = None) -> Any:
         cell=cell_t,
         pbc=torch.from_numpy(np.array(pbc == 1, copy=True)),
     )
+
+
+def system_from_tensormaps(maps: Any, dtype: Any = None) -> Any:
+    """The ``metatomic.torch.System`` that the maps of
+    :func:`tensormaps_from_mta` or :func:`tensormaps_from_system` encode.
+
+    ``maps["system"]`` gives the system (:func:`system_from_tensormap`),
+    each ``"pairs/<i>"`` a neighbor list (added in the order of ``i``), each
+    ``"data/<name>"`` extra data; the neighbor lists and extra data are
+    converted to ``dtype`` too when it is given.
+
+    Parameters
+    ----------
+    maps : Mapping[str, TensorMap]
+        The maps, by name.
+    dtype : torch.dtype, optional
+        The dtype of the system's floats; the values' own by default.
+
+    Returns
+    -------
+    metatomic.torch.System
+        The system, on the CPU, with its neighbor lists and extra data.
+
+    Raises
+    ------
+    BlockMapTypeError
+        If ``maps`` is not a mapping of maps.
+    ValidationError
+        If the maps do not encode a system.
+    ModuleNotFoundError
+        If torch or metatomic-torch is not installed.
+    """
+    mta = _metatomic()
+    from collections.abc import Mapping
+
+    from .metatensor_torch import to_metatensor_torch
+
+    if not isinstance(maps, Mapping) or not all(isinstance(m, TensorMap) for m in maps.values()):
+        raise BlockMapTypeError("expected a mapping of names to blockmap TensorMaps")
+    if "system" not in maps:
+        raise ValidationError("the maps of a system need one named 'system'")
+    system = system_from_tensormap(maps["system"], dtype)
+    float_dtype = system.positions.dtype
+    pairs = {}
+    extra = {}
+    for name, tensor in maps.items():
+        if name == "system":
+            continue
+        if match := re.fullmatch(r"pairs/(0|[1-9][0-9]*)", name):
+            pairs[int(match[1])] = tensor
+        elif match := re.fullmatch(r"data/([^/]+)", name):
+            extra[match[1]] = tensor
+        else:
+            raise ValidationError(
+                f"'{name}' is not a map of a system (system, pairs/<i>, data/<name>)"
+            )
+    try:
+        for index in sorted(pairs):
+            tensor = pairs[index]
+            if list(tensor.keys.names) != ["_"] or len(tensor) != 1:
+                raise ValidationError(f"the map 'pairs/{index}' must have one block, key '_'")
+            options = _options(mta, tensor.info(), f"pairs/{index}")
+            block = to_metatensor_torch(tensor.block(0))
+            system.add_neighbor_list(options, block.to(dtype=float_dtype))
+        for name, tensor in extra.items():
+            system.add_data(name, to_metatensor_torch(tensor).to(dtype=float_dtype))
+    except (ValueError, RuntimeError) as error:
+        if isinstance(error, ValidationError):
+            raise
+        raise ValidationError(f"metatomic refuses the system's maps: {error}") from None
+    return system
+
+
+def _options(mta: Any, info: dict[str, str], name: str) -> Any:
+    """A neighbor list's options, from its map's info."""
+    try:
+        cutoff = float(info["cutoff"])
+        full_list = json.loads(info["full_list"])
+        strict = json.loads(info["strict"])
+        requestors = json.loads(info["requestors"])
+        length_unit = info["length_unit"]
+    except (KeyError, ValueError) as error:
+        raise ValidationError(
+            f"the info of '{name}' must hold cutoff, full_list, strict, length_unit and "
+            f"requestors: {error!r}"
+        ) from None
+    if (
+        type(full_list) is not bool
+        or type(strict) is not bool
+        or not isinstance(requestors, list)
+        or not all(isinstance(r, str) for r in requestors)
+    ):
+        raise ValidationError(
+            f"the info of '{name}': full_list and strict must be true or false, "
+            "requestors a JSON list of strings"
+        )
+    options = mta.NeighborListOptions(
+        cutoff=cutoff,
+        full_list=full_list,
+        strict=strict,
+        requestor=requestors[0] if requestors else "",
+    )
+    for requestor in requestors[1:]:
+        options.add_requestor(requestor)
+    options.length_unit = length_unit
+    return options

@@ -1,9 +1,10 @@
 """metatomic's systems as TensorMaps (blockmap._systems, docs/format.md
 "Systems as TensorMaps"): system.mta files written by metatrain's
 DiskDatasetWriter (through metatomic's own save) convert to the documented
-map and back to metatomic.torch.System bit for bit; whatever the map does
-not encode is refused, never left out; hostile zips are FormatErrors in
-bounded memory."""
+map and back to metatomic.torch.System bit for bit, neighbor lists (as
+metatrain computes them) and extra data included in the maps of
+tensormaps_from_mta; whatever a conversion does not encode is refused,
+never left out; hostile zips are FormatErrors in bounded memory."""
 
 import io
 import json
@@ -21,8 +22,11 @@ from blockmap._systems import (
     CELL,
     POSITIONS,
     system_from_tensormap,
+    system_from_tensormaps,
     tensormap_from_mta,
     tensormap_from_system,
+    tensormaps_from_mta,
+    tensormaps_from_system,
 )
 from blockmap.metatensor_torch import from_metatensor_torch, to_metatensor_torch
 from helpers import TESTS_DIR
@@ -35,6 +39,7 @@ torch = pytest.importorskip("torch")
 mta = pytest.importorskip("metatomic.torch")
 mtt = pytest.importorskip("metatensor.torch")
 writers = pytest.importorskip("metatrain.utils.data.writers")
+neighbors = pytest.importorskip("metatrain.utils.neighbor_lists")
 TorchLabels, TorchBlock, TorchMap = mtt.Labels, mtt.TensorBlock, mtt.TensorMap
 
 ROOT = TESTS_DIR.parent.parent
@@ -395,3 +400,151 @@ def test_maps_that_are_not_systems_are_refused():
     for bad, match in cases:
         with pytest.raises(blockmap.ValidationError, match=match):
             system_from_tensormap(bad)
+
+
+def _same_neighbors_and_data(a, b):
+    assert a.known_neighbor_lists() == b.known_neighbor_lists()
+    for options in a.known_neighbor_lists():
+        x, y = a.get_neighbor_list(options), b.get_neighbor_list(options)
+        assert _bits(x.values) == _bits(y.values)
+        assert _bits(x.samples.values) == _bits(y.samples.values)
+        assert x.samples.names == y.samples.names and x.properties.names == y.properties.names
+    assert a.known_data() == b.known_data()
+    for name in a.known_data():
+        assert mtt.equal(a.get_data(name), b.get_data(name))
+
+
+def test_neighbor_lists_and_extra_data_convert_as_maps_of_their_own(tmp_path):
+    """A DiskDataset entry as `mtt eval` writes it: the neighbor lists the
+    model asked for, computed by metatrain, stored with the system."""
+    requested = [
+        mta.NeighborListOptions(cutoff=3.5, full_list=True, strict=True, requestor="model"),
+        mta.NeighborListOptions(cutoff=2.25, full_list=False, strict=False),
+    ]
+    requested[0].add_requestor("other")
+    requested[0].length_unit = "angstrom"
+    systems = [neighbors.get_system_with_neighbor_lists(SYSTEMS[i], requested) for i in (0, 2)]
+    path = tmp_path / "eval.zip"
+    writer = writers.DiskDatasetWriter(path)
+    for system in systems:
+        writer.write([system], {})
+    writer.finish()
+    with zipfile.ZipFile(path) as archive:
+        stored = [archive.read(f"{i}/system.mta") for i in range(len(systems))]
+    # and one with extra data, through metatomic's save
+    stored.append(_saved(_with_neighbors_and_data(SYSTEMS[1], data=True)))
+    for data in stored:
+        loaded = mta.load_system_buffer(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+        maps = tensormaps_from_mta(data)
+        names = ["system"] + [f"pairs/{i}" for i in range(len(loaded.known_neighbor_lists()))]
+        assert list(maps) == names + [f"data/{name}" for name in loaded.known_data()]
+        if not loaded.known_data():
+            assert blockmap.equal(
+                maps["system"], tensormap_from_mta(data, drop_neighbor_lists=True)
+            )
+        back = system_from_tensormaps(maps)
+        _same_system(back, loaded)
+        _same_neighbors_and_data(back, loaded)
+        # the same maps from the System object
+        again = tensormaps_from_system(loaded)
+        assert list(again) == list(maps)
+        for name in maps:
+            assert blockmap.equal(again[name], maps[name]), name
+            assert again[name].info() == maps[name].info(), name
+    # metatomic keeps the lists sorted (by cutoff): the 3.5 one is second
+    maps = tensormaps_from_mta(stored[0])
+    assert maps["pairs/1"].info() == {
+        "cutoff": "3.5",
+        "full_list": "true",
+        "strict": "true",
+        "length_unit": "angstrom",
+        "requestors": '["model", "other"]',
+    }
+    assert maps["pairs/0"].info()["cutoff"] == "2.25"
+    # neighbor lists of metatrain's own computation, kept as stored
+    pairs = maps["pairs/1"].block(0)
+    reference = systems[0].get_neighbor_list(requested[0])
+    assert pairs.values.tobytes() == _bits(reference.values)
+    assert len(pairs.samples) > 0
+
+
+def test_neighbor_list_members_that_cannot_be_converted_are_format_errors():
+    members = _members(SYSTEMS[0])
+    saved = zipfile.ZipFile(io.BytesIO(_saved(_with_neighbors_and_data(SYSTEMS[0], data=True))))
+    options = saved.read("pairs/0/options.json")
+    pairs = saved.read("pairs/0/data.mts")
+    float32_pairs = blockmap.save_buffer(blockmap.load_block_buffer(pairs).to(dtype=np.float32))
+    cases = [
+        ({"pairs/0/options.json": options}, "neighbor list 0 has no data.mts"),
+        ({"pairs/3/data.mts": pairs}, "neighbor list 3 has no options.json"),
+        ({"pairs/0/options.json": b"{not json", "pairs/0/data.mts": pairs}, "not JSON"),
+        (
+            {
+                "pairs/0/options.json": options.replace(b'"strict"', b'"future"'),
+                "pairs/0/data.mts": pairs,
+            },
+            "fields .'future'. blockmap does not know",
+        ),
+        (
+            {"pairs/0/options.json": options.replace(b"true", b"1"), "pairs/0/data.mts": pairs},
+            "booleans",
+        ),
+        (
+            {"pairs/0/options.json": options, "pairs/0/data.mts": b"not an archive"},
+            "pairs/0/data.mts",
+        ),
+        # what metatomic writes for a float32 system, and cannot load back
+        (
+            {"pairs/0/options.json": options, "pairs/0/data.mts": float32_pairs},
+            "not a neighbor list",
+        ),
+        ({"data/charge.mts": b"PK\x05\x06" + bytes(18)}, "data/charge.mts"),
+    ]
+    for extra, match in cases:
+        with pytest.raises(blockmap.FormatError, match=match):
+            tensormaps_from_mta(_mta({**members, **extra}))
+
+
+def test_maps_that_are_not_a_system_with_neighbors_are_refused():
+    maps = tensormaps_from_system(_with_neighbors_and_data(SYSTEMS[0], data=True))
+    system = maps["system"]
+    with pytest.raises(blockmap.BlockMapTypeError):
+        system_from_tensormaps([system])
+    with pytest.raises(blockmap.BlockMapTypeError):
+        system_from_tensormaps({"system": SYSTEMS[0]})
+    with pytest.raises(blockmap.BlockMapTypeError):
+        tensormaps_from_system(system)
+    pairs = maps["pairs/0"]
+    bad_flag = pairs.copy()
+    bad_flag.set_info("full_list", '"yes"')
+    bad_json = pairs.copy()
+    bad_json.set_info("requestors", "[")
+    cases = [
+        ({"pairs/0": pairs}, "one named 'system'"),
+        ({"system": system, "neighbors": pairs}, "'neighbors' is not a map of a system"),
+        ({"system": system, "pairs/0": system}, "one block"),
+        ({"system": system, "pairs/0": bad_flag}, "full_list and strict"),
+        ({"system": system, "pairs/0": bad_json}, "JSONDecodeError"),
+        ({"system": system, "pairs/0": maps["data/charge"]}, "must hold cutoff"),
+        # metatomic's own refusal (a neighbor list with the wrong samples)
+        ({"system": system, "pairs/0": _renamed(pairs)}, "metatomic refuses"),
+    ]
+    for bad, match in cases:
+        with pytest.raises(blockmap.ValidationError, match=match):
+            system_from_tensormaps(bad)
+    _same_neighbors_and_data(
+        system_from_tensormaps(maps, torch.float32),
+        _with_neighbors_and_data(SYSTEMS[0], data=True).to(torch.float32),
+    )
+
+
+def _renamed(pairs):
+    block = pairs.block(0)
+    samples = blockmap.Labels(["a", "b", "c", "d", "e"], block.samples.values)
+    renamed = blockmap.TensorMap(
+        pairs.keys,
+        [blockmap.TensorBlock(block.values, samples, block.components, block.properties)],
+    )
+    for key, value in pairs.info().items():
+        renamed.set_info(key, value)
+    return renamed
