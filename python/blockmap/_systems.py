@@ -147,7 +147,10 @@ def _read(data: Any, read_other: bool) -> tuple[TensorMap, list[int], list[str],
     """The system map of ``system.mta`` bytes, its neighbor lists' indices,
     its extra data's names, and (with ``read_other``) the bytes of their
     members, by name."""
-    names = _zip_members(data, [], [])[0]
+    try:
+        names, arrays, _ = _zip_members(data, list(_ARRAYS), [])
+    except FormatError as error:
+        raise FormatError(f"system.mta: {error}") from None
     unknown = []
     pairs: dict[int, set[str]] = {}
     extra = []
@@ -175,10 +178,9 @@ def _read(data: Any, read_other: bool) -> tuple[TensorMap, list[int], list[str],
     if read_other:
         other = [f"pairs/{i}/{member}" for i in indices for member in ("options.json", "data.mts")]
         other += [f"data/{name}.mts" for name in extra]
-    _, arrays, raw = _zip_members(data, list(_ARRAYS), other)
-    positions, cell, types, pbc = arrays
     try:
-        system = _tensormap(positions, cell, types, pbc)
+        system = _tensormap(*arrays)
+        raw = _zip_members(data, [], other)[2] if other else []
     except ValidationError as error:
         raise FormatError(f"system.mta: {error}") from None
     return system, indices, extra, dict(zip(other, raw, strict=True))
