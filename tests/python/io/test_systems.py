@@ -286,9 +286,18 @@ def test_what_cannot_be_converted_is_a_format_error(diskdataset):
     # every truncation of a real system.mta (the last member is itself an
     # archive, whose end record a truncated zip exposes)
     data = _saved(_with_neighbors_and_data(SYSTEMS[0], data=True))
+    assert len(tensormaps_from_mta(data)) == 3
     for end in range(len(data)):
         with pytest.raises(blockmap.FormatError):
-            tensormap_from_mta(data[:end], drop_neighbor_lists=True)
+            tensormaps_from_mta(data[:end])
+    # a zip cut right after a last member that is itself a system.mta
+    # would read as that member
+    inner = _saved(SYSTEMS[1])
+    outer = _mta({**_members(SYSTEMS[0]), "data/inner.mts": inner})
+    cut = outer[: outer.index(inner) + len(inner)]
+    assert system_from_tensormap(tensormap_from_mta(inner)).positions.shape == (3, 3)
+    with pytest.raises(blockmap.FormatError, match="no entry starts at the beginning"):
+        tensormap_from_mta(cut)
     # a corrupted payload fails its CRC
     corrupt = bytearray(diskdataset[0])
     corrupt[200] ^= 0xFF
