@@ -54,6 +54,7 @@ __all__ = [
     "_shared_parts",
     "_attach_shared",
     "_auto_shares",
+    "_zip_members",
     "_Dataset",
     "_ForeignZip",
     "DatasetWriter",
@@ -145,6 +146,9 @@ def _attach_shared(
     places: Sequence[tuple[int, int, int, bool] | None],
     labels: Buffer,
 ) -> Any: ...
+def _zip_members(
+    data: Buffer, npy: Sequence[str], raw: Sequence[str]
+) -> tuple[list[str], list[np.ndarray[Any, Any]], list[bytes]]: ...
 
 @disjoint_base
 class _Dataset:

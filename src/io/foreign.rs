@@ -1,6 +1,7 @@
 //! Archives blockmap did not write, read with the bounds of its own
 //! readers: metatrain's `DiskDataset` zip, whose members are `.mts`
-//! archives wrapped in NPY arrays of bytes.
+//! archives wrapped in NPY arrays of bytes, and metatomic's `system.mta`
+//! zip of NPY arrays and archives ([`zip_members`]).
 //!
 //! A member is read whole into memory (then loaded as a map), at most
 //! [`RATIO`] times the zip's size plus [`FLOOR`]: a member declaring more
@@ -11,11 +12,13 @@
 //! NPY headers read by blockmap's reader (at most 1 MiB of text).
 
 use std::fs::File;
-use std::io::BufReader;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
+use super::pieces::Pieces;
 use super::read;
 use super::zip::reader::{self, Directory};
+use crate::array::Array;
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
 
@@ -88,4 +91,106 @@ impl ForeignZip {
             .and_then(read::Npy::into_wrapped_bytes)
             .map_err(context)
     }
+}
+
+/// A zip held in memory, read by [`zip_members`]: every member's name (in
+/// the zip's order), the arrays of the NPY members asked for and the bytes
+/// of the other members asked for (in the order asked).
+#[derive(Debug)]
+pub struct ZipMembers {
+    pub names: Vec<String>,
+    pub arrays: Vec<Array>,
+    pub raw: Vec<Vec<u8>>,
+}
+
+/// The members of the zip held in `buffer` (metatomic's `system.mta`): the
+/// NPY members named in `npy` as arrays, the members named in `raw` as
+/// their bytes (a neighbor list's `options.json`, an `.mts` archive). The
+/// zip's structure and the NPY headers are read through copies (the buffer
+/// may be caller memory others write), with [`ForeignZip`]'s bounds: a
+/// member may take [`RATIO`] times the zip's size plus [`FLOOR`], and one
+/// declaring more is refused before anything is allocated for it. A name
+/// asked for that is not a member is an error, and so is a zip after other
+/// bytes (what a truncated zip whose last member is itself an archive looks
+/// like: that member's end record is found).
+pub fn zip_members(buffer: Buffer, npy: &[String], raw: &[String]) -> Result<ZipMembers> {
+    let len = u64::try_from(buffer.len()).map_err(|_| Error::format("the zip is too large"))?;
+    let limit = len.saturating_mul(RATIO).saturating_add(FLOOR);
+    let mut reader = Pieces::one(buffer).reader();
+    let directory = Directory::read(&mut reader)?;
+    // the end record found last may be that of an archive stored inside
+    // (a `.mts` member), when the zip's own is cut off: its entries do not
+    // start at the beginning of the data
+    if directory.len() > 0 && !(0..directory.len()).any(|i| directory.entry(i).header == 0) {
+        return Err(Error::format(
+            "no entry starts at the beginning of the data: the zip is truncated, \
+             or follows other bytes",
+        ));
+    }
+    let mut names = Vec::new();
+    names.try_reserve_exact(directory.len())?;
+    names.extend(directory.names().map(str::to_string));
+    let member = |name: &str| {
+        let context = |e: Error| e.context(format!("member '{name}'"));
+        let member = directory
+            .index_of(name)
+            .map(|index| directory.entry(index))
+            .ok_or_else(|| context(Error::format("no such member")))?;
+        if member.encrypted() {
+            return Err(context(Error::format(
+                "encrypted members are not supported",
+            )));
+        }
+        if member.size > limit {
+            return Err(context(Error::format(format!(
+                "it declares {} bytes, more than the {limit} a member of this zip may take \
+                 ({RATIO} times its size and {} MiB): refused, as a zip bomb would be",
+                member.size,
+                FLOOR >> 20
+            ))));
+        }
+        Ok(member)
+    };
+    let mut arrays = Vec::new();
+    arrays.try_reserve_exact(npy.len())?;
+    for name in npy {
+        let entry = member(name)?;
+        let array = reader::open(&mut reader, entry)
+            .and_then(|data| read::read_npy(data, entry.size))
+            .and_then(read::Npy::into_array)
+            .map_err(|e| e.context(format!("member '{name}'")))?;
+        arrays.push(array);
+    }
+    let mut raws = Vec::new();
+    raws.try_reserve_exact(raw.len())?;
+    for name in raw {
+        let entry = member(name)?;
+        let size = usize::try_from(entry.size).map_err(|_| Error::format("member too large"))?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(size)?;
+        // the entry reader stops at the declared size and checks the CRC
+        // at the end; one byte more asked finds data past the declared size
+        reader::open(&mut reader, entry)
+            .and_then(|data| {
+                data.take(entry.size + 1)
+                    .read_to_end(&mut bytes)
+                    .map_err(reader::read_error)
+            })
+            .and_then(|read| {
+                if read == size {
+                    Ok(())
+                } else {
+                    Err(Error::format(format!(
+                        "it holds {read} bytes, not the {size} it declares"
+                    )))
+                }
+            })
+            .map_err(|e| e.context(format!("member '{name}'")))?;
+        raws.push(bytes);
+    }
+    Ok(ZipMembers {
+        names,
+        arrays,
+        raw: raws,
+    })
 }

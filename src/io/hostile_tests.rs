@@ -2463,3 +2463,86 @@ fn deflate_bomb_with_a_matching_npy_shape() {
         &TENSOR_FORMS,
     );
 }
+
+// ---------------------------------------- foreign zips held in memory
+
+/// `foreign::zip_members` of `entries`, after `prefix` bytes, asking for
+/// the NPY member `npy` and the raw member `raw`.
+fn zip_members_of(
+    entries: &[Entry],
+    prefix: usize,
+    npy: &[&str],
+    raw: &[&str],
+) -> Result<foreign::ZipMembers> {
+    let bytes = [vec![0u8; prefix], zip_bytes(entries, 0)].concat();
+    let owned = |names: &[&str]| names.iter().map(ToString::to_string).collect::<Vec<_>>();
+    foreign::zip_members(Buffer::copy_from(&bytes)?, &owned(npy), &owned(raw))
+}
+
+fn system_entries() -> Vec<Entry> {
+    let positions = npy_raw(
+        npy::MAGIC,
+        (1, 0),
+        header_text("'<f8'", "(2, 3)").as_bytes(),
+        None,
+        &[0u8; 48],
+    );
+    vec![
+        Entry::new("positions.npy", positions),
+        Entry::new(
+            "pairs/0/options.json",
+            b"{\"class\": \"NeighborListOptions\"}".to_vec(),
+        ),
+    ]
+}
+
+#[test]
+fn zip_members_reads_arrays_and_bytes_of_a_zip_in_memory() {
+    let members = zip_members_of(
+        &system_entries(),
+        0,
+        &["positions.npy"],
+        &["pairs/0/options.json"],
+    )
+    .unwrap();
+    assert_eq!(members.names, ["positions.npy", "pairs/0/options.json"]);
+    assert_eq!(members.arrays[0].dtype(), DType::F8);
+    assert_eq!(members.arrays[0].shape(), [2, 3]);
+    assert_eq!(
+        members.raw,
+        [b"{\"class\": \"NeighborListOptions\"}".to_vec()]
+    );
+    // names alone
+    let names = zip_members_of(&system_entries(), 0, &[], &[]).unwrap();
+    assert_eq!(names.names.len(), 2);
+    assert!(names.arrays.is_empty() && names.raw.is_empty());
+}
+
+#[test]
+fn zip_members_refuses_what_it_cannot_read_whole() {
+    let message = |result: Result<foreign::ZipMembers>| match result {
+        Err(Error::Format(message)) => message,
+        other => panic!("expected a format error, got {other:?}"),
+    };
+    let missing = zip_members_of(&system_entries(), 0, &["cell.npy"], &[]);
+    assert!(message(missing).contains("'cell.npy': no such member"));
+    let not_npy = zip_members_of(&system_entries(), 0, &["pairs/0/options.json"], &[]);
+    assert!(message(not_npy).contains("magic string"));
+    // an archive after other bytes: what a cut zip whose last member is an
+    // archive shows
+    let shifted = zip_members_of(&system_entries(), 100, &[], &[]);
+    assert!(message(shifted).contains("no entry starts at the beginning"));
+    // a raw member declaring a bomb's size: refused before allocating
+    let mut bomb = system_entries();
+    bomb[1].method = DEFLATED;
+    bomb[1].declared_size = Some(3 << 30);
+    bomb[1].payload = Some(deflate_zeros(1 << 16));
+    let refused = zip_members_of(&bomb, 0, &[], &["pairs/0/options.json"]);
+    assert!(message(refused).contains("zip bomb"));
+    // a raw member inflating past its declared size
+    let mut longer = system_entries();
+    longer[1].method = DEFLATED;
+    longer[1].declared_size = Some(10);
+    longer[1].declared_compressed = None;
+    assert!(zip_members_of(&longer, 0, &[], &["pairs/0/options.json"]).is_err());
+}

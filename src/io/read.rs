@@ -66,7 +66,7 @@ impl Npy {
         }
     }
 
-    fn into_array(self) -> Result<Array> {
+    pub(crate) fn into_array(self) -> Result<Array> {
         let Descr::Simple(dtype, order) = self.header.descr else {
             return Err(Error::format(
                 "expected a plain array, got a structured one",

@@ -4,12 +4,14 @@
 //! the reconstructors of pickle (`_reconstruct`, over `pickle.rs`) and of
 //! torch-backed objects (`_as_torch`, over `torch.rs`), and the functions
 //! of the multiprocessing reducer (`_shared_parts`, `_attach_shared`,
-//! `_auto_shares`, over `shm.rs`). They live above the classes: the
+//! `_auto_shares`, over `shm.rs`), and `_zip_members` (the members of a
+//! foreign zip, over `io::foreign`). They live above the classes: the
 //! helpers they call return core data, and only these build objects.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyMemoryView, PyTuple};
+use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
+use super::array::{buffer_from_python, to_numpy};
 use super::block::{Origin, PyTensorBlock};
 use super::errors::{type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
@@ -499,6 +501,43 @@ fn _auto_shares(obj: &Bound<'_, PyAny>) -> bool {
     auto_shares(nbytes)
 }
 
+/// ``(names, arrays, raw)`` of the zip in ``data`` (any bytes-like
+/// object): every member's name in the zip's order, the arrays of the NPY
+/// members named in ``npy`` and the bytes of the members named in ``raw``,
+/// in the order asked (metatomic's ``system.mta``; ``blockmap._systems``
+/// decodes it). Read with the bounds of blockmap's readers of foreign zips
+/// (``src/io/foreign.rs``), through copies, the GIL released; a name asked
+/// for that is not a member is a ``FormatError``.
+#[pyfunction]
+#[allow(clippy::needless_pass_by_value)] // Python arguments
+fn _zip_members<'py>(
+    py: Python<'py>,
+    data: &Bound<'py, PyAny>,
+    npy: Vec<String>,
+    raw: Vec<String>,
+) -> PyResult<ZipMembersOut<'py>> {
+    let buffer = buffer_from_python(data)?;
+    let members = detached(py, || io::foreign::zip_members(buffer, &npy, &raw))?;
+    let arrays = members
+        .arrays
+        .iter()
+        .map(|array| to_numpy(py, array))
+        .collect::<PyResult<_>>()?;
+    let raw = members
+        .raw
+        .iter()
+        .map(|bytes| PyBytes::new(py, bytes))
+        .collect();
+    Ok((members.names, arrays, raw))
+}
+
+/// What `_zip_members` gives Python.
+type ZipMembersOut<'py> = (
+    Vec<String>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<Bound<'py, PyBytes>>,
+);
+
 /// The reconstructor of pickled torch-backed objects: the unpickled numpy
 /// twin `obj`, given back as torch tensors, with the arrays at `flagged`
 /// made leaf tensors that require grad.
@@ -548,5 +587,6 @@ pub fn register(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(_shared_parts, module)?)?;
     module.add_function(wrap_pyfunction!(_attach_shared, module)?)?;
     module.add_function(wrap_pyfunction!(_as_torch, module)?)?;
+    module.add_function(wrap_pyfunction!(_zip_members, module)?)?;
     Ok(())
 }
