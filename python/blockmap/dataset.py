@@ -463,8 +463,10 @@ class Dataset(_Dataset):
         wrapped in an NPY array of bytes, as ``numpy.save`` of
         ``TensorMap.save_buffer()`` writes it) is field ``energy``;
         ``<index>/system.mta`` (metatomic's zip of the system) is field
-        ``system``, converted by ``blockmap._systems.tensormap_from_mta``
-        (docs/format.md, "Systems as TensorMaps"). Every sample must hold
+        ``system``, converted by ``blockmap._systems.tensormaps_from_mta``
+        (docs/format.md, "Systems as TensorMaps"), and its neighbor lists
+        and extra data, when it holds some, fields ``system/pairs/<i>`` and
+        ``system/data/<name>`` (read with ``ds.field(name)``). Every sample must hold
         the same fields; a member that cannot be converted, or that is not
         one of these (``metadata/atom_counts.npy``, metatrain's own
         index of atom counts, excepted), refuses the zip instead of being
@@ -567,23 +569,37 @@ class Dataset(_Dataset):
         from_mta = None
         if "system" in fields:
             # imported only when a zip holds systems
-            from ._systems import tensormap_from_mta as from_mta
+            from ._systems import tensormaps_from_mta as from_mta
 
-        def read(member: str) -> TensorMap:
-            if member.endswith("/system.mta"):
-                try:
-                    return from_mta(archive.raw(member))  # type: ignore[misc]
-                except FormatError as error:
-                    raise FormatError(f"member '{member}' of '{shown}': {error}") from error
-            return archive.load(member)
+        def read(field: str, member: str) -> dict[str, TensorMap]:
+            """The maps of one member, by field name."""
+            if not member.endswith("/system.mta"):
+                return {field: archive.load(member)}
+            try:
+                maps = from_mta(archive.raw(member))  # type: ignore[misc]
+            except FormatError as error:
+                raise FormatError(f"member '{member}' of '{shown}': {error}") from error
+            return {name if name == "system" else f"system/{name}": m for name, m in maps.items()}
 
+        first_names: list[str] | None = None
         with DatasetWriter(path) as writer:
             for index in _progress(sorted(samples), progress, "samples"):
                 members = samples[index]
-                if single:
-                    writer.write(read(members[fields[0]]))
+                entry: dict[str, TensorMap] = {}
+                for name in fields:
+                    entry.update(read(name, members[name]))
+                if first_names is None:
+                    first_names = list(entry)
+                elif set(entry) != set(first_names):
+                    # systems of one sample with other neighbor lists or data
+                    raise FormatError(
+                        f"sample {index} of '{shown}' does not hold the fields of sample "
+                        f"{first} ({first_names}): it holds {list(entry)}"
+                    )
+                if single and len(entry) == 1:
+                    writer.write(*entry.values())
                 else:
-                    writer.write(**{name: read(members[name]) for name in fields})
+                    writer.write(**entry)
         return cls(path)
 
 

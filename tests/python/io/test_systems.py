@@ -557,3 +557,35 @@ def _renamed(pairs):
     for key, value in pairs.info().items():
         renamed.set_info(key, value)
     return renamed
+
+
+def test_from_diskdataset_keeps_the_neighbor_lists_as_fields(tmp_path):
+    """`Dataset.from_diskdataset` of a zip whose systems carry neighbor
+    lists (as `mtt eval` writes them): every list is a field of its own,
+    the system's field comes back to the same System."""
+    requested = [mta.NeighborListOptions(cutoff=3.5, full_list=True, strict=True)]
+    systems = [neighbors.get_system_with_neighbor_lists(SYSTEMS[i], requested) for i in (0, 2)]
+    path = tmp_path / "eval.zip"
+    writer = writers.DiskDatasetWriter(path)
+    for system in systems:
+        writer.write([system], {})
+    writer.finish()
+    dataset = blockmap.Dataset.from_diskdataset(path, tmp_path / "converted")
+    with zipfile.ZipFile(path) as archive:
+        for i in range(len(systems)):
+            maps = tensormaps_from_mta(archive.read(f"{i}/system.mta"))
+            lists = [name for name in maps if name.startswith("pairs/")]
+            assert lists, "the systems carry neighbor lists"
+            assert dataset.fields == ["system"] + [f"system/{name}" for name in lists]
+            entry = {"system": dataset.field("system")[i]}
+            for name in lists:
+                entry[name] = dataset.field(f"system/{name}")[i]
+                assert blockmap.equal(entry[name], maps[name])
+                assert entry[name].info() == maps[name].info()
+            assert blockmap.equal(entry["system"], maps["system"])
+            back = system_from_tensormaps(entry)
+            _same_system(back, systems[i])
+            _same_neighbors_and_data(back, systems[i])
+    # target="system" keeps the lists with it
+    only = blockmap.Dataset.from_diskdataset(path, tmp_path / "only", target="system")
+    assert only.fields == dataset.fields
