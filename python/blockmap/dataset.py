@@ -349,9 +349,9 @@ class Dataset(_Dataset):
         self, index: int, *, keys: Labels | None = None, arrays: str | None = None
     ) -> TensorMap:
         """Map ``index``, with only the blocks whose keys match ``keys``
-        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``;
-        in a dataset of fields, the first field's (``ds.field(name).load``
-        for another).
+        (see :func:`blockmap.load`), as numpy arrays or ``arrays="torch"``.
+        In a dataset of fields, which field is meant must be said:
+        ``ds.field(name).load(index, keys=...)``.
 
         Parameters
         ----------
@@ -374,7 +374,8 @@ class Dataset(_Dataset):
         BlockMapTypeError
             If ``index`` is not an integer, or ``keys`` is not Labels.
         ValidationError
-            If ``arrays`` or ``keys`` has an invalid value.
+            If ``arrays`` or ``keys`` has an invalid value, or the dataset's
+            entries are fields.
         FormatError
             If the map's data in the file is not valid.
         BlockMapMemoryError
@@ -382,6 +383,11 @@ class Dataset(_Dataset):
         ModuleNotFoundError
             If ``arrays="torch"`` and torch is not installed.
         """
+        if not self._single:
+            raise ValidationError(
+                f"the entries of this dataset are the fields {self.fields}: load one field's "
+                "map with ds.field(name).load(index, keys=...)"
+            )
         return self._get(self._integer(index), keys=keys, arrays=arrays)
 
     def _reference(self) -> _Reference:

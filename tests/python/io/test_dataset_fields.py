@@ -70,6 +70,9 @@ def test_the_field_view(fielded, maps):
     key = blockmap.Labels(keys.names, keys.values[:1])
     loaded = energy.load(2, keys=key)
     assert loaded.keys == key
+    # which field is meant must be said
+    with pytest.raises(blockmap.ValidationError, match=r"ds\.field\(name\)\.load"):
+        ds.load(2, keys=key)
     with pytest.raises(blockmap.ValidationError, match="forces"):
         ds.field("forces")
 
