@@ -11,10 +11,10 @@ STAMP := $(VENV)/.deps-installed
 
 all: test
 
-$(STAMP): requirements-dev.txt
+$(STAMP): requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $(STAMP)
 
 # Release build of the extension, installed into .venv (editable: the Python
