@@ -11,10 +11,10 @@ STAMP := $(VENV)/.deps-installed
 
 all: test
 
-$(STAMP): requirements-dev.txt
+$(STAMP): requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet -r requirements-dev.txt -c constraints.txt
 	touch $(STAMP)
 
 # Release build of the extension, installed into .venv (editable: the Python
@@ -55,11 +55,14 @@ demo: build
 # The whole benchmark harness on W (about 30 minutes: every run is a fresh
 # process, 7 per operation and library as the speed targets ask, and
 # metatensor-core is slow); writes the report and its chart; then the torch
-# family (DataLoader throughput, join and split; about 20 minutes), whose
-# section the report keeps.
+# family (DataLoader throughput, join and split; about 20 minutes) and the
+# datasets family (130,000 and 20,000 QM9-like maps and W by blocks, against
+# LMDB, HDF5, metatrain's DiskDataset and .mts files; about 35 minutes, and
+# 5 GB in the temporary folder), whose sections and chart the report keeps.
 bench: build
 	$(PY) -m bench bench --repeat 7 --markdown docs/benchmarks.md --chart docs/benchmarks.png
 	$(PY) -m bench torch --markdown docs/benchmarks.md
+	$(PY) -m bench datasets --markdown docs/benchmarks.md
 
 # How each operation's time grows with the number of blocks (1 to 10,000 at
 # 80 MB) and with the bytes (W-shaped maps of 8 MB to 800 MB, and 8 GB for the

@@ -16,9 +16,10 @@ Commands:
     torch    DataLoader throughput (0 and 2 workers, fork and spawn) with
              blockmap, metatensor-torch and plain torch tensors, and join and
              split against metatensor-operations (bench/dataloader.py).
-    datasets many maps in one file (create, open, random access, epoch,
-             append) against DiskDataset and a folder of files
-             (bench/datasets.py).
+    datasets many maps in one file (create, open, random access warm and
+             cold, epochs with and without a DataLoader, append) against an
+             LMDB of pickled maps, HDF5, metatrain's DiskDataset and .mts
+             files (bench/datasets.py, bench/dataset_peers.py).
     worker   one timed run in this process, and
     prepare  the files that load operations read: the fresh processes that
              bench starts (bench/runner.py).
@@ -188,11 +189,13 @@ def _parser() -> argparse.ArgumentParser:
     torch_command.set_defaults(run=dataloader.run)
     datasets_command = commands.add_parser(
         "datasets",
-        help="datasets of many maps in one file against DiskDataset and a folder of files",
-        description="Create, open, random access, a random-order epoch and append, on "
-        "130,000 QM9-like maps and on W split by blocks, with blockmap's dataset files, "
-        "metatrain's DiskDataset layout and a folder of .mts files (metatensor-core), each "
-        "operation in a fresh process.",
+        help="datasets of many maps in one file against LMDB, HDF5, DiskDataset and .mts files",
+        description="Create, open, random access (warm, and cold: the page cache dropped), "
+        "random-order epochs (a loop, and a DataLoader with a join collate, 0 and 2 "
+        "workers) and append, on 130,000 and 20,000 QM9-like maps and on W split by "
+        "blocks, with blockmap's dataset files, an LMDB of pickled maps, HDF5 arrays with "
+        "offsets, metatrain's DiskDataset and a folder of .mts files (metatensor-core), "
+        "each operation in a fresh process; the ratios blockmap / LMDB against the targets.",
     )
     datasets.add_arguments(datasets_command)
     datasets_command.set_defaults(run=datasets.run)
