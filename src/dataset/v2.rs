@@ -757,7 +757,45 @@ pub struct Entry<'a> {
     pub single: bool,
 }
 
-impl Entry<'_> {
+impl<'a> Entry<'a> {
+    /// This entry with its fields and columns in `schema`'s order, and
+    /// its int values of float columns as floats (`float(n)`'s rounding),
+    /// when it holds the same fields and columns in another order or with
+    /// such values; `None` otherwise (the entry as it is, or one that does
+    /// not match, which `write_entry` refuses naming the difference).
+    fn conform(&self, schema: &Schema) -> Option<Entry<'a>> {
+        if self.single != schema.single
+            || self.fields.len() != schema.fields.len()
+            || self.columns.len() != schema.columns.len()
+        {
+            return None;
+        }
+        let fields = schema
+            .fields
+            .iter()
+            .map(|name| self.fields.iter().find(|(n, _)| n == name).copied())
+            .collect::<Option<Vec<_>>>()?;
+        let columns = schema
+            .columns
+            .iter()
+            .map(|(name, kind)| {
+                let (n, value) = *self.columns.iter().find(|(n, _)| n == name)?;
+                match (kind, value) {
+                    #[allow(clippy::cast_precision_loss)] // Python's float(n)
+                    (ColumnType::Float, Value::Int(v)) => Some((n, Value::Float(v as f64))),
+                    _ => Some((n, value)),
+                }
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let same = fields.iter().zip(&self.fields).all(|(a, b)| a.0 == b.0)
+            && columns.iter().zip(&self.columns).all(|(a, b)| a == b);
+        (!same).then_some(Entry {
+            fields,
+            columns,
+            single: self.single,
+        })
+    }
+
     fn schema(&self) -> Schema {
         Schema {
             single: self.single,
@@ -996,6 +1034,8 @@ impl Writer {
     /// file: a process killed from then on leaves a file that opens with
     /// it.
     pub fn write_entry(&mut self, entry: &Entry<'_>) -> Result<()> {
+        let conformed = self.schema.as_ref().and_then(|s| entry.conform(s));
+        let entry = conformed.as_ref().unwrap_or(entry);
         for (name, map) in &entry.fields {
             io::portable::check(DataRef::Tensor(map))
                 .map_err(|e| e.context(format!("field '{name}'")))?;

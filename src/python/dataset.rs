@@ -345,7 +345,8 @@ impl PyDatasetWriter {
     /// dataset of single maps) or ``write(name=tensor, ...)`` (an entry of
     /// named fields, in the order given), with ``columns={"name": value}``
     /// (ints or floats) stored in the index. Every entry of a dataset has
-    /// the same fields and columns.
+    /// the same fields and columns (in the first entry's order; later
+    /// entries may give them in any order, and an int for a float column).
     ///
     /// Parameters
     /// ----------
@@ -604,7 +605,11 @@ impl PyForeignZip {
 
 /// A column's value: a Python int (within int64) or float; bools refused.
 fn column_value(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<dataset::Value> {
-    if value.is_instance_of::<pyo3::types::PyBool>() {
+    // numpy's bool (whose __float__ would make it 1.0) is a bool too
+    if value.is_instance_of::<pyo3::types::PyBool>()
+        || value.get_type().name()?.to_str()? == "bool"
+        || value.get_type().name()?.to_str()? == "bool_"
+    {
         return Err(wrong_type(
             py,
             "a column value is an int or a float, not bool",

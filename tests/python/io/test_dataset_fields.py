@@ -118,6 +118,28 @@ def test_entries_of_another_schema_are_refused(tmp_path, maps):
     assert Dataset(path).column("n").tolist() == [1, 7]
 
 
+def test_fields_and_columns_in_another_order_are_the_same_schema(tmp_path, maps):
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        writer.write(a=maps[0], b=maps[1], columns={"n": 1, "w": 0.5})
+        # keyword order is the caller's, not a schema change
+        writer.write(b=maps[3], a=maps[2], columns={"w": 1.5, "n": 2})
+        # an int for a float column is float(n); a float for an int one is refused
+        writer.write(a=maps[4], b=maps[5], columns={"n": 3, "w": 2})
+        with pytest.raises(blockmap.ValidationError, match="n: float"):
+            writer.write(a=maps[4], b=maps[5], columns={"n": 3.0, "w": 2.0})
+        # numpy's bool is a bool, as Python's is: not silently 1.0
+        with pytest.raises(blockmap.BlockMapTypeError, match="bool"):
+            writer.write(a=maps[4], b=maps[5], columns={"n": 3, "w": np.True_})
+    ds = Dataset(path)
+    assert ds.fields == ["a", "b"]
+    assert len(ds) == 3
+    assert blockmap.equal(ds[1].a, maps[2]) and blockmap.equal(ds[1].b, maps[3])
+    assert ds.column("n").tolist() == [1, 2, 3]
+    assert ds.column("w").tolist() == [0.5, 1.5, 2.0]
+    assert ds.column("w").dtype == np.float64
+
+
 def test_a_field_map_travels_as_a_reference(fielded, maps):
     ds = Dataset(fielded)
     tensor = ds[7].energy
