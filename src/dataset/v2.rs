@@ -1354,10 +1354,20 @@ impl Writer {
         ));
         out.extend_from_slice(&payload);
         out.extend_from_slice(&f::trailer(at, count as u64));
+        let trailer_end = at + out.len() as u64;
         file.write_all_at(&out, at)
-            .and_then(|()| file.sync_data())
+            .and_then(|()| {
+                // a write that failed after some of its bytes were written
+                // (a full disk, a file size limit, Ctrl-C in a streamed
+                // entry) left them after `at`: cut, so that the file ends
+                // with this trailer (else every open walks the records)
+                if file.metadata()?.len() > trailer_end {
+                    file.set_len(trailer_end)?;
+                }
+                file.sync_data()
+            })
             .map_err(io_error(&self.path, "cannot write"))?;
-        self.end = align_up(at + out.len() as u64);
+        self.end = align_up(trailer_end);
         Ok(())
     }
 
