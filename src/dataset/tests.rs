@@ -370,6 +370,77 @@ fn hostile_files_are_refused_with_errors() {
 }
 
 #[test]
+fn labels_references_into_entries_or_forward_are_refused() {
+    use super::format::{encode_labels, record_header, Kind};
+    let dir = scratch("refs");
+    let path = dir.path();
+    // entry 0's values are bytes that look like a LABELS record: keys
+    // like entry 1's, with another value
+    let second = fixtures::small_map();
+    let mut fake = Vec::new();
+    encode_labels(&Labels::new(vec!["k"], &[8]).unwrap(), &mut fake);
+    let mut record =
+        record_header(Kind::Labels, crc32fast::hash(&fake), fake.len() as u64).to_vec();
+    record.extend_from_slice(&fake);
+    let values = crate::Array::from_slice(vec![record.len(), 1], &record).unwrap();
+    let block = crate::TensorBlock::new(
+        values,
+        Labels::range("s", i32::try_from(record.len()).unwrap()).unwrap(),
+        vec![],
+        Labels::range("p", 1).unwrap(),
+    )
+    .unwrap();
+    let first = TensorMap::new(Labels::single(), vec![block]).unwrap();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&first).unwrap();
+    writer.write(&second).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let mapping = dataset.mapping().unwrap().as_ptr() as u64;
+    let data_at = dataset.get(0, None).unwrap().blocks()[0]
+        .values()
+        .buffer()
+        .as_ptr() as u64
+        - mapping;
+    let entry_1 = dataset.slot(1).unwrap().offset;
+    let entry_0 = dataset.slot(0).unwrap().offset;
+    drop(dataset);
+    // entry 1's keys reference: after its header, the description's
+    // length, its n_samples and its field's length
+    let keys_ref = usize::try_from(entry_1).unwrap() + 16 + 8 + 8 + 8;
+    let good = std::fs::read(&path).unwrap();
+    let bad_path = dir.0.join("bad");
+    for (target, what) in [
+        (data_at + 16, "into entry 0's arrays"),
+        (entry_0 + 16, "into entry 0's header"),
+        (entry_1 + 64, "into the entry itself"),
+    ] {
+        let mut bytes = good.clone();
+        bytes[keys_ref..keys_ref + 8].copy_from_slice(&target.to_le_bytes());
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+        assert_eq!(dataset.get(0, None).unwrap(), first);
+        let error = dataset.get(1, None).unwrap_err();
+        assert!(matches!(error, Error::Format(_)), "{what}: {error:?}");
+    }
+    // a LABELS record after the entry referring to it: refused too
+    let mut bytes = good.clone();
+    let end = bytes.len() - 32;
+    let mut forward =
+        record_header(Kind::Labels, crc32fast::hash(&fake), fake.len() as u64).to_vec();
+    forward.extend_from_slice(&fake);
+    // put it where the commit's trailer was, a new trailer after it
+    let at = super::format::align_up(end as u64);
+    bytes.resize(usize::try_from(at).unwrap(), 0);
+    bytes.extend_from_slice(&forward);
+    bytes[keys_ref..keys_ref + 8].copy_from_slice(&(at + 16).to_le_bytes());
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    let error = dataset.get(1, None).unwrap_err();
+    assert!(matches!(error, Error::Format(_)), "forward: {error:?}");
+}
+
+#[test]
 fn version_1_files_read_refuse_appends_and_upgrade() {
     let dir = scratch("v1");
     for (name, count) in [

@@ -500,12 +500,24 @@ impl Dataset {
         entry.map(&mut fc, start, keys)
     }
 
-    /// The labels of a LABELS record's encoding at `at`, cached.
+    /// The labels of a LABELS record's encoding at `at`, cached, referred
+    /// to by the entry whose record starts at `entry_at`. A LABELS record
+    /// lies before every entry that refers to it (the writer puts it
+    /// before the first) and outside every entry: a reference into an
+    /// entry's bytes (its arrays, which a `mmap="c"` map may write) or
+    /// forward is refused, so that the labels cached at an offset are
+    /// those of a record no map's data can change.
     fn shared_labels(
         &self,
         at: u64,
+        entry_at: u64,
         mut cache: Option<&mut HashMap<u64, Labels>>,
     ) -> Result<Labels> {
+        if at >= entry_at {
+            return Err(bad(
+                "a labels reference at or after the entry that refers to it",
+            ));
+        }
         if let Some(labels) = cache.as_ref().and_then(|c| c.get(&at)) {
             return Ok(labels.clone());
         }
@@ -522,6 +534,26 @@ impl Dataset {
             .filter(|r| r.kind == Kind::Labels)
             .ok_or_else(|| bad("a labels reference to no labels record"))?;
         let len = usize::try_from(record.len).map_err(|_| bad("labels record"))?;
+        let record_end = at
+            .checked_add(record.len)
+            .filter(|&end| end <= entry_at)
+            .ok_or_else(|| bad("a labels record that runs into the entry referring to it"))?;
+        // the entry rows are ordered and disjoint: the last one starting
+        // at or before the record, and the next, must not overlap it
+        let rows = &self.contents.rows;
+        let next = rows.partition_point(|r| r.offset <= record_start as u64);
+        let overlaps = |r: &Row| {
+            let end = r.offset + RECORD_LEN as u64 + r.len;
+            r.offset < record_end && (record_start as u64) < end
+        };
+        if next
+            .checked_sub(1)
+            .and_then(|i| rows.get(i))
+            .is_some_and(overlaps)
+            || rows.get(next).is_some_and(overlaps)
+        {
+            return Err(bad("a labels reference into an entry's bytes"));
+        }
         let payload = raw
             .get(record_start + RECORD_LEN, len)
             .ok_or_else(|| bad("a labels record outside the file"))?
@@ -597,7 +629,9 @@ impl EntryView<'_> {
             return Err(c.bad("labels among the entry's arrays"));
         }
         let mut cache = self.cache.borrow_mut();
-        self.dataset.shared_labels(at, cache.as_deref_mut())
+        let entry_at = self.payload.0 - RECORD_LEN as u64;
+        self.dataset
+            .shared_labels(at, entry_at, cache.as_deref_mut())
     }
 
     fn map(&self, c: &mut Cursor<'_>, _base: usize, keys: Option<&Labels>) -> Result<TensorMap> {
