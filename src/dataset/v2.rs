@@ -90,6 +90,27 @@ fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>
     Ok((bytes.len() == len && crc32fast::hash(&bytes) == record.crc).then_some(bytes))
 }
 
+/// Whether the payload of a record whose header was checked hashes to its
+/// CRC, read a piece at a time (an entry may be gigabytes: recovery reads
+/// it in constant memory).
+fn payload_intact(file: &File, at: u64, record: f::Record) -> Result<bool> {
+    const PIECE: u64 = 1 << 20;
+    let mut hasher = crc32fast::Hasher::new();
+    let start = at + RECORD_LEN as u64;
+    let mut done = 0u64;
+    while done < record.len {
+        let n = usize::try_from((record.len - done).min(PIECE)).unwrap_or(0);
+        let piece = read_at(file, start + done, n)?;
+        if piece.len() != n {
+            return Ok(false);
+        }
+        hasher.update(&piece);
+        done += n as u64;
+        crate::interrupt::check()?;
+    }
+    Ok(hasher.finalize() == record.crc)
+}
+
 /// The column values and per-field sample counts at the start of an entry
 /// payload's description.
 fn entry_values(payload_head: &[u8], n: usize) -> Result<Vec<u64>> {
@@ -186,7 +207,7 @@ impl Contents {
                     let trailer_at = at + RECORD_LEN as u64 + record.len;
                     let tail = read_at(file, trailer_at, TRAILER_LEN)?;
                     if f::parse_trailer(&tail) == Some((at, rows.len() as u64))
-                        && payload_at(file, at, record)?.is_some()
+                        && payload_intact(file, at, record)?
                     {
                         verified = rows.len();
                         at = align_up(trailer_at + TRAILER_LEN as u64);
@@ -214,7 +235,7 @@ impl Contents {
                 crc: row.crc,
                 len: row.len,
             };
-            if payload_at(file, row.offset, record)?.is_none() {
+            if !payload_intact(file, row.offset, record)? {
                 break;
             }
             keep += 1;

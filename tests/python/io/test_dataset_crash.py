@@ -234,3 +234,59 @@ def test_a_write_that_failed_part_way_leaves_no_tail(tmp_path, in_memory):
     assert ds.committed
     assert [m.block(0).values.shape[0] for m in ds] == [3, 4]
     assert path.read_bytes()[-32:-24] == b"BMDSEND2"
+
+
+UNCOMMITTED = textwrap.dedent(
+    """
+    import os, sys
+    sys.path[:0] = [sys.argv[1]]
+    import numpy as np
+    import blockmap
+    from blockmap import Labels, TensorBlock, TensorMap
+
+    n = 4_000_000  # 64 MB of float64
+    block = TensorBlock(
+        values=np.ones((n, 2)), samples=Labels.range("s", n), components=[],
+        properties=Labels.range("p", 2),
+    )
+    writer = blockmap.DatasetWriter(sys.argv[2], append=True)
+    writer.write(TensorMap(Labels.range("k", 1), [block]))
+    os._exit(0)  # no commit
+    """
+)
+
+OPEN_MEASURED = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[1]]
+    import blockmap
+
+    def peak():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM"):
+                    return int(line.split()[1]) * 1024
+
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    before = peak()
+    ds = blockmap.Dataset(sys.argv[2])
+    print(len(ds), ds.committed, peak() - before)
+    """
+)
+
+
+def test_recovery_hashes_an_entry_in_constant_memory(tmp_path):
+    path = tmp_path / "d"
+    for script in (UNCOMMITTED, OPEN_MEASURED):
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(ROOT), str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    count, committed, grown = done.stdout.split()
+    assert (count, committed) == ("1", "False")
+    # the 64 MB entry was hashed a piece at a time, not read whole
+    assert int(grown) < 16 << 20, grown
