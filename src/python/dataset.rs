@@ -395,7 +395,7 @@ impl PyDatasetWriter {
             }
             (None, Some(fields)) if !fields.is_empty() => {
                 for (name, value) in fields.iter() {
-                    let name: String = name.extract()?;
+                    let name = text_name(py, &name, "field")?;
                     maps.push((name, as_map(&value)?));
                 }
                 false
@@ -416,12 +416,7 @@ impl PyDatasetWriter {
         let mut values = Vec::new();
         if let Some(columns) = columns {
             for (name, value) in columns.iter() {
-                let name: String = name.extract().map_err(|_| {
-                    wrong_type(
-                        py,
-                        format!("column names are str, not {}", type_name(&name)),
-                    )
-                })?;
+                let name = text_name(py, &name, "column")?;
                 values.push((name, column_value(py, &value)?));
             }
         }
@@ -601,6 +596,27 @@ impl PyForeignZip {
         })?;
         Py::new(py, PyTensorMap::from_map(map))
     }
+}
+
+/// A field's or column's name: a `str` that UTF-8 encodes (a lone
+/// surrogate, as `os.fsdecode` makes of undecodable bytes, does not).
+fn text_name(py: Python<'_>, name: &Bound<'_, PyAny>, what: &str) -> PyResult<String> {
+    if !name.is_instance_of::<pyo3::types::PyString>() {
+        return Err(wrong_type(
+            py,
+            format!("{what} names are str, not {}", type_name(name)),
+        ));
+    }
+    name.extract().map_err(|_| {
+        invalid(
+            py,
+            format!(
+                "{what} names are stored as UTF-8, and {} holds a lone surrogate",
+                name.repr()
+                    .map_or_else(|_| "this name".into(), |r| r.to_string())
+            ),
+        )
+    })
 }
 
 /// A column's value: a Python int (within int64) or float; bools refused.

@@ -140,6 +140,19 @@ def test_fields_and_columns_in_another_order_are_the_same_schema(tmp_path, maps)
     assert ds.column("w").dtype == np.float64
 
 
+def test_names_that_are_not_utf8_text_are_validation_errors(tmp_path, maps):
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        with pytest.raises(blockmap.ValidationError, match="field names .* surrogate"):
+            writer.write(**{"a\udc80": maps[0]})
+        with pytest.raises(blockmap.ValidationError, match="column names .* surrogate"):
+            writer.write(a=maps[0], columns={"\udc80": 1})
+        with pytest.raises(blockmap.BlockMapTypeError, match="column names are str, not int"):
+            writer.write(a=maps[0], columns={1: 1})
+        writer.write(a=maps[0])
+    assert len(Dataset(path)) == 1
+
+
 def test_a_field_map_travels_as_a_reference(fielded, maps):
     ds = Dataset(fielded)
     tensor = ds[7].energy
