@@ -244,6 +244,20 @@ fn selected_keys_read_only_their_blocks() {
     assert_eq!(&got.blocks()[0], map.blocks().last().unwrap());
     let none = Labels::empty(keys.names().to_vec()).unwrap();
     assert_eq!(dataset.get(0, Some(&none)).unwrap().blocks().len(), 0);
+    // several blocks, selected in reverse: in the selection's order
+    let mut writer = Writer::append(&path, None).unwrap();
+    let two = fixtures::map_with_an_empty_block();
+    writer.write(&two).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let keys = two.keys();
+    let mut reversed = keys.row(1).to_vec();
+    reversed.extend_from_slice(keys.row(0));
+    let selection = Labels::new(keys.names().to_vec(), &reversed).unwrap();
+    let got = dataset.get(1, Some(&selection)).unwrap();
+    assert_eq!(got.blocks().len(), 2);
+    assert_eq!(&got.blocks()[0], &two.blocks()[1]);
+    assert_eq!(&got.blocks()[1], &two.blocks()[0]);
 }
 
 #[test]

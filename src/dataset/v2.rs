@@ -694,9 +694,16 @@ impl EntryView<'_> {
             }
             return finish(keys, blocks, info);
         }
+        // which blocks are selected, by position (a lookup per block, not
+        // a scan of the selection: O(blocks), not O(blocks x selected))
+        let mut wanted = vec![positions.is_none(); n_blocks];
+        for &i in positions.iter().flatten() {
+            if let Some(w) = wanted.get_mut(i) {
+                *w = true;
+            }
+        }
         let mut kept: Vec<Option<TensorBlock>> = Vec::with_capacity(n_blocks);
-        for i in 0..n_blocks {
-            let keep = positions.as_ref().is_none_or(|p| p.contains(&i));
+        for (i, &keep) in wanted.iter().enumerate() {
             let block = self
                 .block(c, keep, 0)
                 .map_err(|e| e.context(format!("block {i}")))?;
