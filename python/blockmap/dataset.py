@@ -293,7 +293,11 @@ class Dataset(_Dataset):
 
     @property
     def columns(self) -> list[str]:
-        """The names of the columns: the writer's, then ``n_samples``."""
+        """The names of the columns: the writer's, then ``n_samples`` (none
+        in a file of format version 1, which has no columns: see
+        :meth:`upgrade`)."""
+        if self.version == 1:
+            return []
         return [*self._columns, "n_samples"]
 
     def column(self, name: str) -> np.ndarray:

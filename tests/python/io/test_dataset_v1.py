@@ -30,3 +30,8 @@ def test_stored_v1_datasets_read_the_same_maps(name, expected):
         assert blockmap.equal(ds[i - len(maps)], want)
     with pytest.raises(blockmap.BlockMapIndexError):
         ds[len(maps)]
+    # no columns: none listed, and reading one names the upgrade
+    assert ds.columns == []
+    assert "columns=[]" in repr(ds)
+    with pytest.raises(blockmap.ValidationError, match="upgrade"):
+        ds.column("n_samples")
