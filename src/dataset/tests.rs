@@ -454,6 +454,122 @@ fn labels_references_into_entries_or_forward_are_refused() {
     assert!(matches!(error, Error::Format(_)), "forward: {error:?}");
 }
 
+/// A dataset file of one single-map entry whose field description is
+/// `field` (made knowing the file offset it starts at), then `arrays`:
+/// the bytes of a crafted entry around a valid header, schema and commit.
+fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
+    use super::format::{align_up, file_header, put_u64, record_header, trailer, Kind};
+    let mut file = file_header("0123456789abcdef0123456789abcdef").to_vec();
+    let schema = single().encode();
+    file.extend_from_slice(&record_header(
+        Kind::Schema,
+        crc32fast::hash(&schema),
+        schema.len() as u64,
+    ));
+    file.extend_from_slice(&schema);
+    let pad =
+        |file: &mut Vec<u8>| file.resize(usize::try_from(align_up(file.len() as u64)).unwrap(), 0);
+    pad(&mut file);
+    let entry_at = file.len() as u64;
+    let field_at = entry_at + 16 + 8 + 16;
+    let field = field(field_at);
+    let mut payload = Vec::new();
+    put_u64(&mut payload, 16 + field.len() as u64);
+    put_u64(&mut payload, 1);
+    put_u64(&mut payload, field.len() as u64);
+    payload.extend_from_slice(&field);
+    let data_at = align_up(entry_at + 16 + payload.len() as u64);
+    payload.resize(usize::try_from(data_at - entry_at - 16).unwrap(), 0);
+    payload.extend_from_slice(arrays);
+    let crc = crc32fast::hash(&payload);
+    file.extend_from_slice(&record_header(Kind::Entry, crc, payload.len() as u64));
+    file.extend_from_slice(&payload);
+    pad(&mut file);
+    let commit_at = file.len() as u64;
+    let mut commit = Vec::new();
+    put_u64(&mut commit, 1);
+    put_u64(&mut commit, 64);
+    commit.extend_from_slice(&1u32.to_le_bytes());
+    put_u64(&mut commit, entry_at);
+    put_u64(&mut commit, payload.len() as u64);
+    commit.extend_from_slice(&crc.to_le_bytes());
+    commit.extend_from_slice(&0u32.to_le_bytes());
+    let here = commit_at + 16 + commit.len() as u64;
+    commit.resize(
+        commit.len() + usize::try_from(align_up(here) - here).unwrap(),
+        0,
+    );
+    put_u64(&mut commit, 1);
+    file.extend_from_slice(&record_header(
+        Kind::Commit,
+        crc32fast::hash(&commit),
+        commit.len() as u64,
+    ));
+    file.extend_from_slice(&commit);
+    file.extend_from_slice(&trailer(commit_at, 1));
+    file
+}
+
+#[test]
+fn gradients_nested_deep_stop_at_the_limit() {
+    use super::format::{align_up, encode_labels, put_str, put_u64};
+    // a block whose gradient has a gradient, ... `levels` deep: every
+    // labels reference to one inline encoding, every array the same 8 bytes
+    let description = |levels: usize| {
+        move |field_at: u64| {
+            let mut fixed = Vec::new();
+            let mut refs = Vec::new();
+            refs.push(fixed.len());
+            put_u64(&mut fixed, 0); // keys
+            fixed.extend_from_slice(&0u32.to_le_bytes()); // info
+            fixed.extend_from_slice(&1u32.to_le_bytes()); // blocks
+            for level in 0..=levels {
+                fixed.extend_from_slice(&[2, 2, 0, 0]); // f8, 2 dimensions
+                put_u64(&mut fixed, 1);
+                put_u64(&mut fixed, 1);
+                refs.push(fixed.len());
+                put_u64(&mut fixed, 0); // data offset, patched below
+                refs.push(fixed.len());
+                put_u64(&mut fixed, 0); // samples
+                refs.push(fixed.len());
+                put_u64(&mut fixed, 0); // properties
+                let more = u32::from(level < levels);
+                fixed.extend_from_slice(&more.to_le_bytes());
+                if more == 1 {
+                    put_str(&mut fixed, "g");
+                }
+            }
+            let labels_at = field_at + fixed.len() as u64;
+            let mut labels = Vec::new();
+            encode_labels(&Labels::new(vec!["sample"], &[0]).unwrap(), &mut labels);
+            let data_at = align_up(labels_at + labels.len() as u64);
+            for (i, &at) in refs.iter().enumerate() {
+                // the data offsets are every third reference after the keys'
+                let value = if i % 3 == 1 { data_at } else { labels_at };
+                fixed[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            }
+            fixed.extend_from_slice(&labels);
+            fixed
+        }
+    };
+    let dir = scratch("nested");
+    let path = dir.path();
+    // 16 levels: what a writer may write, read back
+    std::fs::write(&path, crafted(description(16), &1.0f64.to_le_bytes())).unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let map = dataset.get(0, None).unwrap();
+    assert_eq!(map.blocks()[0].gradient_depth(), 16);
+    // 100,000 levels: refused once past the limit, the reader recursing no
+    // deeper than 17 levels (one context per level it went through)
+    std::fs::write(&path, crafted(description(100_000), &1.0f64.to_le_bytes())).unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let error = dataset.get(0, None).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, Error::Format(_)), "{error:?}");
+    assert!(text.contains("nested too deep"), "{text}");
+    assert_eq!(text.matches("gradient 'g'").count(), 17, "{text}");
+}
+
 #[test]
 fn version_1_files_read_refuse_appends_and_upgrade() {
     let dir = scratch("v1");

@@ -723,7 +723,8 @@ impl EntryView<'_> {
     }
 
     fn block(&self, c: &mut Cursor<'_>, keep: bool, depth: usize) -> Result<Option<TensorBlock>> {
-        if depth > crate::limits::MAX_NDIM {
+        // the limit every reader checks before recursing (limits.rs)
+        if depth > crate::limits::MAX_GRADIENT_DEPTH {
             return Err(c.bad("gradients nested too deep"));
         }
         let (dtype, order) = f::parse_dtype_byte(c.u8()?).ok_or_else(|| c.bad("dtype"))?;
