@@ -83,6 +83,53 @@ fn record_at(file: &File, at: u64, file_len: u64) -> Result<Option<f::Record>> {
     Ok(fits.then_some(record))
 }
 
+/// The file read through a window of [`Window::SIZE`] bytes: the
+/// recovery walk reads 16 bytes per record, and small records lie many to
+/// a window (one `pread` each 64 KiB, not one per record).
+struct Window<'a> {
+    file: &'a File,
+    at: u64,
+    bytes: Vec<u8>,
+}
+
+impl<'a> Window<'a> {
+    const SIZE: usize = 64 << 10;
+
+    fn new(file: &'a File) -> Self {
+        Window {
+            file,
+            at: 0,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// The `len` bytes (at most [`Window::SIZE`]) at `at`, fewer at the
+    /// end of the file.
+    fn get(&mut self, at: u64, len: usize) -> Result<&[u8]> {
+        let inside = at >= self.at && at + len as u64 <= self.at + self.bytes.len() as u64;
+        if !inside {
+            self.bytes = read_at(self.file, at, Self::SIZE.max(len))?;
+            self.at = at;
+        }
+        let start = usize::try_from(at - self.at).map_err(|_| bad("an offset"))?;
+        let end = (start + len).min(self.bytes.len());
+        Ok(&self.bytes[start.min(end)..end])
+    }
+
+    /// The record header at `at` and whether its payload lies in the file
+    /// (as [`record_at`]).
+    fn record(&mut self, at: u64, file_len: u64) -> Result<Option<f::Record>> {
+        let Some(record) = f::parse_record(self.get(at, RECORD_LEN)?) else {
+            return Ok(None);
+        };
+        let fits = at
+            .checked_add(RECORD_LEN as u64)
+            .and_then(|s| s.checked_add(record.len))
+            .is_some_and(|end| end <= file_len);
+        Ok(fits.then_some(record))
+    }
+}
+
 /// The payload of a record whose header was checked, its CRC verified.
 fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>> {
     let len = usize::try_from(record.len).map_err(|_| bad("a record too large"))?;
@@ -180,7 +227,8 @@ impl Contents {
         let mut rows = Vec::new();
         let mut verified = 0usize;
         let mut schema: Option<(u64, Schema)> = None;
-        while let Some(record) = record_at(file, at, file_len)? {
+        let mut window = Window::new(file);
+        while let Some(record) = window.record(at, file_len)? {
             let next = align_up(at + RECORD_LEN as u64 + record.len);
             match record.kind {
                 Kind::Entry => {
@@ -254,7 +302,13 @@ impl Contents {
         let mut columns = vec![Vec::with_capacity(rows.len()); n];
         for row in &rows {
             let head_len = usize::try_from(row.len.min(8 + 8 * n as u64)).unwrap_or(0);
-            let head = read_at(file, row.offset + RECORD_LEN as u64, head_len)?;
+            let head = if head_len <= Window::SIZE {
+                window
+                    .get(row.offset + RECORD_LEN as u64, head_len)?
+                    .to_vec()
+            } else {
+                read_at(file, row.offset + RECORD_LEN as u64, head_len)?
+            };
             for (column, value) in columns.iter_mut().zip(entry_values(&head, n)?) {
                 column.push(value);
             }
