@@ -571,6 +571,57 @@ fn gradients_nested_deep_stop_at_the_limit() {
 }
 
 #[test]
+fn commit_rows_that_overlap_or_leave_the_file_are_refused() {
+    let dir = scratch("rows");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let n = good.len();
+    let commit_at =
+        usize::try_from(u64::from_le_bytes(good[n - 24..n - 16].try_into().unwrap())).unwrap();
+    let payload_at = commit_at + 16;
+    let payload_len = usize::try_from(u64::from_le_bytes(
+        good[commit_at + 8..commit_at + 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    // the rows follow count (8), schema offset (8) and column count (4)
+    let row = |i: usize| payload_at + 20 + 24 * i;
+    let first = u64::from_le_bytes(good[row(0)..row(0) + 8].try_into().unwrap());
+    let bad_path = dir.0.join("bad");
+    for (offset, len, what) in [
+        (first, None, "the second entry over the first"),
+        (first + 64, None, "inside the first"),
+        (u64::try_from(commit_at).unwrap(), None, "at the commit"),
+        (u64::MAX - 15, None, "an offset that overflows"),
+        (u64::try_from(n).unwrap() + 64, None, "after the file"),
+        (
+            first + 4096,
+            Some(u64::MAX - 100),
+            "a length that overflows",
+        ),
+    ] {
+        let mut bytes = good.clone();
+        bytes[row(1)..row(1) + 8].copy_from_slice(&offset.to_le_bytes());
+        if let Some(len) = len {
+            bytes[row(1) + 8..row(1) + 16].copy_from_slice(&len.to_le_bytes());
+        }
+        // the commit's CRC made right again: the rows are what is wrong
+        let crc = crc32fast::hash(&bytes[payload_at..payload_at + payload_len]);
+        bytes[commit_at + 4..commit_at + 8].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let error = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err();
+        assert!(matches!(error, Error::Format(_)), "{what}: {error:?}");
+        assert!(
+            error.to_string().contains("entry's range"),
+            "{what}: {error}"
+        );
+    }
+}
+
+#[test]
 fn version_1_files_read_refuse_appends_and_upgrade() {
     let dir = scratch("v1");
     for (name, count) in [
