@@ -299,3 +299,78 @@ def test_field_names_that_are_not_identifiers(tmp_path, maps):
     assert blockmap.equal(ds.field("mtt::dipole")[0], maps[1])
     again = pickle.loads(pickle.dumps(entry))
     assert blockmap.equal(again[1], maps[1])
+
+
+def test_threads_read_at_once(fielded, maps):
+    import threading
+
+    ds = Dataset(fielded)
+    failures = []
+
+    def read(start):
+        try:
+            for k in range(200):
+                i = (start + k) % len(maps)
+                entry = ds[i]
+                assert blockmap.equal(entry.system, maps[i])
+                assert blockmap.equal(entry.energy, maps[-1 - i])
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=read, args=(s,)) for s in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    # the labels cache gave every thread the same shared labels
+    a, b = ds[0].system, ds[7].system
+    assert np.shares_memory(a.block(0).properties.values, b.block(0).properties.values)
+
+
+FORK_WHILE_READING = """
+import os, sys, threading
+import blockmap
+
+ds = blockmap.Dataset(sys.argv[1])
+expected = [blockmap.save_buffer(ds[i].system).tobytes() for i in range(len(ds))]
+stop = False
+
+def reader():
+    i = 0
+    while not stop:
+        ds[i % len(ds)]
+        i += 1
+
+thread = threading.Thread(target=reader)
+thread.start()
+failed = 0
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        # the reader thread may have held the labels cache's lock: the
+        # child takes it over instead of waiting for a thread it lacks
+        good = all(
+            blockmap.save_buffer(ds[i].system).tobytes() == expected[i] for i in range(len(ds))
+        )
+        os._exit(0 if good else 1)
+    failed += os.waitpid(pid, 0)[1] != 0
+stop = True
+thread.join()
+print(failed)
+"""
+
+
+def test_a_fork_while_a_thread_reads_reads_in_the_child(fielded):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_READING, str(fielded)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,  # a hang guard, not a measure
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
