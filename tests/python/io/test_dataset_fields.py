@@ -374,3 +374,17 @@ def test_a_fork_while_a_thread_reads_reads_in_the_child(fielded):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0"]
+
+
+def test_a_field_without_blocks_has_n_samples_0(tmp_path, maps):
+    empty = blockmap.TensorMap(blockmap.Labels.empty(["k"]), [])
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        writer.write(empty=empty, full=maps[0])
+        writer.write(full=maps[1], empty=empty)
+    ds = Dataset(path)
+    assert ds.field("empty").column("n_samples").tolist() == [0, 0]
+    assert ds.field("full").column("n_samples").tolist() == [
+        len(m.block(0).samples) for m in maps[:2]
+    ]
+    assert len(ds[1].empty.keys) == 0 and blockmap.equal(ds[1].full, maps[1])
