@@ -577,6 +577,10 @@ class Dataset(_Dataset):
                     f"target must be a field name or a list of them, not {type(target).__name__}"
                 )
             wanted = [target] if single else list(target)  # type: ignore[list-item]
+            if not wanted:
+                raise ValidationError(
+                    f"target=[] keeps no field: the DiskDataset's samples hold {fields}"
+                )
             absent = [name for name in wanted if name not in fields]
             if absent:
                 raise ValidationError(

@@ -130,6 +130,8 @@ def test_bad_crcs_and_npy_headers_are_format_errors(tmp_path):
             blockmap.Dataset.from_diskdataset(path, target)
     with pytest.raises(blockmap.MissingFileError):
         blockmap.Dataset.from_diskdataset(tmp_path / "missing.zip", target)
+    with pytest.raises(blockmap.ValidationError, match="keeps no field"):
+        blockmap.Dataset.from_diskdataset(good, target, target=[])
     assert target.read_bytes() == before
 
 
