@@ -622,6 +622,46 @@ fn commit_rows_that_overlap_or_leave_the_file_are_refused() {
 }
 
 #[test]
+fn prefetch_asks_for_at_most_64_mib() {
+    let dir = scratch("prefetch");
+    let path = dir.path();
+    // 3 entries of 60 MB (40 of values, 20 of inline samples): 256
+    // entries from the first of them would be 180 MB
+    let values = fixtures::filled(DType::F8, &[5_000_000, 1]);
+    let block = crate::TensorBlock::new(
+        values,
+        Labels::range("s", 5_000_000).unwrap(),
+        vec![],
+        Labels::range("p", 1).unwrap(),
+    )
+    .unwrap();
+    let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
+    let small = fixtures::small_map();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&small).unwrap();
+    writer.write(&small).unwrap();
+    for _ in 0..3 {
+        writer.write(&big).unwrap();
+    }
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let Inner::V2(inner) = &dataset.inner else {
+        panic!("a version-2 file");
+    };
+    // small entries: all of them, from the first's header to the last's end
+    let (first, second) = (dataset.slot(0).unwrap(), dataset.slot(1).unwrap());
+    assert_eq!(
+        inner.prefetch_range(0, 2),
+        Some((first.offset, second.offset + second.len - first.offset))
+    );
+    assert_eq!(
+        inner.prefetch_range(2, 256),
+        Some((dataset.slot(2).unwrap().offset, 64 << 20))
+    );
+    assert_eq!(inner.prefetch_range(5, 256), None);
+}
+
+#[test]
 fn version_1_files_read_refuse_appends_and_upgrade() {
     let dir = scratch("v1");
     for (name, count) in [

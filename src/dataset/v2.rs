@@ -34,6 +34,9 @@ use crate::tensor::TensorMap;
 /// written with one `pwrite`; larger ones stream their arrays.
 const IN_MEMORY: usize = 4 << 20;
 
+/// The most [`Dataset::prefetch`] asks the kernel to read ahead at once.
+const PREFETCH: u64 = 64 << 20;
+
 /// Labels records the reader keeps decoded (cleared whole when full).
 const LABELS_CACHE: usize = 4096;
 
@@ -435,15 +438,25 @@ impl Dataset {
     /// Ask the kernel to read entries `start..start + count` (clamped)
     /// ahead: what iteration and `load_all` are about to read.
     pub fn prefetch(&self, start: usize, count: usize) {
+        if let Some((offset, len)) = self.prefetch_range(start, count) {
+            advise(&self.mapping, offset, len, libc::MADV_WILLNEED);
+        }
+    }
+
+    /// The file bytes [`Dataset::prefetch`] asks for: from entry `start`
+    /// to the end of entry `start + count - 1`, at most [`PREFETCH`] bytes
+    /// (256 entries of 100 MB would otherwise ask for 25 GB at once, and
+    /// push out of the page cache what was read before).
+    pub(super) fn prefetch_range(&self, start: usize, count: usize) -> Option<(u64, u64)> {
         let rows = &self.contents.rows;
         let end = start.saturating_add(count).min(rows.len());
         if start >= end {
-            return;
+            return None;
         }
         let first = rows[start].offset;
         let last = rows[end - 1];
         let until = last.offset + RECORD_LEN as u64 + last.len;
-        advise(&self.mapping, first, until - first, libc::MADV_WILLNEED);
+        Some((first, (until - first).min(PREFETCH)))
     }
 
     pub fn id(&self) -> &str {
