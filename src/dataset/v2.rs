@@ -37,6 +37,10 @@ const IN_MEMORY: usize = 4 << 20;
 /// The most [`Dataset::prefetch`] asks the kernel to read ahead at once.
 const PREFETCH: u64 = 64 << 20;
 
+/// Entries of at least this many bytes have their arrays read ahead when
+/// read whole (`ds[i]`); smaller ones fault in their own pages.
+const LARGE_ENTRY: u64 = 1 << 20;
+
 /// Labels records the reader keeps decoded (cleared whole when full).
 const LABELS_CACHE: usize = 4096;
 
@@ -559,6 +563,25 @@ impl Dataset {
         }
         let desc_len = usize::try_from(desc_len).map_err(|_| bad("description"))?;
         let desc_start = start + RECORD_LEN + 8;
+        if row.len >= LARGE_ENTRY {
+            // the mapping is advised MADV_RANDOM: a fault reads its one
+            // page, and a large entry's description (copied below) and
+            // arrays (read by their user) would cost a fault and a 4 KiB
+            // read per page; asked for at once instead (64 MiB at most, as
+            // iteration's read-ahead), the arrays only when all are read
+            let until = if keys.is_none() {
+                row.offset + RECORD_LEN as u64 + row.len
+            } else {
+                (desc_start + desc_len) as u64
+            };
+            let from = desc_start as u64;
+            advise(
+                &self.mapping,
+                from,
+                (until - from.min(until)).min(PREFETCH),
+                libc::MADV_WILLNEED,
+            );
+        }
         let desc = raw
             .get(desc_start, desc_len)
             .ok_or_else(|| bad("an entry outside the file"))?
@@ -678,19 +701,36 @@ fn advise(mapping: &Buffer, offset: u64, len: u64, advice: libc::c_int) {
     if offset >= total || page == 0 {
         return;
     }
-    let start = offset - offset % page;
+    let mut start = offset - offset % page;
     let end = offset.saturating_add(len).min(total);
     let base = mapping.as_ptr();
-    // SAFETY: `mapping` is a live file mapping starting on a page boundary
-    // (mmap of the whole file), and `start..end` lies within it (clamped
-    // to its length, `start` rounded down to a page inside it); the
-    // advice given (MADV_RANDOM, MADV_WILLNEED) changes the kernel's
-    // read-ahead only, never the memory's contents nor its validity, and
-    // no reference to the memory is made.
-    unsafe {
-        libc::madvise(base.add(start).cast_mut().cast(), end - start, advice);
+    // Linux reads at most the file's read-ahead size (read_ahead_kb: 8 MiB
+    // here, 128 KiB by default) per MADV_WILLNEED: a larger range is asked
+    // for a piece at a time
+    let piece = if advice == libc::MADV_WILLNEED {
+        WILLNEED_PIECE
+    } else {
+        usize::MAX
+    };
+    while start < end {
+        let n = (end - start).min(piece);
+        // SAFETY: `mapping` is a live file mapping starting on a page
+        // boundary (mmap of the whole file), and `start..start + n` lies
+        // within it (`end` clamped to its length, `start` rounded down to
+        // a page inside it, then moved by whole pieces below `end`); the
+        // advice given (MADV_RANDOM, MADV_WILLNEED) changes the kernel's
+        // read-ahead only, never the memory's contents nor its validity,
+        // and no reference to the memory is made.
+        unsafe {
+            libc::madvise(base.add(start).cast_mut().cast(), n, advice);
+        }
+        start += n;
     }
 }
+
+/// The bytes asked for by one `MADV_WILLNEED` (a multiple of any page size
+/// up to 64 KiB, at most the default read-ahead of 128 KiB).
+const WILLNEED_PIECE: usize = 128 << 10;
 
 /// One entry's description being decoded.
 struct EntryView<'a> {
