@@ -662,6 +662,51 @@ fn prefetch_asks_for_at_most_64_mib() {
 }
 
 #[test]
+fn reserved_bytes_that_are_not_zero_are_refused() {
+    let dir = scratch("reserved");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let entry = usize::try_from(
+        Dataset::open(&path, MapMode::ReadOnly)
+            .unwrap()
+            .slot(0)
+            .unwrap()
+            .offset,
+    )
+    .unwrap();
+    let bad_path = dir.0.join("bad");
+    // the block's two bytes after its dtype and dimension count: after
+    // the header, the description's length, n_samples, the field's
+    // length, the keys reference, the info (a = b) and the block count
+    let mut bytes = good.clone();
+    bytes[entry + 16 + 8 + 8 + 8 + 8 + 14 + 4 + 2] = 1;
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    let error = dataset.get(0, None).unwrap_err();
+    assert!(error.to_string().contains("reserved"), "{error}");
+    // the commit row's last four bytes, its CRC made right
+    let mut bytes = good;
+    let n = bytes.len();
+    let commit = usize::try_from(u64::from_le_bytes(
+        bytes[n - 24..n - 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    let len = usize::try_from(u64::from_le_bytes(
+        bytes[commit + 8..commit + 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    bytes[commit + 16 + 20 + 20] = 1;
+    let crc = crc32fast::hash(&bytes[commit + 16..commit + 16 + len]);
+    bytes[commit + 4..commit + 8].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let error = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err();
+    assert!(error.to_string().contains("reserved"), "{error}");
+}
+
+#[test]
 fn version_1_files_read_refuse_appends_and_upgrade() {
     let dir = scratch("v1");
     for (name, count) in [

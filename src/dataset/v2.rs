@@ -374,7 +374,11 @@ fn parse_commit(
         let offset = c.u64()?;
         let len = c.u64()?;
         let crc = c.u32()?;
-        c.u32()?;
+        if c.u32()? != 0 {
+            // zero in version 2: a later writer's use of them is refused,
+            // not misread
+            return Err(c.bad("a row's reserved bytes are not zero"));
+        }
         let end = offset
             .checked_add(RECORD_LEN as u64)
             .and_then(|s| s.checked_add(len))
@@ -836,7 +840,9 @@ impl EntryView<'_> {
         }
         let (dtype, order) = f::parse_dtype_byte(c.u8()?).ok_or_else(|| c.bad("dtype"))?;
         let ndim = usize::from(c.u8()?);
-        c.u16()?;
+        if c.u16()? != 0 {
+            return Err(c.bad("a block's reserved bytes are not zero"));
+        }
         if !(2..=crate::limits::MAX_NDIM).contains(&ndim) {
             return Err(c.bad("an array's dimensions"));
         }
