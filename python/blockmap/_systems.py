@@ -259,7 +259,8 @@ def _options_info(text: bytes) -> dict[str, str]:
     """The info of a neighbor list's map, from its options.json."""
     try:
         options = json.loads(text.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:
+        # RecursionError: brackets nested deeper than the interpreter's stack
         raise FormatError(f"options.json is not JSON: {error}") from None
     if not isinstance(options, dict) or options.get("class") != "NeighborListOptions":
         raise FormatError("options.json does not hold NeighborListOptions")
@@ -664,7 +665,7 @@ def _options(mta: Any, info: dict[str, str], name: str) -> Any:
         strict = json.loads(info["strict"])
         requestors = json.loads(info["requestors"])
         length_unit = info["length_unit"]
-    except (KeyError, ValueError) as error:
+    except (KeyError, ValueError, RecursionError) as error:
         raise ValidationError(
             f"the info of '{name}' must hold cutoff, full_list, strict, length_unit and "
             f"requestors: {error!r}"

@@ -293,7 +293,11 @@ class Dataset(_Dataset):
 
     @property
     def columns(self) -> list[str]:
-        """The names of the columns: the writer's, then ``n_samples``."""
+        """The names of the columns: the writer's, then ``n_samples`` (none
+        in a file of format version 1, which has no columns: see
+        :meth:`upgrade`)."""
+        if self.version == 1:
+            return []
         return [*self._columns, "n_samples"]
 
     def column(self, name: str) -> np.ndarray:
@@ -531,12 +535,19 @@ class Dataset(_Dataset):
         for name in archive.names():
             parts = name.split("/")
             head, stem = (parts[0], parts[1]) if len(parts) == 2 else ("", "")
-            if head.isdigit() and stem == "system.mta":
-                samples.setdefault(int(head), {})["system"] = name
-            elif head.isdigit() and stem.endswith(".mts") and len(stem) > 4:
-                samples.setdefault(int(head), {})[stem[:-4]] = name
-            elif name != "metadata/atom_counts.npy" and not name.endswith("/"):
-                others.append(name)
+            # metatrain writes str(index): ASCII digits ("²".isdigit() too,
+            # and int() refuses it), no leading zero ("00" would be 0 again)
+            index = head.isascii() and head.isdigit() and (head == "0" or head[0] != "0")
+            if index and stem == "system.mta":
+                field = "system"
+            elif index and stem.endswith(".mts") and len(stem) > 4:
+                field = stem[:-4]
+            else:
+                if name != "metadata/atom_counts.npy" and not name.endswith("/"):
+                    others.append(name)
+                continue
+            # one name twice: blockmap's zip reader refused the zip already
+            samples.setdefault(int(head), {})[field] = name
         if not samples:
             raise FormatError(
                 f"'{shown}' holds no '<index>/<name>.mts' or '<index>/system.mta' member: "
@@ -566,6 +577,10 @@ class Dataset(_Dataset):
                     f"target must be a field name or a list of them, not {type(target).__name__}"
                 )
             wanted = [target] if single else list(target)  # type: ignore[list-item]
+            if not wanted:
+                raise ValidationError(
+                    f"target=[] keeps no field: the DiskDataset's samples hold {fields}"
+                )
             absent = [name for name in wanted if name not in fields]
             if absent:
                 raise ValidationError(

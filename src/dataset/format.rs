@@ -231,6 +231,21 @@ impl Schema {
         if !c.rest().is_empty() || fields.is_empty() || (single && fields.len() != 1) {
             return Err(c.bad("layout"));
         }
+        // what the writer refuses (write_entry), the reader refuses too:
+        // a field or column no name could reach
+        for (i, field) in fields.iter().enumerate() {
+            if field.is_empty() || fields[..i].contains(field) {
+                return Err(c.bad("an empty or repeated field name"));
+            }
+        }
+        for (i, (column, _)) in columns.iter().enumerate() {
+            if column.is_empty()
+                || column == "n_samples"
+                || columns[..i].iter().any(|(c, _)| c == column)
+            {
+                return Err(c.bad("an empty, repeated or reserved column name"));
+            }
+        }
         Ok(Schema {
             single,
             fields,
@@ -496,6 +511,30 @@ mod tests {
             let mut damaged = t;
             damaged[at] ^= 1;
             assert_eq!(parse_trailer(&damaged), None, "byte {at}");
+        }
+    }
+
+    #[test]
+    fn schemas_the_writer_refuses_are_refused() {
+        let schema = |fields: &[&str], columns: &[&str]| Schema {
+            single: false,
+            fields: fields.iter().map(|f| (*f).to_string()).collect(),
+            columns: columns
+                .iter()
+                .map(|c| ((*c).to_string(), ColumnType::Int))
+                .collect(),
+        };
+        let good = schema(&["a", "b"], &["x"]);
+        assert_eq!(Schema::decode(&good.encode()).unwrap(), good);
+        for bad in [
+            schema(&["a", "a"], &[]),
+            schema(&["a", ""], &[]),
+            schema(&["a"], &["x", "x"]),
+            schema(&["a"], &[""]),
+            schema(&["a"], &["n_samples"]),
+        ] {
+            let error = Schema::decode(&bad.encode()).unwrap_err();
+            assert!(matches!(error, Error::Format(_)), "{bad:?}: {error}");
         }
     }
 

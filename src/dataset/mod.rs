@@ -258,14 +258,14 @@ impl Dataset {
     pub fn column(&self, name: &str) -> Result<(ColumnType, &[u64])> {
         match &self.inner {
             Inner::V2(d) => d.column(name).ok_or_else(|| {
+                let mut names: Vec<&str> = d
+                    .schema()
+                    .map(|s| s.columns.iter().map(|c| c.0.as_str()).collect())
+                    .unwrap_or_default();
+                names.push("n_samples");
                 Error::invalid(format!(
-                    "no column '{name}' in '{}': its columns are {:?}",
+                    "no column '{name}' in '{}': its columns are {names:?}",
                     self.path.display(),
-                    self.schema()
-                        .columns
-                        .iter()
-                        .map(|c| &c.0)
-                        .collect::<Vec<_>>()
                 ))
             }),
             Inner::V1(_) => Err(v1_has_no_columns(&self.path)),

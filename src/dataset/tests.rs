@@ -244,6 +244,20 @@ fn selected_keys_read_only_their_blocks() {
     assert_eq!(&got.blocks()[0], map.blocks().last().unwrap());
     let none = Labels::empty(keys.names().to_vec()).unwrap();
     assert_eq!(dataset.get(0, Some(&none)).unwrap().blocks().len(), 0);
+    // several blocks, selected in reverse: in the selection's order
+    let mut writer = Writer::append(&path, None).unwrap();
+    let two = fixtures::map_with_an_empty_block();
+    writer.write(&two).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let keys = two.keys();
+    let mut reversed = keys.row(1).to_vec();
+    reversed.extend_from_slice(keys.row(0));
+    let selection = Labels::new(keys.names().to_vec(), &reversed).unwrap();
+    let got = dataset.get(1, Some(&selection)).unwrap();
+    assert_eq!(got.blocks().len(), 2);
+    assert_eq!(&got.blocks()[0], &two.blocks()[1]);
+    assert_eq!(&got.blocks()[1], &two.blocks()[0]);
 }
 
 #[test]
@@ -367,6 +381,329 @@ fn hostile_files_are_refused_with_errors() {
         Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err(),
         Error::Format(_)
     ));
+}
+
+#[test]
+fn labels_references_into_entries_or_forward_are_refused() {
+    use super::format::{encode_labels, record_header, Kind};
+    let dir = scratch("refs");
+    let path = dir.path();
+    // entry 0's values are bytes that look like a LABELS record: keys
+    // like entry 1's, with another value
+    let second = fixtures::small_map();
+    let mut fake = Vec::new();
+    encode_labels(&Labels::new(vec!["k"], &[8]).unwrap(), &mut fake);
+    let mut record =
+        record_header(Kind::Labels, crc32fast::hash(&fake), fake.len() as u64).to_vec();
+    record.extend_from_slice(&fake);
+    let values = crate::Array::from_slice(vec![record.len(), 1], &record).unwrap();
+    let block = crate::TensorBlock::new(
+        values,
+        Labels::range("s", i32::try_from(record.len()).unwrap()).unwrap(),
+        vec![],
+        Labels::range("p", 1).unwrap(),
+    )
+    .unwrap();
+    let first = TensorMap::new(Labels::single(), vec![block]).unwrap();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&first).unwrap();
+    writer.write(&second).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let mapping = dataset.mapping().unwrap().as_ptr() as u64;
+    let data_at = dataset.get(0, None).unwrap().blocks()[0]
+        .values()
+        .buffer()
+        .as_ptr() as u64
+        - mapping;
+    let entry_1 = dataset.slot(1).unwrap().offset;
+    let entry_0 = dataset.slot(0).unwrap().offset;
+    drop(dataset);
+    // entry 1's keys reference: after its header, the description's
+    // length, its n_samples and its field's length
+    let keys_ref = usize::try_from(entry_1).unwrap() + 16 + 8 + 8 + 8;
+    let good = std::fs::read(&path).unwrap();
+    let bad_path = dir.0.join("bad");
+    for (target, what) in [
+        (data_at + 16, "into entry 0's arrays"),
+        (entry_0 + 16, "into entry 0's header"),
+        (entry_1 + 64, "into the entry itself"),
+    ] {
+        let mut bytes = good.clone();
+        bytes[keys_ref..keys_ref + 8].copy_from_slice(&target.to_le_bytes());
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+        assert_eq!(dataset.get(0, None).unwrap(), first);
+        let error = dataset.get(1, None).unwrap_err();
+        assert!(matches!(error, Error::Format(_)), "{what}: {error:?}");
+    }
+    // a LABELS record after the entry referring to it: refused too
+    let mut bytes = good.clone();
+    let end = bytes.len() - 32;
+    let mut forward =
+        record_header(Kind::Labels, crc32fast::hash(&fake), fake.len() as u64).to_vec();
+    forward.extend_from_slice(&fake);
+    // put it where the commit's trailer was, a new trailer after it
+    let at = super::format::align_up(end as u64);
+    bytes.resize(usize::try_from(at).unwrap(), 0);
+    bytes.extend_from_slice(&forward);
+    bytes[keys_ref..keys_ref + 8].copy_from_slice(&(at + 16).to_le_bytes());
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    let error = dataset.get(1, None).unwrap_err();
+    assert!(matches!(error, Error::Format(_)), "forward: {error:?}");
+}
+
+/// A dataset file of one single-map entry whose field description is
+/// `field` (made knowing the file offset it starts at), then `arrays`:
+/// the bytes of a crafted entry around a valid header, schema and commit.
+fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
+    use super::format::{align_up, file_header, put_u64, record_header, trailer, Kind};
+    let mut file = file_header("0123456789abcdef0123456789abcdef").to_vec();
+    let schema = single().encode();
+    file.extend_from_slice(&record_header(
+        Kind::Schema,
+        crc32fast::hash(&schema),
+        schema.len() as u64,
+    ));
+    file.extend_from_slice(&schema);
+    let pad =
+        |file: &mut Vec<u8>| file.resize(usize::try_from(align_up(file.len() as u64)).unwrap(), 0);
+    pad(&mut file);
+    let entry_at = file.len() as u64;
+    let field_at = entry_at + 16 + 8 + 16;
+    let field = field(field_at);
+    let mut payload = Vec::new();
+    put_u64(&mut payload, 16 + field.len() as u64);
+    put_u64(&mut payload, 1);
+    put_u64(&mut payload, field.len() as u64);
+    payload.extend_from_slice(&field);
+    let data_at = align_up(entry_at + 16 + payload.len() as u64);
+    payload.resize(usize::try_from(data_at - entry_at - 16).unwrap(), 0);
+    payload.extend_from_slice(arrays);
+    let crc = crc32fast::hash(&payload);
+    file.extend_from_slice(&record_header(Kind::Entry, crc, payload.len() as u64));
+    file.extend_from_slice(&payload);
+    pad(&mut file);
+    let commit_at = file.len() as u64;
+    let mut commit = Vec::new();
+    put_u64(&mut commit, 1);
+    put_u64(&mut commit, 64);
+    commit.extend_from_slice(&1u32.to_le_bytes());
+    put_u64(&mut commit, entry_at);
+    put_u64(&mut commit, payload.len() as u64);
+    commit.extend_from_slice(&crc.to_le_bytes());
+    commit.extend_from_slice(&0u32.to_le_bytes());
+    let here = commit_at + 16 + commit.len() as u64;
+    commit.resize(
+        commit.len() + usize::try_from(align_up(here) - here).unwrap(),
+        0,
+    );
+    put_u64(&mut commit, 1);
+    file.extend_from_slice(&record_header(
+        Kind::Commit,
+        crc32fast::hash(&commit),
+        commit.len() as u64,
+    ));
+    file.extend_from_slice(&commit);
+    file.extend_from_slice(&trailer(commit_at, 1));
+    file
+}
+
+#[test]
+fn gradients_nested_deep_stop_at_the_limit() {
+    use super::format::{align_up, encode_labels, put_str, put_u64};
+    // a block whose gradient has a gradient, ... `levels` deep: every
+    // labels reference to one inline encoding, every array the same 8 bytes
+    let description = |levels: usize| {
+        move |field_at: u64| {
+            let mut fixed = Vec::new();
+            let mut refs = Vec::new();
+            refs.push(fixed.len());
+            put_u64(&mut fixed, 0); // keys
+            fixed.extend_from_slice(&0u32.to_le_bytes()); // info
+            fixed.extend_from_slice(&1u32.to_le_bytes()); // blocks
+            for level in 0..=levels {
+                fixed.extend_from_slice(&[2, 2, 0, 0]); // f8, 2 dimensions
+                put_u64(&mut fixed, 1);
+                put_u64(&mut fixed, 1);
+                refs.push(fixed.len());
+                put_u64(&mut fixed, 0); // data offset, patched below
+                refs.push(fixed.len());
+                put_u64(&mut fixed, 0); // samples
+                refs.push(fixed.len());
+                put_u64(&mut fixed, 0); // properties
+                let more = u32::from(level < levels);
+                fixed.extend_from_slice(&more.to_le_bytes());
+                if more == 1 {
+                    put_str(&mut fixed, "g");
+                }
+            }
+            let labels_at = field_at + fixed.len() as u64;
+            let mut labels = Vec::new();
+            encode_labels(&Labels::new(vec!["sample"], &[0]).unwrap(), &mut labels);
+            let data_at = align_up(labels_at + labels.len() as u64);
+            for (i, &at) in refs.iter().enumerate() {
+                // the data offsets are every third reference after the keys'
+                let value = if i % 3 == 1 { data_at } else { labels_at };
+                fixed[at..at + 8].copy_from_slice(&value.to_le_bytes());
+            }
+            fixed.extend_from_slice(&labels);
+            fixed
+        }
+    };
+    let dir = scratch("nested");
+    let path = dir.path();
+    // 16 levels: what a writer may write, read back
+    std::fs::write(&path, crafted(description(16), &1.0f64.to_le_bytes())).unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let map = dataset.get(0, None).unwrap();
+    assert_eq!(map.blocks()[0].gradient_depth(), 16);
+    // 100,000 levels: refused once past the limit, the reader recursing no
+    // deeper than 17 levels (one context per level it went through)
+    std::fs::write(&path, crafted(description(100_000), &1.0f64.to_le_bytes())).unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let error = dataset.get(0, None).unwrap_err();
+    let text = error.to_string();
+    assert!(matches!(error, Error::Format(_)), "{error:?}");
+    assert!(text.contains("nested too deep"), "{text}");
+    assert_eq!(text.matches("gradient 'g'").count(), 17, "{text}");
+}
+
+#[test]
+fn commit_rows_that_overlap_or_leave_the_file_are_refused() {
+    let dir = scratch("rows");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let n = good.len();
+    let commit_at =
+        usize::try_from(u64::from_le_bytes(good[n - 24..n - 16].try_into().unwrap())).unwrap();
+    let payload_at = commit_at + 16;
+    let payload_len = usize::try_from(u64::from_le_bytes(
+        good[commit_at + 8..commit_at + 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    // the rows follow count (8), schema offset (8) and column count (4)
+    let row = |i: usize| payload_at + 20 + 24 * i;
+    let first = u64::from_le_bytes(good[row(0)..row(0) + 8].try_into().unwrap());
+    let bad_path = dir.0.join("bad");
+    for (offset, len, what) in [
+        (first, None, "the second entry over the first"),
+        (first + 64, None, "inside the first"),
+        (u64::try_from(commit_at).unwrap(), None, "at the commit"),
+        (u64::MAX - 15, None, "an offset that overflows"),
+        (u64::try_from(n).unwrap() + 64, None, "after the file"),
+        (
+            first + 4096,
+            Some(u64::MAX - 100),
+            "a length that overflows",
+        ),
+    ] {
+        let mut bytes = good.clone();
+        bytes[row(1)..row(1) + 8].copy_from_slice(&offset.to_le_bytes());
+        if let Some(len) = len {
+            bytes[row(1) + 8..row(1) + 16].copy_from_slice(&len.to_le_bytes());
+        }
+        // the commit's CRC made right again: the rows are what is wrong
+        let crc = crc32fast::hash(&bytes[payload_at..payload_at + payload_len]);
+        bytes[commit_at + 4..commit_at + 8].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let error = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err();
+        assert!(matches!(error, Error::Format(_)), "{what}: {error:?}");
+        assert!(
+            error.to_string().contains("entry's range"),
+            "{what}: {error}"
+        );
+    }
+}
+
+#[test]
+fn prefetch_asks_for_at_most_64_mib() {
+    let dir = scratch("prefetch");
+    let path = dir.path();
+    // 3 entries of 60 MB (40 of values, 20 of inline samples): 256
+    // entries from the first of them would be 180 MB
+    let values = fixtures::filled(DType::F8, &[5_000_000, 1]);
+    let block = crate::TensorBlock::new(
+        values,
+        Labels::range("s", 5_000_000).unwrap(),
+        vec![],
+        Labels::range("p", 1).unwrap(),
+    )
+    .unwrap();
+    let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
+    let small = fixtures::small_map();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&small).unwrap();
+    writer.write(&small).unwrap();
+    for _ in 0..3 {
+        writer.write(&big).unwrap();
+    }
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let Inner::V2(inner) = &dataset.inner else {
+        panic!("a version-2 file");
+    };
+    // small entries: all of them, from the first's header to the last's end
+    let (first, second) = (dataset.slot(0).unwrap(), dataset.slot(1).unwrap());
+    assert_eq!(
+        inner.prefetch_range(0, 2),
+        Some((first.offset, second.offset + second.len - first.offset))
+    );
+    assert_eq!(
+        inner.prefetch_range(2, 256),
+        Some((dataset.slot(2).unwrap().offset, 64 << 20))
+    );
+    assert_eq!(inner.prefetch_range(5, 256), None);
+}
+
+#[test]
+fn reserved_bytes_that_are_not_zero_are_refused() {
+    let dir = scratch("reserved");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let entry = usize::try_from(
+        Dataset::open(&path, MapMode::ReadOnly)
+            .unwrap()
+            .slot(0)
+            .unwrap()
+            .offset,
+    )
+    .unwrap();
+    let bad_path = dir.0.join("bad");
+    // the block's two bytes after its dtype and dimension count: after
+    // the header, the description's length, n_samples, the field's
+    // length, the keys reference, the info (a = b) and the block count
+    let mut bytes = good.clone();
+    bytes[entry + 16 + 8 + 8 + 8 + 8 + 14 + 4 + 2] = 1;
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    let error = dataset.get(0, None).unwrap_err();
+    assert!(error.to_string().contains("reserved"), "{error}");
+    // the commit row's last four bytes, its CRC made right
+    let mut bytes = good;
+    let n = bytes.len();
+    let commit = usize::try_from(u64::from_le_bytes(
+        bytes[n - 24..n - 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    let len = usize::try_from(u64::from_le_bytes(
+        bytes[commit + 8..commit + 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    bytes[commit + 16 + 20 + 20] = 1;
+    let crc = crc32fast::hash(&bytes[commit + 16..commit + 16 + len]);
+    bytes[commit + 4..commit + 8].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let error = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err();
+    assert!(error.to_string().contains("reserved"), "{error}");
 }
 
 #[test]

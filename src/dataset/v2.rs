@@ -34,6 +34,13 @@ use crate::tensor::TensorMap;
 /// written with one `pwrite`; larger ones stream their arrays.
 const IN_MEMORY: usize = 4 << 20;
 
+/// The most [`Dataset::prefetch`] asks the kernel to read ahead at once.
+const PREFETCH: u64 = 64 << 20;
+
+/// Entries of at least this many bytes have their arrays read ahead when
+/// read whole (`ds[i]`); smaller ones fault in their own pages.
+const LARGE_ENTRY: u64 = 1 << 20;
+
 /// Labels records the reader keeps decoded (cleared whole when full).
 const LABELS_CACHE: usize = 4096;
 
@@ -83,11 +90,79 @@ fn record_at(file: &File, at: u64, file_len: u64) -> Result<Option<f::Record>> {
     Ok(fits.then_some(record))
 }
 
+/// The file read through a window of [`Window::SIZE`] bytes: the
+/// recovery walk reads 16 bytes per record, and small records lie many to
+/// a window (one `pread` each 64 KiB, not one per record).
+struct Window<'a> {
+    file: &'a File,
+    at: u64,
+    bytes: Vec<u8>,
+}
+
+impl<'a> Window<'a> {
+    const SIZE: usize = 64 << 10;
+
+    fn new(file: &'a File) -> Self {
+        Window {
+            file,
+            at: 0,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// The `len` bytes (at most [`Window::SIZE`]) at `at`, fewer at the
+    /// end of the file.
+    fn get(&mut self, at: u64, len: usize) -> Result<&[u8]> {
+        let inside = at >= self.at && at + len as u64 <= self.at + self.bytes.len() as u64;
+        if !inside {
+            self.bytes = read_at(self.file, at, Self::SIZE.max(len))?;
+            self.at = at;
+        }
+        let start = usize::try_from(at - self.at).map_err(|_| bad("an offset"))?;
+        let end = (start + len).min(self.bytes.len());
+        Ok(&self.bytes[start.min(end)..end])
+    }
+
+    /// The record header at `at` and whether its payload lies in the file
+    /// (as [`record_at`]).
+    fn record(&mut self, at: u64, file_len: u64) -> Result<Option<f::Record>> {
+        let Some(record) = f::parse_record(self.get(at, RECORD_LEN)?) else {
+            return Ok(None);
+        };
+        let fits = at
+            .checked_add(RECORD_LEN as u64)
+            .and_then(|s| s.checked_add(record.len))
+            .is_some_and(|end| end <= file_len);
+        Ok(fits.then_some(record))
+    }
+}
+
 /// The payload of a record whose header was checked, its CRC verified.
 fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>> {
     let len = usize::try_from(record.len).map_err(|_| bad("a record too large"))?;
     let bytes = read_at(file, at + RECORD_LEN as u64, len)?;
     Ok((bytes.len() == len && crc32fast::hash(&bytes) == record.crc).then_some(bytes))
+}
+
+/// Whether the payload of a record whose header was checked hashes to its
+/// CRC, read a piece at a time (an entry may be gigabytes: recovery reads
+/// it in constant memory).
+fn payload_intact(file: &File, at: u64, record: f::Record) -> Result<bool> {
+    const PIECE: u64 = 1 << 20;
+    let mut hasher = crc32fast::Hasher::new();
+    let start = at + RECORD_LEN as u64;
+    let mut done = 0u64;
+    while done < record.len {
+        let n = usize::try_from((record.len - done).min(PIECE)).unwrap_or(0);
+        let piece = read_at(file, start + done, n)?;
+        if piece.len() != n {
+            return Ok(false);
+        }
+        hasher.update(&piece);
+        done += n as u64;
+        crate::interrupt::check()?;
+    }
+    Ok(hasher.finalize() == record.crc)
 }
 
 /// The column values and per-field sample counts at the start of an entry
@@ -159,7 +234,8 @@ impl Contents {
         let mut rows = Vec::new();
         let mut verified = 0usize;
         let mut schema: Option<(u64, Schema)> = None;
-        while let Some(record) = record_at(file, at, file_len)? {
+        let mut window = Window::new(file);
+        while let Some(record) = window.record(at, file_len)? {
             let next = align_up(at + RECORD_LEN as u64 + record.len);
             match record.kind {
                 Kind::Entry => {
@@ -186,7 +262,7 @@ impl Contents {
                     let trailer_at = at + RECORD_LEN as u64 + record.len;
                     let tail = read_at(file, trailer_at, TRAILER_LEN)?;
                     if f::parse_trailer(&tail) == Some((at, rows.len() as u64))
-                        && payload_at(file, at, record)?.is_some()
+                        && payload_intact(file, at, record)?
                     {
                         verified = rows.len();
                         at = align_up(trailer_at + TRAILER_LEN as u64);
@@ -214,7 +290,7 @@ impl Contents {
                 crc: row.crc,
                 len: row.len,
             };
-            if payload_at(file, row.offset, record)?.is_none() {
+            if !payload_intact(file, row.offset, record)? {
                 break;
             }
             keep += 1;
@@ -233,7 +309,13 @@ impl Contents {
         let mut columns = vec![Vec::with_capacity(rows.len()); n];
         for row in &rows {
             let head_len = usize::try_from(row.len.min(8 + 8 * n as u64)).unwrap_or(0);
-            let head = read_at(file, row.offset + RECORD_LEN as u64, head_len)?;
+            let head = if head_len <= Window::SIZE {
+                window
+                    .get(row.offset + RECORD_LEN as u64, head_len)?
+                    .to_vec()
+            } else {
+                read_at(file, row.offset + RECORD_LEN as u64, head_len)?
+            };
             for (column, value) in columns.iter_mut().zip(entry_values(&head, n)?) {
                 column.push(value);
             }
@@ -292,7 +374,11 @@ fn parse_commit(
         let offset = c.u64()?;
         let len = c.u64()?;
         let crc = c.u32()?;
-        c.u32()?;
+        if c.u32()? != 0 {
+            // zero in version 2: a later writer's use of them is refused,
+            // not misread
+            return Err(c.bad("a row's reserved bytes are not zero"));
+        }
         let end = offset
             .checked_add(RECORD_LEN as u64)
             .and_then(|s| s.checked_add(len))
@@ -360,15 +446,25 @@ impl Dataset {
     /// Ask the kernel to read entries `start..start + count` (clamped)
     /// ahead: what iteration and `load_all` are about to read.
     pub fn prefetch(&self, start: usize, count: usize) {
+        if let Some((offset, len)) = self.prefetch_range(start, count) {
+            advise(&self.mapping, offset, len, libc::MADV_WILLNEED);
+        }
+    }
+
+    /// The file bytes [`Dataset::prefetch`] asks for: from entry `start`
+    /// to the end of entry `start + count - 1`, at most [`PREFETCH`] bytes
+    /// (256 entries of 100 MB would otherwise ask for 25 GB at once, and
+    /// push out of the page cache what was read before).
+    pub(super) fn prefetch_range(&self, start: usize, count: usize) -> Option<(u64, u64)> {
         let rows = &self.contents.rows;
         let end = start.saturating_add(count).min(rows.len());
         if start >= end {
-            return;
+            return None;
         }
         let first = rows[start].offset;
         let last = rows[end - 1];
         let until = last.offset + RECORD_LEN as u64 + last.len;
-        advise(&self.mapping, first, until - first, libc::MADV_WILLNEED);
+        Some((first, (until - first).min(PREFETCH)))
     }
 
     pub fn id(&self) -> &str {
@@ -471,6 +567,25 @@ impl Dataset {
         }
         let desc_len = usize::try_from(desc_len).map_err(|_| bad("description"))?;
         let desc_start = start + RECORD_LEN + 8;
+        if row.len >= LARGE_ENTRY {
+            // the mapping is advised MADV_RANDOM: a fault reads its one
+            // page, and a large entry's description (copied below) and
+            // arrays (read by their user) would cost a fault and a 4 KiB
+            // read per page; asked for at once instead (64 MiB at most, as
+            // iteration's read-ahead), the arrays only when all are read
+            let until = if keys.is_none() {
+                row.offset + RECORD_LEN as u64 + row.len
+            } else {
+                (desc_start + desc_len) as u64
+            };
+            let from = desc_start as u64;
+            advise(
+                &self.mapping,
+                from,
+                (until - from.min(until)).min(PREFETCH),
+                libc::MADV_WILLNEED,
+            );
+        }
         let desc = raw
             .get(desc_start, desc_len)
             .ok_or_else(|| bad("an entry outside the file"))?
@@ -500,12 +615,24 @@ impl Dataset {
         entry.map(&mut fc, start, keys)
     }
 
-    /// The labels of a LABELS record's encoding at `at`, cached.
+    /// The labels of a LABELS record's encoding at `at`, cached, referred
+    /// to by the entry whose record starts at `entry_at`. A LABELS record
+    /// lies before every entry that refers to it (the writer puts it
+    /// before the first) and outside every entry: a reference into an
+    /// entry's bytes (its arrays, which a `mmap="c"` map may write) or
+    /// forward is refused, so that the labels cached at an offset are
+    /// those of a record no map's data can change.
     fn shared_labels(
         &self,
         at: u64,
+        entry_at: u64,
         mut cache: Option<&mut HashMap<u64, Labels>>,
     ) -> Result<Labels> {
+        if at >= entry_at {
+            return Err(bad(
+                "a labels reference at or after the entry that refers to it",
+            ));
+        }
         if let Some(labels) = cache.as_ref().and_then(|c| c.get(&at)) {
             return Ok(labels.clone());
         }
@@ -522,6 +649,26 @@ impl Dataset {
             .filter(|r| r.kind == Kind::Labels)
             .ok_or_else(|| bad("a labels reference to no labels record"))?;
         let len = usize::try_from(record.len).map_err(|_| bad("labels record"))?;
+        let record_end = at
+            .checked_add(record.len)
+            .filter(|&end| end <= entry_at)
+            .ok_or_else(|| bad("a labels record that runs into the entry referring to it"))?;
+        // the entry rows are ordered and disjoint: the last one starting
+        // at or before the record, and the next, must not overlap it
+        let rows = &self.contents.rows;
+        let next = rows.partition_point(|r| r.offset <= record_start as u64);
+        let overlaps = |r: &Row| {
+            let end = r.offset + RECORD_LEN as u64 + r.len;
+            r.offset < record_end && (record_start as u64) < end
+        };
+        if next
+            .checked_sub(1)
+            .and_then(|i| rows.get(i))
+            .is_some_and(overlaps)
+            || rows.get(next).is_some_and(overlaps)
+        {
+            return Err(bad("a labels reference into an entry's bytes"));
+        }
         let payload = raw
             .get(record_start + RECORD_LEN, len)
             .ok_or_else(|| bad("a labels record outside the file"))?
@@ -558,19 +705,36 @@ fn advise(mapping: &Buffer, offset: u64, len: u64, advice: libc::c_int) {
     if offset >= total || page == 0 {
         return;
     }
-    let start = offset - offset % page;
+    let mut start = offset - offset % page;
     let end = offset.saturating_add(len).min(total);
     let base = mapping.as_ptr();
-    // SAFETY: `mapping` is a live file mapping starting on a page boundary
-    // (mmap of the whole file), and `start..end` lies within it (clamped
-    // to its length, `start` rounded down to a page inside it); the
-    // advice given (MADV_RANDOM, MADV_WILLNEED) changes the kernel's
-    // read-ahead only, never the memory's contents nor its validity, and
-    // no reference to the memory is made.
-    unsafe {
-        libc::madvise(base.add(start).cast_mut().cast(), end - start, advice);
+    // Linux reads at most the file's read-ahead size (read_ahead_kb: 8 MiB
+    // here, 128 KiB by default) per MADV_WILLNEED: a larger range is asked
+    // for a piece at a time
+    let piece = if advice == libc::MADV_WILLNEED {
+        WILLNEED_PIECE
+    } else {
+        usize::MAX
+    };
+    while start < end {
+        let n = (end - start).min(piece);
+        // SAFETY: `mapping` is a live file mapping starting on a page
+        // boundary (mmap of the whole file), and `start..start + n` lies
+        // within it (`end` clamped to its length, `start` rounded down to
+        // a page inside it, then moved by whole pieces below `end`); the
+        // advice given (MADV_RANDOM, MADV_WILLNEED) changes the kernel's
+        // read-ahead only, never the memory's contents nor its validity,
+        // and no reference to the memory is made.
+        unsafe {
+            libc::madvise(base.add(start).cast_mut().cast(), n, advice);
+        }
+        start += n;
     }
 }
+
+/// The bytes asked for by one `MADV_WILLNEED` (a multiple of any page size
+/// up to 64 KiB, at most the default read-ahead of 128 KiB).
+const WILLNEED_PIECE: usize = 128 << 10;
 
 /// One entry's description being decoded.
 struct EntryView<'a> {
@@ -597,7 +761,9 @@ impl EntryView<'_> {
             return Err(c.bad("labels among the entry's arrays"));
         }
         let mut cache = self.cache.borrow_mut();
-        self.dataset.shared_labels(at, cache.as_deref_mut())
+        let entry_at = self.payload.0 - RECORD_LEN as u64;
+        self.dataset
+            .shared_labels(at, entry_at, cache.as_deref_mut())
     }
 
     fn map(&self, c: &mut Cursor<'_>, _base: usize, keys: Option<&Labels>) -> Result<TensorMap> {
@@ -639,9 +805,16 @@ impl EntryView<'_> {
             }
             return finish(keys, blocks, info);
         }
+        // which blocks are selected, by position (a lookup per block, not
+        // a scan of the selection: O(blocks), not O(blocks x selected))
+        let mut wanted = vec![positions.is_none(); n_blocks];
+        for &i in positions.iter().flatten() {
+            if let Some(w) = wanted.get_mut(i) {
+                *w = true;
+            }
+        }
         let mut kept: Vec<Option<TensorBlock>> = Vec::with_capacity(n_blocks);
-        for i in 0..n_blocks {
-            let keep = positions.as_ref().is_none_or(|p| p.contains(&i));
+        for (i, &keep) in wanted.iter().enumerate() {
             let block = self
                 .block(c, keep, 0)
                 .map_err(|e| e.context(format!("block {i}")))?;
@@ -661,12 +834,15 @@ impl EntryView<'_> {
     }
 
     fn block(&self, c: &mut Cursor<'_>, keep: bool, depth: usize) -> Result<Option<TensorBlock>> {
-        if depth > crate::limits::MAX_NDIM {
+        // the limit every reader checks before recursing (limits.rs)
+        if depth > crate::limits::MAX_GRADIENT_DEPTH {
             return Err(c.bad("gradients nested too deep"));
         }
         let (dtype, order) = f::parse_dtype_byte(c.u8()?).ok_or_else(|| c.bad("dtype"))?;
         let ndim = usize::from(c.u8()?);
-        c.u16()?;
+        if c.u16()? != 0 {
+            return Err(c.bad("a block's reserved bytes are not zero"));
+        }
         if !(2..=crate::limits::MAX_NDIM).contains(&ndim) {
             return Err(c.bad("an array's dimensions"));
         }
@@ -757,7 +933,45 @@ pub struct Entry<'a> {
     pub single: bool,
 }
 
-impl Entry<'_> {
+impl<'a> Entry<'a> {
+    /// This entry with its fields and columns in `schema`'s order, and
+    /// its int values of float columns as floats (`float(n)`'s rounding),
+    /// when it holds the same fields and columns in another order or with
+    /// such values; `None` otherwise (the entry as it is, or one that does
+    /// not match, which `write_entry` refuses naming the difference).
+    fn conform(&self, schema: &Schema) -> Option<Entry<'a>> {
+        if self.single != schema.single
+            || self.fields.len() != schema.fields.len()
+            || self.columns.len() != schema.columns.len()
+        {
+            return None;
+        }
+        let fields = schema
+            .fields
+            .iter()
+            .map(|name| self.fields.iter().find(|(n, _)| n == name).copied())
+            .collect::<Option<Vec<_>>>()?;
+        let columns = schema
+            .columns
+            .iter()
+            .map(|(name, kind)| {
+                let (n, value) = *self.columns.iter().find(|(n, _)| n == name)?;
+                match (kind, value) {
+                    #[allow(clippy::cast_precision_loss)] // Python's float(n)
+                    (ColumnType::Float, Value::Int(v)) => Some((n, Value::Float(v as f64))),
+                    _ => Some((n, value)),
+                }
+            })
+            .collect::<Option<Vec<_>>>()?;
+        let same = fields.iter().zip(&self.fields).all(|(a, b)| a.0 == b.0)
+            && columns.iter().zip(&self.columns).all(|(a, b)| a == b);
+        (!same).then_some(Entry {
+            fields,
+            columns,
+            single: self.single,
+        })
+    }
+
     fn schema(&self) -> Schema {
         Schema {
             single: self.single,
@@ -996,6 +1210,8 @@ impl Writer {
     /// file: a process killed from then on leaves a file that opens with
     /// it.
     pub fn write_entry(&mut self, entry: &Entry<'_>) -> Result<()> {
+        let conformed = self.schema.as_ref().and_then(|s| entry.conform(s));
+        let entry = conformed.as_ref().unwrap_or(entry);
         for (name, map) in &entry.fields {
             io::portable::check(DataRef::Tensor(map))
                 .map_err(|e| e.context(format!("field '{name}'")))?;
@@ -1314,10 +1530,20 @@ impl Writer {
         ));
         out.extend_from_slice(&payload);
         out.extend_from_slice(&f::trailer(at, count as u64));
+        let trailer_end = at + out.len() as u64;
         file.write_all_at(&out, at)
-            .and_then(|()| file.sync_data())
+            .and_then(|()| {
+                // a write that failed after some of its bytes were written
+                // (a full disk, a file size limit, Ctrl-C in a streamed
+                // entry) left them after `at`: cut, so that the file ends
+                // with this trailer (else every open walks the records)
+                if file.metadata()?.len() > trailer_end {
+                    file.set_len(trailer_end)?;
+                }
+                file.sync_data()
+            })
             .map_err(io_error(&self.path, "cannot write"))?;
-        self.end = align_up(at + out.len() as u64);
+        self.end = align_up(trailer_end);
         Ok(())
     }
 

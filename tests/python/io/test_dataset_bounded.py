@@ -130,6 +130,8 @@ def test_bad_crcs_and_npy_headers_are_format_errors(tmp_path):
             blockmap.Dataset.from_diskdataset(path, target)
     with pytest.raises(blockmap.MissingFileError):
         blockmap.Dataset.from_diskdataset(tmp_path / "missing.zip", target)
+    with pytest.raises(blockmap.ValidationError, match="keeps no field"):
+        blockmap.Dataset.from_diskdataset(good, target, target=[])
     assert target.read_bytes() == before
 
 
@@ -139,3 +141,28 @@ def _wrapped_floats():
     stream = io.BytesIO()
     np.save(stream, np.zeros(4))
     return stream.getvalue()
+
+
+def test_member_names_that_would_be_left_out_refuse_the_zip(tmp_path):
+    import warnings
+
+    payload = _wrapped(structure_maps(1)[0])
+    target = tmp_path / "target"
+    cases = [
+        # a superscript two is a digit to str.isdigit, not to int()
+        (["0/energy.mts", "\u00b2/energy.mts"], "not DiskDataset fields"),
+        # "00" and "0" are both sample 0: one would be dropped
+        (["0/energy.mts", "00/energy.mts"], "not DiskDataset fields"),
+        # one name twice (zipfile warns, and writes both)
+        (["0/energy.mts", "0/energy.mts"], "two entries named"),
+    ]
+    for i, (names, match) in enumerate(cases):
+        path = tmp_path / f"{i}.zip"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with zipfile.ZipFile(path, "w") as archive:
+                for name in names:
+                    archive.writestr(name, payload)
+        with pytest.raises(blockmap.FormatError, match=match):
+            blockmap.Dataset.from_diskdataset(path, target)
+        assert not target.exists()

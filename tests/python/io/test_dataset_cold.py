@@ -77,3 +77,34 @@ def test_iteration_reads_ahead(cold_path):
     assert count == COUNT
     # everything read once, not page by page twice
     assert _read_bytes() - before <= cold_path.stat().st_size + (1 << 20)
+
+
+def test_a_large_entry_is_read_ahead_not_page_by_page(cold_path):
+    import resource
+
+    import numpy as np
+
+    # cold_path's fixture checked that this filesystem reads from disk
+    path = cold_path.parent / "large.bmds"
+    n = 2_000_000  # 16 MB of values, 8 MB of samples: ~6,000 pages
+    block = blockmap.TensorBlock(
+        values=np.ones((n, 1)),
+        samples=blockmap.Labels.range("s", n),
+        components=[],
+        properties=blockmap.Labels.range("p", 1),
+    )
+    tensor = blockmap.TensorMap(blockmap.Labels.range("k", 1), [block])
+    blockmap.save_dataset(path, [tensor, tensor])
+
+    def major_faults():
+        return resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+
+    for read in (lambda ds: ds[1], lambda ds: next(iter(ds))):
+        _drop(path)
+        ds = blockmap.Dataset(path)
+        before = major_faults()
+        assert read(ds).block(0).values.sum() == n
+        # one fault and one 4 KiB read per page under MADV_RANDOM (6,000
+        # here) unless the entry is asked for at once
+        assert major_faults() - before < 300
+    path.unlink()

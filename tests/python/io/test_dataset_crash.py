@@ -181,3 +181,112 @@ def test_a_killed_create_before_its_commit_leaves_the_old_file(tmp_path, after_s
     # the killed writer's lock is gone with it
     with blockmap.DatasetWriter(path, append=True) as writer:
         writer.write(expected[0])
+
+
+FAILING_WRITE = textwrap.dedent(
+    """
+    import resource, signal, sys
+    sys.path[:0] = [sys.argv[1]]
+    import os
+    import numpy as np
+    import blockmap
+    from blockmap import Labels, TensorBlock, TensorMap
+
+    def tensor(n):
+        block = TensorBlock(
+            values=np.ones((n, 2)), samples=Labels.range("s", n), components=[],
+            properties=Labels.range("p", 2),
+        )
+        return TensorMap(Labels.range("k", 1), [block])
+
+    path, in_memory = sys.argv[2], sys.argv[3] == "1"
+    with blockmap.DatasetWriter(path) as writer:
+        writer.write(tensor(3))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    size = os.path.getsize(path)
+    # room for 1 MiB more: the large write fails part way (EFBIG)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + (1 << 20), resource.RLIM_INFINITY))
+    writer = blockmap.DatasetWriter(path, append=True)
+    try:
+        # 3 MiB, built in memory and written at once; 16 MiB, streamed
+        writer.write(tensor(200_000 if in_memory else 1_000_000))
+    except blockmap.BlockMapIOError:
+        print("refused", flush=True)
+    writer.write(tensor(4))
+    writer.close()
+    """
+)
+
+
+@pytest.mark.parametrize("in_memory", [True, False])
+def test_a_write_that_failed_part_way_leaves_no_tail(tmp_path, in_memory):
+    path = tmp_path / "d"
+    done = subprocess.run(
+        [sys.executable, "-c", FAILING_WRITE, str(ROOT), str(path), str(int(in_memory))],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["refused"]
+    ds = blockmap.Dataset(path)
+    # the file ends with the commit's trailer: opened from it, not recovered
+    assert ds.committed
+    assert [m.block(0).values.shape[0] for m in ds] == [3, 4]
+    assert path.read_bytes()[-32:-24] == b"BMDSEND2"
+
+
+UNCOMMITTED = textwrap.dedent(
+    """
+    import os, sys
+    sys.path[:0] = [sys.argv[1]]
+    import numpy as np
+    import blockmap
+    from blockmap import Labels, TensorBlock, TensorMap
+
+    n = 4_000_000  # 64 MB of float64
+    block = TensorBlock(
+        values=np.ones((n, 2)), samples=Labels.range("s", n), components=[],
+        properties=Labels.range("p", 2),
+    )
+    writer = blockmap.DatasetWriter(sys.argv[2], append=True)
+    writer.write(TensorMap(Labels.range("k", 1), [block]))
+    os._exit(0)  # no commit
+    """
+)
+
+OPEN_MEASURED = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[1]]
+    import blockmap
+
+    def peak():
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM"):
+                    return int(line.split()[1]) * 1024
+
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")
+    before = peak()
+    ds = blockmap.Dataset(sys.argv[2])
+    print(len(ds), ds.committed, peak() - before)
+    """
+)
+
+
+def test_recovery_hashes_an_entry_in_constant_memory(tmp_path):
+    path = tmp_path / "d"
+    for script in (UNCOMMITTED, OPEN_MEASURED):
+        done = subprocess.run(
+            [sys.executable, "-c", script, str(ROOT), str(path)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+    count, committed, grown = done.stdout.split()
+    assert (count, committed) == ("1", "False")
+    # the 64 MB entry was hashed a piece at a time, not read whole
+    assert int(grown) < 16 << 20, grown

@@ -87,7 +87,7 @@ def test_columns_come_from_the_index(fielded, maps):
     first = [len(m.block(0).samples) for m in maps]
     assert ds.column("n_samples").tolist() == first
     assert ds.field("energy").column("n_samples").tolist() == first[::-1]
-    with pytest.raises(blockmap.ValidationError, match="n_atoms"):
+    with pytest.raises(blockmap.ValidationError, match="n_atoms.*weight.*n_samples"):
         ds.column("missing")
     # a view of the first entries (a reference's) has their columns only
     assert len(Dataset(fielded, count=5).column("n_atoms")) == 5
@@ -116,6 +116,41 @@ def test_entries_of_another_schema_are_refused(tmp_path, maps):
             writer.write(maps[0])
         writer.write(a=maps[2], b=maps[3], columns={"n": np.int32(7)})
     assert Dataset(path).column("n").tolist() == [1, 7]
+
+
+def test_fields_and_columns_in_another_order_are_the_same_schema(tmp_path, maps):
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        writer.write(a=maps[0], b=maps[1], columns={"n": 1, "w": 0.5})
+        # keyword order is the caller's, not a schema change
+        writer.write(b=maps[3], a=maps[2], columns={"w": 1.5, "n": 2})
+        # an int for a float column is float(n); a float for an int one is refused
+        writer.write(a=maps[4], b=maps[5], columns={"n": 3, "w": 2})
+        with pytest.raises(blockmap.ValidationError, match="n: float"):
+            writer.write(a=maps[4], b=maps[5], columns={"n": 3.0, "w": 2.0})
+        # numpy's bool is a bool, as Python's is: not silently 1.0
+        with pytest.raises(blockmap.BlockMapTypeError, match="bool"):
+            writer.write(a=maps[4], b=maps[5], columns={"n": 3, "w": np.True_})
+    ds = Dataset(path)
+    assert ds.fields == ["a", "b"]
+    assert len(ds) == 3
+    assert blockmap.equal(ds[1].a, maps[2]) and blockmap.equal(ds[1].b, maps[3])
+    assert ds.column("n").tolist() == [1, 2, 3]
+    assert ds.column("w").tolist() == [0.5, 1.5, 2.0]
+    assert ds.column("w").dtype == np.float64
+
+
+def test_names_that_are_not_utf8_text_are_validation_errors(tmp_path, maps):
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        with pytest.raises(blockmap.ValidationError, match="field names .* surrogate"):
+            writer.write(**{"a\udc80": maps[0]})
+        with pytest.raises(blockmap.ValidationError, match="column names .* surrogate"):
+            writer.write(a=maps[0], columns={"\udc80": 1})
+        with pytest.raises(blockmap.BlockMapTypeError, match="column names are str, not int"):
+            writer.write(a=maps[0], columns={1: 1})
+        writer.write(a=maps[0])
+    assert len(Dataset(path)) == 1
 
 
 def test_a_field_map_travels_as_a_reference(fielded, maps):
@@ -264,3 +299,92 @@ def test_field_names_that_are_not_identifiers(tmp_path, maps):
     assert blockmap.equal(ds.field("mtt::dipole")[0], maps[1])
     again = pickle.loads(pickle.dumps(entry))
     assert blockmap.equal(again[1], maps[1])
+
+
+def test_threads_read_at_once(fielded, maps):
+    import threading
+
+    ds = Dataset(fielded)
+    failures = []
+
+    def read(start):
+        try:
+            for k in range(200):
+                i = (start + k) % len(maps)
+                entry = ds[i]
+                assert blockmap.equal(entry.system, maps[i])
+                assert blockmap.equal(entry.energy, maps[-1 - i])
+        except Exception as error:  # noqa: BLE001 - reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=read, args=(s,)) for s in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    # the labels cache gave every thread the same shared labels
+    a, b = ds[0].system, ds[7].system
+    assert np.shares_memory(a.block(0).properties.values, b.block(0).properties.values)
+
+
+FORK_WHILE_READING = """
+import os, sys, threading
+import blockmap
+
+ds = blockmap.Dataset(sys.argv[1])
+expected = [blockmap.save_buffer(ds[i].system).tobytes() for i in range(len(ds))]
+stop = False
+
+def reader():
+    i = 0
+    while not stop:
+        ds[i % len(ds)]
+        i += 1
+
+thread = threading.Thread(target=reader)
+thread.start()
+failed = 0
+for _ in range(20):
+    pid = os.fork()
+    if pid == 0:
+        # the reader thread may have held the labels cache's lock: the
+        # child takes it over instead of waiting for a thread it lacks
+        good = all(
+            blockmap.save_buffer(ds[i].system).tobytes() == expected[i] for i in range(len(ds))
+        )
+        os._exit(0 if good else 1)
+    failed += os.waitpid(pid, 0)[1] != 0
+stop = True
+thread.join()
+print(failed)
+"""
+
+
+def test_a_fork_while_a_thread_reads_reads_in_the_child(fielded):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", FORK_WHILE_READING, str(fielded)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,  # a hang guard, not a measure
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0"]
+
+
+def test_a_field_without_blocks_has_n_samples_0(tmp_path, maps):
+    empty = blockmap.TensorMap(blockmap.Labels.empty(["k"]), [])
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        writer.write(empty=empty, full=maps[0])
+        writer.write(full=maps[1], empty=empty)
+    ds = Dataset(path)
+    assert ds.field("empty").column("n_samples").tolist() == [0, 0]
+    assert ds.field("full").column("n_samples").tolist() == [
+        len(m.block(0).samples) for m in maps[:2]
+    ]
+    assert len(ds[1].empty.keys) == 0 and blockmap.equal(ds[1].full, maps[1])

@@ -30,3 +30,27 @@ def test_stored_v1_datasets_read_the_same_maps(name, expected):
         assert blockmap.equal(ds[i - len(maps)], want)
     with pytest.raises(blockmap.BlockMapIndexError):
         ds[len(maps)]
+    # no columns: none listed, and reading one names the upgrade
+    assert ds.columns == []
+    assert "columns=[]" in repr(ds)
+    with pytest.raises(blockmap.ValidationError, match="upgrade"):
+        ds.column("n_samples")
+
+
+def test_upgrade_onto_its_own_path(tmp_path, expected):
+    import shutil
+
+    path = tmp_path / "in-place.bmds"
+    shutil.copy(STORED / "v1-appended.bmds", path)
+    old = blockmap.Dataset(path)
+    reference = pickle.dumps(old)
+    blockmap.Dataset.upgrade(path, path)
+    new = blockmap.Dataset(path)
+    maps = expected["v1-appended.bmds"]
+    assert (new.version, len(new)) == (2, len(maps))
+    assert all(blockmap.equal(new[i], want) for i, want in enumerate(maps))
+    # the reader of the replaced file keeps its mapping; its reference
+    # now names another file
+    assert all(blockmap.equal(old[i], want) for i, want in enumerate(maps))
+    with pytest.raises(blockmap.BlockMapIOError, match="replaced"):
+        pickle.loads(reference)

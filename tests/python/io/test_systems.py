@@ -487,6 +487,8 @@ def test_neighbor_list_members_that_cannot_be_converted_are_format_errors():
         ({"pairs/0/options.json": options}, "neighbor list 0 has no data.mts"),
         ({"pairs/3/data.mts": pairs}, "neighbor list 3 has no options.json"),
         ({"pairs/0/options.json": b"{not json", "pairs/0/data.mts": pairs}, "not JSON"),
+        # 200,000 nested brackets: json's recursion limit, not a bare RecursionError
+        ({"pairs/0/options.json": b"[" * 200_000, "pairs/0/data.mts": pairs}, "not JSON"),
         (
             {
                 "pairs/0/options.json": options.replace(b'"strict"', b'"future"'),
@@ -528,12 +530,15 @@ def test_maps_that_are_not_a_system_with_neighbors_are_refused():
     bad_flag.set_info("full_list", '"yes"')
     bad_json = pairs.copy()
     bad_json.set_info("requestors", "[")
+    deep_json = pairs.copy()
+    deep_json.set_info("requestors", "[" * 200_000)
     cases = [
         ({"pairs/0": pairs}, "one named 'system'"),
         ({"system": system, "neighbors": pairs}, "'neighbors' is not a map of a system"),
         ({"system": system, "pairs/0": system}, "one block"),
         ({"system": system, "pairs/0": bad_flag}, "full_list and strict"),
         ({"system": system, "pairs/0": bad_json}, "JSONDecodeError"),
+        ({"system": system, "pairs/0": deep_json}, "RecursionError"),
         ({"system": system, "pairs/0": maps["data/charge"]}, "must hold cutoff"),
         # metatomic's own refusal (a neighbor list with the wrong samples)
         ({"system": system, "pairs/0": _renamed(pairs)}, "metatomic refuses"),
