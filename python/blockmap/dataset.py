@@ -302,7 +302,8 @@ class Dataset(_Dataset):
 
     def column(self, name: str) -> np.ndarray:
         """Column ``name``, one value per entry (int64 or float64), read
-        from the index without touching the entries' data. ``n_samples``
+        from the index without touching the entries' data (the file's
+        COLUMNS record, read at the first call: opening reads none). ``n_samples``
         is the sample count of the first block of the first field (of each
         field: ``ds.field(name).column("n_samples")``).
 
@@ -321,6 +322,9 @@ class Dataset(_Dataset):
         ValidationError
             If there is no such column, or the file is of format version 1
             (see :meth:`upgrade`).
+        FormatError
+            If the file's COLUMNS record is damaged (its entries still
+            read).
         """
         if name == "n_samples":
             return np.frombuffer(self._n_samples(0), dtype=np.int64).copy()

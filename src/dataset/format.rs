@@ -38,6 +38,7 @@ pub enum Kind {
     Labels = 2,
     Entry = 3,
     Commit = 4,
+    Columns = 5,
 }
 
 impl Kind {
@@ -47,6 +48,7 @@ impl Kind {
             2 => Some(Kind::Labels),
             3 => Some(Kind::Entry),
             4 => Some(Kind::Commit),
+            5 => Some(Kind::Columns),
             _ => None,
         }
     }

@@ -257,7 +257,7 @@ impl Dataset {
     /// Column `name`'s values, one per entry, as bits of their type.
     pub fn column(&self, name: &str) -> Result<(ColumnType, &[u64])> {
         match &self.inner {
-            Inner::V2(d) => d.column(name).ok_or_else(|| {
+            Inner::V2(d) => d.column(name)?.ok_or_else(|| {
                 let mut names: Vec<&str> = d
                     .schema()
                     .map(|s| s.columns.iter().map(|c| c.0.as_str()).collect())
@@ -277,7 +277,7 @@ impl Dataset {
         match &self.inner {
             Inner::V2(d) if d.is_empty_schema() => Ok(&[]),
             Inner::V2(d) => d
-                .n_samples(field)
+                .n_samples(field)?
                 .ok_or_else(|| Error::invalid(format!("no field {field} in this dataset"))),
             Inner::V1(_) => Err(v1_has_no_columns(&self.path)),
         }

@@ -485,21 +485,27 @@ fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
     file.extend_from_slice(&record_header(Kind::Entry, crc, payload.len() as u64));
     file.extend_from_slice(&payload);
     pad(&mut file);
+    // the COLUMNS record: one column (n_samples), its value 64-byte aligned
+    let columns_at = file.len() as u64;
+    let mut columns = 1u32.to_le_bytes().to_vec();
+    columns.resize(64 - 16, 0);
+    put_u64(&mut columns, 1);
+    file.extend_from_slice(&record_header(
+        Kind::Columns,
+        crc32fast::hash(&columns),
+        columns.len() as u64,
+    ));
+    file.extend_from_slice(&columns);
+    pad(&mut file);
     let commit_at = file.len() as u64;
     let mut commit = Vec::new();
     put_u64(&mut commit, 1);
     put_u64(&mut commit, 64);
-    commit.extend_from_slice(&1u32.to_le_bytes());
+    put_u64(&mut commit, columns_at);
     put_u64(&mut commit, entry_at);
     put_u64(&mut commit, payload.len() as u64);
     commit.extend_from_slice(&crc.to_le_bytes());
     commit.extend_from_slice(&0u32.to_le_bytes());
-    let here = commit_at + 16 + commit.len() as u64;
-    commit.resize(
-        commit.len() + usize::try_from(align_up(here) - here).unwrap(),
-        0,
-    );
-    put_u64(&mut commit, 1);
     file.extend_from_slice(&record_header(
         Kind::Commit,
         crc32fast::hash(&commit),
@@ -587,8 +593,8 @@ fn commit_rows_that_overlap_or_leave_the_file_are_refused() {
         good[commit_at + 8..commit_at + 16].try_into().unwrap(),
     ))
     .unwrap();
-    // the rows follow count (8), schema offset (8) and column count (4)
-    let row = |i: usize| payload_at + 20 + 24 * i;
+    // the rows follow count (8), schema offset (8) and COLUMNS offset (8)
+    let row = |i: usize| payload_at + 24 + 24 * i;
     let first = u64::from_le_bytes(good[row(0)..row(0) + 8].try_into().unwrap());
     let bad_path = dir.0.join("bad");
     for (offset, len, what) in [
@@ -698,7 +704,7 @@ fn reserved_bytes_that_are_not_zero_are_refused() {
         bytes[commit + 8..commit + 16].try_into().unwrap(),
     ))
     .unwrap();
-    bytes[commit + 16 + 20 + 20] = 1;
+    bytes[commit + 16 + 24 + 20] = 1;
     let crc = crc32fast::hash(&bytes[commit + 16..commit + 16 + len]);
     bytes[commit + 4..commit + 8].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&bad_path, &bytes).unwrap();
@@ -743,4 +749,94 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
     std::fs::write(&dst, b"kept").unwrap();
     assert!(upgrade(&dir.0.join("missing"), &dst, None).is_err());
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
+}
+
+#[test]
+fn a_damaged_columns_record_fails_its_columns_only() {
+    let dir = scratch("columns");
+    let path = dir.path();
+    let map = fixtures::small_map();
+    let mut writer = Writer::create(&path, None).unwrap();
+    for _ in 0..3 {
+        writer.write(&map).unwrap();
+    }
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let n = good.len();
+    let commit =
+        usize::try_from(u64::from_le_bytes(good[n - 24..n - 16].try_into().unwrap())).unwrap();
+    // the COMMIT payload: count, schema offset, COLUMNS offset
+    let columns = usize::try_from(u64::from_le_bytes(
+        good[commit + 32..commit + 40].try_into().unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(&good[columns..columns + 4], b"BMr\x05");
+    // the last byte of the n_samples column, just before the commit's
+    // padding: a value of the column, not its header
+    let len = usize::try_from(u64::from_le_bytes(
+        good[columns + 8..columns + 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    let mut bytes = good.clone();
+    bytes[columns + 16 + len - 1] ^= 0x40;
+    let bad_path = dir.0.join("bad");
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    assert_eq!(dataset.len(), 3);
+    for i in 0..3 {
+        assert_eq!(dataset.get(i, None).unwrap(), map);
+    }
+    for _ in 0..2 {
+        let error = dataset.n_samples(0).unwrap_err();
+        assert!(matches!(error, Error::Format(_)), "{error:?}");
+        let text = error.to_string();
+        assert!(text.contains("COLUMNS") && text.contains("bad"), "{text}");
+    }
+    // an append reads them first: refused, the file untouched
+    let error = Writer::append(&bad_path, None).unwrap_err();
+    assert!(matches!(error, Error::Format(_)), "{error:?}");
+    assert_eq!(std::fs::read(&bad_path).unwrap(), bytes);
+    // intact: read once, cut to keep_first's count
+    let mut dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let samples = dataset.n_samples(0).unwrap().to_vec();
+    assert_eq!(samples.len(), 3);
+    dataset.keep_first(2).unwrap();
+    assert_eq!(dataset.n_samples(0).unwrap(), &samples[..2]);
+    let mut dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    dataset.keep_first(1).unwrap();
+    assert_eq!(dataset.n_samples(0).unwrap(), &samples[..1]);
+}
+
+#[test]
+fn a_columns_record_without_its_commit_is_skipped() {
+    let dir = scratch("orphan");
+    let path = dir.path();
+    let map = fixtures::small_map();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&map).unwrap();
+    writer.commit().unwrap();
+    writer.write(&map).unwrap();
+    writer.close().unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let n = bytes.len();
+    let commit = usize::try_from(u64::from_le_bytes(
+        bytes[n - 24..n - 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    // the second commit interrupted after its COLUMNS record
+    let cut_path = dir.0.join("cut");
+    std::fs::write(&cut_path, &bytes[..commit]).unwrap();
+    let dataset = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
+    assert!(!dataset.committed());
+    assert_eq!(dataset.len(), 2);
+    assert_eq!(dataset.get(1, None).unwrap(), map);
+    let whole = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!(dataset.n_samples(0).unwrap(), whole.n_samples(0).unwrap());
+    let mut writer = Writer::append(&cut_path, None).unwrap();
+    writer.write(&map).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
+    assert!(dataset.committed());
+    assert_eq!(dataset.len(), 3);
+    assert_eq!(dataset.n_samples(0).unwrap().len(), 3);
 }

@@ -1,6 +1,8 @@
 //! Dataset format version 2 (docs/format.md, "Datasets"): a 64-byte file
 //! header, then records on 64-byte boundaries (SCHEMA, LABELS, ENTRY,
-//! COMMIT), each commit followed by a trailer that ends the file.
+//! COLUMNS, COMMIT), each commit followed by a trailer that ends the
+//! file. Opening reads the trailer and the COMMIT record (the rows); the
+//! COLUMNS record is read when a column is first asked for.
 //!
 //! An entry is a pre-parsed description of its maps (offsets, shapes,
 //! dtypes, label references) followed by their arrays, 64-byte aligned in
@@ -20,7 +22,7 @@ use super::format::{
     self as f, align_up, ColumnType, Cursor, Kind, Schema, Value, RECORD_LEN, TRAILER_LEN,
 };
 use super::{io_error, lock, read_at, Slot, Timeout};
-use crate::arc::ForkMutex;
+use crate::arc::{ForkMutex, SetOnce};
 use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
 use crate::buffer::Buffer;
@@ -66,8 +68,11 @@ pub struct Contents {
     pub schema_at: u64,
     pub rows: Vec<Row>,
     /// per column of the schema, then per field (its first block's
-    /// samples), one value per entry, as bits
-    pub columns: Vec<Vec<u64>>,
+    /// samples), one value per entry, as bits (`None`: in the COLUMNS
+    /// record at `columns_at`, read when asked for)
+    pub columns: Option<Vec<Vec<u64>>>,
+    /// where the COLUMNS record of a committed file lies
+    pub columns_at: u64,
     pub committed: bool,
     /// where the file's complete content ends (an append writes there)
     pub end: u64,
@@ -210,16 +215,22 @@ impl Contents {
         let Some(payload) = payload_at(file, at, record)? else {
             return Ok(None);
         };
-        let (schema_at, schema, rows, columns) = parse_commit(file, file_len, at, &payload)?;
+        let (schema_at, schema, rows, columns_at) = parse_commit(file, file_len, at, &payload)?;
         if rows.len() as u64 != count {
             return Err(bad("the trailer and the commit disagree on the count"));
         }
+        // no entry, no COLUMNS record: every column is empty
+        let n = schema
+            .as_ref()
+            .map_or(0, |s| s.columns.len() + s.fields.len());
+        let columns = (columns_at == 0).then(|| vec![Vec::new(); n]);
         Ok(Some(Contents {
             id: id.to_string(),
             schema,
             schema_at,
             rows,
             columns,
+            columns_at,
             committed: true,
             end: file_len,
         }))
@@ -271,7 +282,10 @@ impl Contents {
                     }
                     break;
                 }
-                Kind::Labels => {}
+                // a COLUMNS record is followed by its COMMIT; one alone
+                // (a commit interrupted) is skipped: recovery reads the
+                // values from the entries
+                Kind::Labels | Kind::Columns => {}
             }
             at = next;
             // a record is complete once its payload is in the file; the
@@ -325,32 +339,82 @@ impl Contents {
             schema,
             schema_at,
             rows,
-            columns,
+            columns: Some(columns),
+            columns_at: 0,
             committed: false,
             end,
         })
     }
+
+    /// The columns, read from the COLUMNS record when not read yet (an
+    /// append rewrites them at its commit).
+    fn take_columns(&mut self, file: &File, file_len: u64) -> Result<Vec<Vec<u64>>> {
+        if let Some(columns) = self.columns.take() {
+            return Ok(columns);
+        }
+        let n = self.column_count();
+        let record = record_at(file, self.columns_at, file_len)?
+            .filter(|r| r.kind == Kind::Columns)
+            .ok_or_else(|| bad("no COLUMNS record where the commit says"))?;
+        let payload = payload_at(file, self.columns_at, record)?
+            .ok_or_else(|| bad("a damaged COLUMNS record"))?;
+        parse_columns(&payload, self.columns_at, self.rows.len(), n)
+    }
+
+    /// The schema's columns, then one per field.
+    fn column_count(&self) -> usize {
+        self.schema
+            .as_ref()
+            .map_or(0, |s| s.columns.len() + s.fields.len())
+    }
 }
 
-/// The schema, rows and columns of a commit record's payload (the record
-/// at `at`).
-#[allow(clippy::type_complexity)]
+/// The `n` columns of `count` values of a COLUMNS record's payload (the
+/// record at `at`): u32 column count, then each column 64-byte aligned in
+/// the file.
+fn parse_columns(payload: &[u8], at: u64, count: usize, n: usize) -> Result<Vec<Vec<u64>>> {
+    let mut c = Cursor::new(payload, "columns");
+    if c.u32()? as usize != n {
+        return Err(c.bad("its columns do not match the schema"));
+    }
+    if count.saturating_mul(8).saturating_mul(n) > payload.len() {
+        return Err(c.bad("a count larger than the record"));
+    }
+    let payload_at_file = at + RECORD_LEN as u64;
+    let mut columns = Vec::with_capacity(n);
+    for _ in 0..n {
+        let here = payload_at_file + c.position() as u64;
+        c.take(usize::try_from(align_up(here) - here).unwrap_or(0))?;
+        let mut column = Vec::with_capacity(count);
+        for _ in 0..count {
+            column.push(c.u64()?);
+        }
+        columns.push(column);
+    }
+    if !c.rest().is_empty() {
+        return Err(c.bad("bytes after its columns"));
+    }
+    Ok(columns)
+}
+
+/// The schema, rows and COLUMNS record offset of a commit record's
+/// payload (the record at `at`).
 fn parse_commit(
     file: &File,
     file_len: u64,
     at: u64,
     payload: &[u8],
-) -> Result<(u64, Option<Schema>, Vec<Row>, Vec<Vec<u64>>)> {
+) -> Result<(u64, Option<Schema>, Vec<Row>, u64)> {
     let mut c = Cursor::new(payload, "commit");
     let count = c.u64()?;
     let schema_at = c.u64()?;
-    let n_columns = c.u32()? as usize;
+    let columns_at = c.u64()?;
     let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
     if count.saturating_mul(ROW_LEN) > payload.len() {
         return Err(c.bad("a count larger than the record"));
     }
     let schema = if schema_at == 0 {
-        if count > 0 || n_columns > 0 {
+        if count > 0 || columns_at != 0 {
             return Err(c.bad("entries without a schema"));
         }
         None
@@ -362,11 +426,8 @@ fn parse_commit(
             payload_at(file, schema_at, record)?.ok_or_else(|| c.bad("a damaged schema record"))?;
         Some(Schema::decode(&bytes)?)
     };
-    let expected = schema
-        .as_ref()
-        .map_or(0, |s| s.columns.len() + s.fields.len());
-    if n_columns != expected {
-        return Err(c.bad("its columns do not match the schema"));
+    if (count == 0) != (columns_at == 0) {
+        return Err(c.bad("a COLUMNS record offset without entries, or entries without it"));
     }
     let mut rows = Vec::with_capacity(count);
     let mut previous_end = f::HEADER_LEN as u64;
@@ -389,21 +450,19 @@ fn parse_commit(
         previous_end = end;
         rows.push(Row { offset, len, crc });
     }
-    let payload_at_file = at + RECORD_LEN as u64;
-    let mut columns = Vec::with_capacity(n_columns);
-    for _ in 0..n_columns {
-        let here = payload_at_file + c.position() as u64;
-        c.take(usize::try_from(align_up(here) - here).unwrap_or(0))?;
-        let mut column = Vec::with_capacity(count);
-        for _ in 0..count {
-            column.push(c.u64()?);
-        }
-        columns.push(column);
+    // the COLUMNS record lies after the entries, before this commit (its
+    // header and payload are read when a column is asked for)
+    if columns_at != 0
+        && (columns_at < previous_end
+            || columns_at % f::ALIGN != 0
+            || columns_at.saturating_add(RECORD_LEN as u64) > at)
+    {
+        return Err(c.bad("the COLUMNS record's offset"));
     }
     if !c.rest().is_empty() {
-        return Err(c.bad("bytes after its columns"));
+        return Err(c.bad("bytes after its rows"));
     }
-    Ok((schema_at, schema, rows, columns))
+    Ok((schema_at, schema, rows, columns_at))
 }
 
 /// A version-2 dataset opened for reading.
@@ -416,12 +475,23 @@ pub struct Dataset {
     /// a forked child takes over; re-entered from a signal handler, the
     /// labels are decoded without it)
     labels: ForkMutex<HashMap<u64, Labels>>,
+    /// the columns, read from the COLUMNS record at the first `column` or
+    /// `n_samples` (a lock-free cell: a child forked while a thread reads
+    /// them reads them again), as many values as the commit lists entries
+    columns: SetOnce<Vec<Vec<u64>>>,
+    /// the entries the commit lists (`keep_first` may keep fewer)
+    committed_count: usize,
 }
 
 impl Dataset {
     pub fn open(path: &Path, file: &File, file_len: u64, mapping: Buffer) -> Result<Dataset> {
-        let contents = Contents::read(file, file_len)
+        let mut contents = Contents::read(file, file_len)
             .map_err(|e| e.context(format!("'{}'", path.display())))?;
+        let columns = SetOnce::new();
+        if let Some(read) = contents.columns.take() {
+            // recovered or empty: known already
+            let _ = columns.set(read);
+        }
         let needed = contents
             .rows
             .last()
@@ -438,8 +508,10 @@ impl Dataset {
         Ok(Dataset {
             path: path.to_path_buf(),
             mapping,
+            committed_count: contents.rows.len(),
             contents,
             labels: ForkMutex::new(HashMap::new()),
+            columns,
         })
     }
 
@@ -492,10 +564,8 @@ impl Dataset {
     }
 
     pub fn keep_first(&mut self, count: usize) {
+        // the columns are cut to this count when read (`kept`)
         self.contents.rows.truncate(count);
-        for column in &mut self.contents.columns {
-            column.truncate(count);
-        }
     }
 
     pub fn slot(&self, i: usize) -> Slot {
@@ -517,20 +587,85 @@ impl Dataset {
         hasher.finalize()
     }
 
-    /// Column `name`'s values (`None`: no such column).
-    pub fn column(&self, name: &str) -> Option<(ColumnType, &[u64])> {
-        let schema = self.schema()?;
-        let i = schema.columns.iter().position(|(n, _)| n == name)?;
-        Some((schema.columns[i].1, &self.contents.columns[i]))
+    /// Column `name`'s values (`None`: no such column); the COLUMNS
+    /// record is read at the first call.
+    pub fn column(&self, name: &str) -> Result<Option<(ColumnType, &[u64])>> {
+        let Some(schema) = self.schema() else {
+            return Ok(None);
+        };
+        let Some(i) = schema.columns.iter().position(|(n, _)| n == name) else {
+            return Ok(None);
+        };
+        let kind = schema.columns[i].1;
+        Ok(self.columns()?.get(i).map(|c| (kind, self.kept(c))))
     }
 
-    /// The samples of field `field`'s first block, per entry.
-    pub fn n_samples(&self, field: usize) -> Option<&[u64]> {
-        let schema = self.schema()?;
-        self.contents
-            .columns
-            .get(schema.columns.len() + field)
-            .map(Vec::as_slice)
+    /// The samples of field `field`'s first block, per entry (`None`: no
+    /// such field).
+    pub fn n_samples(&self, field: usize) -> Result<Option<&[u64]>> {
+        let Some(schema) = self.schema() else {
+            return Ok(None);
+        };
+        if field >= schema.fields.len() {
+            return Ok(None);
+        }
+        let i = schema.columns.len() + field;
+        Ok(self.columns()?.get(i).map(|c| self.kept(c)))
+    }
+
+    /// The values of the entries kept (`keep_first`).
+    fn kept<'a>(&self, column: &'a [u64]) -> &'a [u64] {
+        &column[..column.len().min(self.contents.rows.len())]
+    }
+
+    /// Every column, read from the COLUMNS record at the first call (its
+    /// CRC checked then; a bad record a `FormatError` naming the file, at
+    /// each call).
+    fn columns(&self) -> Result<&Vec<Vec<u64>>> {
+        if let Some(columns) = self.columns.get() {
+            return Ok(columns);
+        }
+        let read = self
+            .read_columns()
+            .map_err(|e| e.context(format!("'{}'", self.path.display())))?;
+        // a thread that read them at the same time set them first: its
+        // values are the same
+        let _ = self.columns.set(read);
+        self.columns
+            .get()
+            .ok_or_else(|| Error::internal("columns read but not kept"))
+    }
+
+    fn read_columns(&self) -> Result<Vec<Vec<u64>>> {
+        let raw = self.mapping.raw();
+        let at = self.contents.columns_at;
+        let start = usize::try_from(at).map_err(|_| bad("the COLUMNS record's offset"))?;
+        // copied out of the mapping, then parsed (the aliasing rule)
+        let mut head = [0u8; RECORD_LEN];
+        raw.get(start, RECORD_LEN)
+            .ok_or_else(|| bad("a COLUMNS record outside the file"))?
+            .copy_to(&mut head)?;
+        let record = f::parse_record(&head)
+            .filter(|r| r.kind == Kind::Columns)
+            .ok_or_else(|| bad("no COLUMNS record where the commit says"))?;
+        let len = usize::try_from(record.len).map_err(|_| bad("a COLUMNS record too large"))?;
+        // bounded by the mapping before anything is allocated
+        let bytes = raw
+            .get(start + RECORD_LEN, len)
+            .ok_or_else(|| bad("a COLUMNS record outside the file"))?;
+        let mut payload = Vec::new();
+        payload.try_reserve_exact(len)?;
+        payload.resize(len, 0);
+        bytes.copy_to(&mut payload)?;
+        if crc32fast::hash(&payload) != record.crc {
+            return Err(bad("a damaged COLUMNS record (its CRC differs)"));
+        }
+        parse_columns(
+            &payload,
+            at,
+            self.committed_count,
+            self.contents.column_count(),
+        )
     }
 
     /// The map of field `field` (an index in the schema's fields) of entry
@@ -1140,11 +1275,8 @@ impl Writer {
             file.set_len(contents.end)
                 .map_err(io_error(path, "cannot write"))?;
         }
-        let columns = if contents.columns.is_empty() {
-            Vec::new()
-        } else {
-            contents.columns
-        };
+        let mut contents = contents;
+        let columns = contents.take_columns(&file, file_len).map_err(in_file)?;
         Ok(Writer {
             path: path.to_path_buf(),
             file: Some(file),
@@ -1499,30 +1631,51 @@ impl Writer {
 
     fn write_commit(&mut self) -> Result<()> {
         let file = self.file()?;
-        let at = self.end;
         let count = self.rows.len();
-        let mut payload = Vec::new();
-        payload.try_reserve(
-            count * (ROW_LEN + 8 * self.columns.len()) + 64 * (self.columns.len() + 1) + 24,
+        let mut out = Vec::new();
+        out.try_reserve(
+            count * (ROW_LEN + 8 * self.columns.len())
+                + 64 * (self.columns.len() + 2)
+                + 2 * RECORD_LEN
+                + 24
+                + TRAILER_LEN,
         )?;
+        // the COLUMNS record (entries only): read when a column is asked
+        // for, so that an open reads the rows alone
+        let columns_at = if count == 0 { 0 } else { self.end };
+        if count > 0 {
+            let mut payload = Vec::new();
+            payload.try_reserve(8 * count * self.columns.len() + 64 * (self.columns.len() + 1))?;
+            f::put_u32(&mut payload, f::u32_len(self.columns.len()));
+            let base = columns_at + RECORD_LEN as u64;
+            for column in &self.columns {
+                let here = base + payload.len() as u64;
+                payload.resize(payload.len() + f::pad_len(here), 0);
+                for value in column {
+                    f::put_u64(&mut payload, *value);
+                }
+            }
+            out.extend_from_slice(&f::record_header(
+                Kind::Columns,
+                crc32fast::hash(&payload),
+                payload.len() as u64,
+            ));
+            out.extend_from_slice(&payload);
+            out.resize(out.len() + f::pad_len(columns_at + out.len() as u64), 0);
+        }
+        let start = self.end;
+        let at = start + out.len() as u64;
+        let mut payload = Vec::new();
+        payload.try_reserve(count * ROW_LEN + 24)?;
         f::put_u64(&mut payload, count as u64);
         f::put_u64(&mut payload, self.schema_at);
-        f::put_u32(&mut payload, f::u32_len(self.columns.len()));
+        f::put_u64(&mut payload, columns_at);
         for row in &self.rows {
             f::put_u64(&mut payload, row.offset);
             f::put_u64(&mut payload, row.len);
             f::put_u32(&mut payload, row.crc);
             f::put_u32(&mut payload, 0);
         }
-        let base = at + RECORD_LEN as u64;
-        for column in &self.columns {
-            let here = base + payload.len() as u64;
-            payload.resize(payload.len() + f::pad_len(here), 0);
-            for value in column {
-                f::put_u64(&mut payload, *value);
-            }
-        }
-        let mut out = Vec::with_capacity(RECORD_LEN + payload.len() + TRAILER_LEN);
         out.extend_from_slice(&f::record_header(
             Kind::Commit,
             crc32fast::hash(&payload),
@@ -1530,8 +1683,8 @@ impl Writer {
         ));
         out.extend_from_slice(&payload);
         out.extend_from_slice(&f::trailer(at, count as u64));
-        let trailer_end = at + out.len() as u64;
-        file.write_all_at(&out, at)
+        let trailer_end = start + out.len() as u64;
+        file.write_all_at(&out, start)
             .and_then(|()| {
                 // a write that failed after some of its bytes were written
                 // (a full disk, a file size limit, Ctrl-C in a streamed

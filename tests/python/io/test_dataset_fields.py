@@ -388,3 +388,65 @@ def test_a_field_without_blocks_has_n_samples_0(tmp_path, maps):
         len(m.block(0).samples) for m in maps[:2]
     ]
     assert len(ds[1].empty.keys) == 0 and blockmap.equal(ds[1].full, maps[1])
+
+
+def _rchar():
+    # bytes read by read/pread calls of this process (page faults of a
+    # mapping are not counted): deterministic, unlike read_bytes
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("rchar:"):
+                return int(line.split()[1])
+    raise AssertionError("no rchar in /proc/self/io")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="/proc/self/io")
+def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
+    count = 600
+    path = tmp_path / "many.bmds"
+    with DatasetWriter(path) as writer:
+        for i in range(count):
+            writer.write(
+                system=maps[i % 12],
+                energy=maps[-1 - i % 12],
+                columns={"n_atoms": i, "weight": 0.5 * i},
+            )
+    data = bytearray(path.read_bytes())
+    end = len(data)
+    commit_at = int.from_bytes(data[end - 24 : end - 16], "little")
+    # COMMIT payload: count, schema offset, COLUMNS offset, then the rows
+    count_at, columns_at = commit_at + 16, commit_at + 32
+    assert int.from_bytes(data[count_at : count_at + 8], "little") == count
+    columns_at = int.from_bytes(data[columns_at : columns_at + 8], "little")
+    assert data[columns_at : columns_at + 4] == b"BMr\x05"
+    rows = 24 * count
+    columns = 8 * count * 4  # n_atoms, weight, n_samples of both fields
+    before = _rchar()
+    ds = Dataset(path)
+    read = _rchar() - before
+    # the commit record's rows, plus the header, trailer, schema and the
+    # bytes of /proc/self/io itself: never the 19 kB of columns
+    assert rows <= read < rows + 2048, (read, rows, columns)
+    before = _rchar()
+    assert ds.column("n_atoms").tolist() == list(range(count))
+    assert ds.field("energy").column("n_samples").shape == (count,)
+    # the COLUMNS record is mapped: read once, by page faults
+    assert _rchar() - before < 2048
+
+    # a value of the COLUMNS record flipped: entries read, columns refused
+    length = int.from_bytes(data[columns_at + 8 : columns_at + 16], "little")
+    data[columns_at + 16 + length - 1] ^= 0x40
+    damaged = tmp_path / "damaged.bmds"
+    damaged.write_bytes(bytes(data))
+    ds = Dataset(damaged)
+    assert len(ds) == count
+    for i in (0, count // 2, count - 1):
+        assert ds[i].system == maps[i % 12]
+        assert ds[i].energy == maps[-1 - i % 12]
+    for read_column in (
+        lambda: ds.column("n_samples"),
+        lambda: ds.column("weight"),
+        lambda: ds.field("energy").column("n_samples"),
+    ):
+        with pytest.raises(blockmap.FormatError, match=r"damaged\.bmds.*damaged COLUMNS"):
+            read_column()
