@@ -16,13 +16,11 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-mod foreign;
 mod format;
 mod lock;
 mod v1;
 mod v2;
 
-pub use foreign::RawZip;
 pub use format::{ColumnType, Schema, Value, SINGLE_FIELD};
 pub use lock::Timeout;
 pub use v2::{Entry, Writer};
@@ -227,7 +225,7 @@ impl Dataset {
     /// Where entry `index` lies (see [`Dataset::position`]).
     pub fn slot(&self, index: i64) -> Result<Slot> {
         match &self.inner {
-            Inner::V1(d) => d.slot(index),
+            Inner::V1(d) => Ok(d.slot(self.position(index)?)),
             Inner::V2(d) => Ok(d.slot(self.position(index)?)),
         }
     }
@@ -243,7 +241,7 @@ impl Dataset {
     /// `index`.
     pub fn get_field(&self, index: i64, field: usize, keys: Option<&Labels>) -> Result<TensorMap> {
         match &self.inner {
-            Inner::V1(d) if field == 0 => d.get(index, keys),
+            Inner::V1(d) if field == 0 => d.get(self.position(index)?, keys),
             Inner::V1(_) => Err(Error::invalid("a dataset of version 1 has one field")),
             Inner::V2(d) => {
                 if field >= d.schema().map_or(1, |s| s.fields.len()) {

@@ -361,31 +361,12 @@ impl Dataset {
         Ok(())
     }
 
-    /// The position of map `index` (Python's rule: a negative index counts
-    /// from the end), or an [`Error::OutOfRange`]: the one bounds check of
-    /// the indices of a dataset's maps, which the binding passes through.
-    pub fn position(&self, index: i64) -> Result<usize> {
-        let len = self.len();
-        let position = if index < 0 {
-            usize::try_from(index.unsigned_abs())
-                .ok()
-                .and_then(|back| len.checked_sub(back))
-        } else {
-            usize::try_from(index).ok().filter(|&i| i < len)
-        };
-        position.ok_or_else(|| {
-            Error::OutOfRange(format!(
-                "map {index} is out of range for a dataset of {len}"
-            ))
-        })
+    /// Where map `i` lies, a position the dataset's `position` gave.
+    pub fn slot(&self, i: usize) -> Slot {
+        self.contents.slots[i]
     }
 
-    /// Where map `index` lies (see [`Dataset::position`]).
-    pub fn slot(&self, index: i64) -> Result<Slot> {
-        Ok(self.contents.slots[self.position(index)?])
-    }
-
-    /// The archive of map `i`, a position [`Dataset::position`] gave.
+    /// The archive of map `i`, a position the dataset's `position` gave.
     fn archive_at(&self, i: usize) -> Result<Buffer> {
         let slot = self.contents.slots[i];
         let (offset, len) = (usize::try_from(slot.offset), usize::try_from(slot.len));
@@ -397,8 +378,7 @@ impl Dataset {
 
     /// Map `i`, viewing the mapping (its labels in memory they own), with
     /// only the blocks whose keys match `keys` when given.
-    pub fn get(&self, index: i64, keys: Option<&Labels>) -> Result<TensorMap> {
-        let i = self.position(index)?;
+    pub fn get(&self, i: usize, keys: Option<&Labels>) -> Result<TensorMap> {
         let archive = self.archive_at(i)?;
         match io::load_buffer_selected(archive, Kind::Tensor, false, keys) {
             Ok(Data::Tensor(map)) => Ok(map),
@@ -521,7 +501,7 @@ mod tests {
                 "{name}"
             );
             for i in 0..count {
-                let map = dataset.get(i64::try_from(i).unwrap(), None).unwrap();
+                let map = dataset.get(i, None).unwrap();
                 assert!(!map.blocks().is_empty());
                 assert_eq!(dataset.slots()[i].offset % ALIGNMENT as u64, 0);
             }
@@ -546,7 +526,6 @@ mod tests {
             let complete = ends.iter().filter(|&&end| end <= cut as u64).count();
             assert_eq!(dataset.len(), complete, "cut at {cut}");
             for (i, map) in maps.iter().take(complete).enumerate() {
-                let i = i64::try_from(i).unwrap();
                 assert_eq!(&dataset.get(i, None).unwrap(), map, "cut at {cut}");
             }
         }
@@ -565,7 +544,7 @@ mod tests {
             std::fs::write(&bad_path, &bytes).unwrap();
             if let Ok(dataset) = Dataset::open(&bad_path, MapMode::ReadOnly) {
                 for i in 0..dataset.len() {
-                    let _ = dataset.get(i64::try_from(i).unwrap(), None);
+                    let _ = dataset.get(i, None);
                 }
             }
         }
