@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use super::pieces::Pieces;
 use super::read;
-use super::zip::reader::{self, Directory};
+use super::zip::reader::{self, DirEntry, Directory};
 use crate::array::Array;
 use crate::buffer::Buffer;
 use crate::error::{Error, Result};
@@ -26,6 +26,47 @@ use crate::error::{Error, Result};
 pub const RATIO: u64 = 8;
 /// ... plus this many bytes.
 pub const FLOOR: u64 = 16 << 20;
+
+/// The entry of member `name`, refused when it is encrypted or declares
+/// more than `limit` bytes (before anything is allocated for it).
+fn bounded_entry<'d>(directory: &'d Directory, name: &str, limit: u64) -> Result<&'d DirEntry> {
+    let member = directory
+        .index_of(name)
+        .map(|index| directory.entry(index))
+        .ok_or_else(|| Error::format("no such member"))?;
+    if member.encrypted() {
+        return Err(Error::format("encrypted members are not supported"));
+    }
+    if member.size > limit {
+        return Err(Error::format(format!(
+            "it declares {} bytes, more than the {limit} a member of this zip may take \
+             ({RATIO} times its size and {} MiB): refused, as a zip bomb would be",
+            member.size,
+            FLOOR >> 20
+        )));
+    }
+    Ok(member)
+}
+
+/// The bytes of `entry` (one [`bounded_entry`] gave), read whole: the
+/// entry reader stops at the declared size and checks the CRC at the end;
+/// one byte more asked finds data past the declared size.
+fn raw_bytes<R: Read + std::io::Seek>(reader: &mut R, entry: &DirEntry) -> Result<Vec<u8>> {
+    let size = usize::try_from(entry.size).map_err(|_| Error::format("member too large"))?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(size)?;
+    let read = reader::open(reader, entry).and_then(|data| {
+        data.take(entry.size + 1)
+            .read_to_end(&mut bytes)
+            .map_err(reader::read_error)
+    })?;
+    if read != size {
+        return Err(Error::format(format!(
+            "it holds {read} bytes, not the {size} it declares"
+        )));
+    }
+    Ok(bytes)
+}
 
 /// A foreign zip, open.
 #[derive(Debug)]
@@ -65,31 +106,27 @@ impl ForeignZip {
 
     /// The bytes wrapped in the NPY array of bytes that member `name` is.
     pub fn wrapped_bytes(&mut self, name: &str) -> Result<Buffer> {
-        let shown = self.path.display().to_string();
-        let context = |e: Error| e.context(format!("member '{name}' of '{shown}'"));
-        let member = self
-            .directory
-            .index_of(name)
-            .map(|index| self.directory.entry(index))
-            .ok_or_else(|| context(Error::format("no such member")))?;
-        if member.encrypted() {
-            return Err(context(Error::format(
-                "encrypted members are not supported",
-            )));
-        }
+        let context = self.member_context(name);
+        let member = bounded_entry(&self.directory, name, self.limit).map_err(&context)?;
         let size = member.size;
-        if size > self.limit {
-            return Err(context(Error::format(format!(
-                "it declares {size} bytes, more than the {} a member of this zip may take \
-                 ({RATIO} times its size and {} MiB): refused, as a zip bomb would be",
-                self.limit,
-                FLOOR >> 20
-            ))));
-        }
         reader::open(&mut self.reader, member)
             .and_then(|member| read::read_npy(member, size))
             .and_then(read::Npy::into_wrapped_bytes)
             .map_err(context)
+    }
+
+    /// The bytes of member `name` (a `system.mta`: a zip itself), its CRC
+    /// checked, within the same bounds.
+    pub fn raw_bytes(&mut self, name: &str) -> Result<Vec<u8>> {
+        let context = self.member_context(name);
+        let member = bounded_entry(&self.directory, name, self.limit).map_err(&context)?;
+        raw_bytes(&mut self.reader, member).map_err(context)
+    }
+
+    /// What an error about member `name` says first.
+    fn member_context(&self, name: &str) -> impl Fn(Error) -> Error {
+        let context = format!("member '{name}' of '{}'", self.path.display());
+        move |e: Error| e.context(&context)
     }
 }
 
@@ -131,25 +168,7 @@ pub fn zip_members(buffer: Buffer, npy: &[String], raw: &[String]) -> Result<Zip
     names.try_reserve_exact(directory.len())?;
     names.extend(directory.names().map(str::to_string));
     let member = |name: &str| {
-        let context = |e: Error| e.context(format!("member '{name}'"));
-        let member = directory
-            .index_of(name)
-            .map(|index| directory.entry(index))
-            .ok_or_else(|| context(Error::format("no such member")))?;
-        if member.encrypted() {
-            return Err(context(Error::format(
-                "encrypted members are not supported",
-            )));
-        }
-        if member.size > limit {
-            return Err(context(Error::format(format!(
-                "it declares {} bytes, more than the {limit} a member of this zip may take \
-                 ({RATIO} times its size and {} MiB): refused, as a zip bomb would be",
-                member.size,
-                FLOOR >> 20
-            ))));
-        }
-        Ok(member)
+        bounded_entry(&directory, name, limit).map_err(|e| e.context(format!("member '{name}'")))
     };
     let mut arrays = Vec::new();
     arrays.try_reserve_exact(npy.len())?;
@@ -165,27 +184,8 @@ pub fn zip_members(buffer: Buffer, npy: &[String], raw: &[String]) -> Result<Zip
     raws.try_reserve_exact(raw.len())?;
     for name in raw {
         let entry = member(name)?;
-        let size = usize::try_from(entry.size).map_err(|_| Error::format("member too large"))?;
-        let mut bytes = Vec::new();
-        bytes.try_reserve_exact(size)?;
-        // the entry reader stops at the declared size and checks the CRC
-        // at the end; one byte more asked finds data past the declared size
-        reader::open(&mut reader, entry)
-            .and_then(|data| {
-                data.take(entry.size + 1)
-                    .read_to_end(&mut bytes)
-                    .map_err(reader::read_error)
-            })
-            .and_then(|read| {
-                if read == size {
-                    Ok(())
-                } else {
-                    Err(Error::format(format!(
-                        "it holds {read} bytes, not the {size} it declares"
-                    )))
-                }
-            })
-            .map_err(|e| e.context(format!("member '{name}'")))?;
+        let bytes =
+            raw_bytes(&mut reader, entry).map_err(|e| e.context(format!("member '{name}'")))?;
         raws.push(bytes);
     }
     Ok(ZipMembers {

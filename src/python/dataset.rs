@@ -534,9 +534,6 @@ impl PyDatasetWriter {
 #[derive(Debug)]
 pub struct PyForeignZip {
     zip: ForkMutex<crate::io::foreign::ForeignZip>,
-    /// the same zip for members read raw, opened at the first
-    raw: ForkMutex<Option<dataset::RawZip>>,
-    path: PathBuf,
 }
 
 /// A `_ForeignZip` read from a signal handler during one of its own reads.
@@ -555,24 +552,15 @@ impl PyForeignZip {
         let zip = detached(py, || crate::io::foreign::ForeignZip::open(&path))?;
         Ok(PyForeignZip {
             zip: ForkMutex::new(zip),
-            raw: ForkMutex::new(None),
-            path,
         })
     }
 
     /// The bytes of member ``name`` (a ``system.mta``: a zip itself), its
     /// CRC checked, within the bounds ``load`` has.
     fn raw<'py>(&self, py: Python<'py>, name: &str) -> PyResult<Bound<'py, pyo3::types::PyBytes>> {
-        let (raw, path) = (&self.raw, &self.path);
+        let zip = &self.zip;
         let bytes = detached(py, || {
-            let mut raw = raw.lock().map_err(|_| zip_reentered())?;
-            if raw.is_none() {
-                *raw = Some(dataset::RawZip::open(path)?);
-            }
-            match raw.as_mut() {
-                Some(zip) => zip.member(name),
-                None => Err(crate::Error::internal("a zip not opened")),
-            }
+            zip.lock().map_err(|_| zip_reentered())?.raw_bytes(name)
         })?;
         Ok(pyo3::types::PyBytes::new(py, &bytes))
     }
