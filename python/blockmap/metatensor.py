@@ -37,6 +37,8 @@ import sys
 import weakref
 from typing import Any
 
+import numpy as np
+
 from . import _hooks
 from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 from .exceptions import BlockMapTypeError
@@ -114,7 +116,9 @@ class _Cache:
         self.made: dict[tuple[tuple[str, ...], bytes], Any] = {}
 
     def __call__(self, labels: Any) -> Any:
-        values = labels.values
+        # the labels of a torch-backed object give torch tensors: their bytes
+        # through numpy (a view, CPU memory)
+        values = np.asarray(labels.values)
         if values.nbytes > self.SMALL:
             return self.make(labels)
         key = (tuple(labels.names), values.shape[0], values.tobytes())

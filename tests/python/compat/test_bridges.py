@@ -56,6 +56,25 @@ def test_to_metatensor_keeps_blockmaps_memory_alive(rng):
     np.testing.assert_array_equal(theirs.block(1).values, expected)
 
 
+def test_torch_backed_maps_cross_both_ways(rng):
+    """A torch-backed map (its labels give torch tensors) becomes a
+    metatensor-core map of torch tensors sharing its memory, and back
+    (to_metatensor raised AttributeError on the labels' tensors)."""
+    torch = pytest.importorskip("torch")
+    tensor = make_map(rng).to(arrays="torch")
+    assert isinstance(tensor.keys.values, torch.Tensor)
+    theirs = to_metatensor(tensor)
+    assert isinstance(theirs.block(0).values, torch.Tensor)
+    assert_matches_metatensor(tensor.to(arrays="numpy"), theirs.to(arrays="numpy"))
+    for a, b in zip(_arrays(tensor), _arrays(theirs), strict=True):
+        assert a.data_ptr() == b.data_ptr()
+    back = from_metatensor(theirs)
+    assert isinstance(back.block(0).values, torch.Tensor)
+    assert blockmap.equal(back.to(arrays="numpy"), tensor.to(arrays="numpy"))
+    for a, b in zip(_arrays(tensor), _arrays(back), strict=True):
+        assert a.data_ptr() == b.data_ptr()
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int64])
 def test_from_metatensor_shares_every_array(rng, dtype):
     theirs = to_metatensor(make_map(rng, dtype=dtype, info={"unit": "eV"}))
