@@ -1,0 +1,101 @@
+"""metatensor-learn, running on blockmap's classes.
+
+metatensor-learn 0.5 (``pip install metatensor-learn``, which metatrain
+uses) brings the data tools of a training loop (``Dataset``,
+``IndexedDataset``, ``group``, ``group_and_join``, ``DataLoader``) and
+``nn`` modules over maps (``ModuleMap``, ``Linear``, ``EquivariantLinear``,
+``LayerNorm``, the activations, ``Sequential``). ``blockmap.learn`` offers
+the same API on blockmap's maps, with no renaming of ``metatensor``:
+
+- :mod:`blockmap.learn.data`: the installed ``Dataset`` and
+  ``IndexedDataset`` (same constructors, errors and messages), with sample
+  and batch named tuples that pickle (metatensor-learn's cannot, so its
+  ``DataLoader`` with workers hangs), and blockmap's own ``group``,
+  ``group_and_join`` (blockmap maps joined with :func:`blockmap.join`) and
+  ``DataLoader``;
+- :mod:`blockmap.learn.nn`: the installed ``metatensor_learn.nn`` loaded a
+  second time with its ``_backend`` naming :class:`blockmap.Labels`,
+  :class:`blockmap.TensorBlock` and :class:`blockmap.TensorMap`; the
+  modules work on torch-backed blockmap maps and autograd flows through
+  them.
+
+Nothing of metatensor is imported or changed: ``metatensor.learn`` keeps
+working on metatensor's objects in the same process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+from typing import Any
+
+
+def _find(name: str, extra: str) -> str:
+    """The folder of the installed package ``name``, or an ImportError
+    naming what to install."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        # an import hook refusing it, or a module without a spec
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"blockmap.learn runs metatensor-learn on blockmap's maps, and {extra} is "
+            f"not installed: `pip install {extra}` (or `pip install blockmap[learn]`)",
+            name=name,
+        )
+    return list(spec.submodule_search_locations)[0]
+
+
+try:
+    import torch  # noqa: F401 - metatensor-learn's data and nn need it
+except ImportError as error:
+    raise ImportError(
+        "blockmap.learn needs torch: `pip install torch` (or `pip install blockmap[learn]`)",
+        name="torch",
+    ) from error
+
+# this package's own modules first (_backend, data), then metatensor-learn's
+# (nn, _dispatch), which are loaded again under this package's name
+__path__.append(_find("metatensor_learn", "metatensor-learn"))  # noqa: F821
+assert os.path.basename(__path__[-1]) == "metatensor_learn"  # noqa: F821, S101
+
+import warnings  # noqa: E402
+
+from . import data  # noqa: E402
+
+with warnings.catch_warnings():
+    # nn/_module_map.py decorates a class with `torch.jit.interface`, which
+    # torch 2.14 deprecates with a FutureWarning at import: metatensor-learn's
+    # concern, not the user's
+    warnings.filterwarnings("ignore", r"`torch\.jit\.", FutureWarning)
+    from . import nn  # noqa: E402
+from .data import DataLoader, Dataset, IndexedDataset  # noqa: E402
+from .nn import Linear, ModuleMap  # noqa: E402
+
+
+def _writable_buffers(deserialize: Any) -> Any:
+    """``nn._module._deserialize_metatensor``, given a writable copy of each
+    block's and map's buffer: blockmap's ``load_buffer`` views the memory it
+    is given, and a ``bytes`` object (how ``get_extra_state`` stores
+    metatensor data) would give read-only tensors, where metatensor-core's
+    copies. Its recursion into containers reaches this wrapper again."""
+
+    @functools.wraps(deserialize)
+    def wrapper(value: Any) -> Any:
+        if (
+            isinstance(value, tuple)
+            and len(value) == 3
+            and value[0] in ("metatensor.TensorBlock", "metatensor.TensorMap")
+            and isinstance(value[1], bytes)
+        ):
+            value = (value[0], bytearray(value[1]), value[2])
+        return deserialize(value)
+
+    return wrapper
+
+
+nn._module._deserialize_metatensor = _writable_buffers(nn._module._deserialize_metatensor)
+
+__all__ = ["DataLoader", "Dataset", "IndexedDataset", "Linear", "ModuleMap", "data", "nn"]

@@ -1,0 +1,195 @@
+"""Named tuples whose field names need not be identifiers, and which pickle.
+
+metatensor-learn's ``Sample`` and ``Batch`` (``metatensor_learn/data/
+_namedtuple.py``, a copy of :func:`collections.namedtuple`) accept any
+field name (``sample["with space"]``, shown as ``'with space'=2``) and
+read fields by name (``sample["system"]``), but their classes are made at
+run time and found by no module attribute, so neither they nor their
+instances pickle: a ``DataLoader`` with workers waits forever for a batch
+its worker could not send. The classes made here behave the same, and
+pickle by their type name and field names: a class is made once per
+``(typename, field_names)`` in each process (the cache below), an instance
+pickles as that pair and its values, and the class itself (an attribute
+of a pickled ``Dataset``, for spawn workers) as that pair, through
+:mod:`copyreg` on its metaclass.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import keyword
+import sys
+import threading
+from operator import itemgetter
+from typing import Any
+
+__all__ = ["namedtuple"]
+
+
+class FieldsType(type):
+    """The metaclass of the named tuples: their pickling is registered on it."""
+
+
+_CLASSES: dict[tuple[str, tuple[str, ...]], FieldsType] = {}
+_LOCK = threading.Lock()
+
+
+def namedtuple(typename: str, field_names: Any) -> FieldsType:
+    """The named tuple class ``typename`` with fields ``field_names``, made
+    on the first call with this pair and the same class afterwards.
+
+    Parameters
+    ----------
+    typename
+        the name of the class (``"Sample"``, ``"Batch"``)
+    field_names
+        the field names, any strings, unique
+
+    Returns
+    -------
+    FieldsType
+        a subclass of ``tuple`` with ``_fields``, ``_asdict``, ``_make``,
+        ``_replace``, an attribute per field whose name is an identifier,
+        and ``__getitem__`` that takes a field name too
+
+    Raises
+    ------
+    ValueError
+        ``typename`` is a keyword, or a field name repeats
+    """
+    fields = tuple(map(str, field_names))
+    typename = str(typename)
+    key = (typename, fields)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        made = _make_class(typename, fields)
+        with _LOCK:
+            cls = _CLASSES.setdefault(key, made)
+    return cls
+
+
+def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
+    # the class metatensor-learn's namedtuple makes, with the same names,
+    # arguments, repr and methods
+    if keyword.iskeyword(typename):
+        raise ValueError(f"Type names cannot be a keyword: {typename!r}")
+    typename = sys.intern(typename)
+
+    arg_names = []
+    fmt_names = []
+    for index, name in enumerate(field_names):
+        if name.isidentifier() and not keyword.iskeyword(name):
+            arg_names.append(name)
+            fmt_names.append(name)
+        else:
+            arg_names.append(f"_{index}")
+            fmt_names.append(f"'{name}'")
+
+    seen = set()
+    for name in field_names:
+        if name in seen:
+            raise ValueError(f"Encountered duplicate field name: {name!r}")
+        seen.add(name)
+
+    field_names = tuple(map(sys.intern, field_names))
+    num_fields = len(field_names)
+    arg_list = ", ".join(arg_names)
+    if num_fields == 1:
+        arg_list += ","
+    repr_fmt = "(" + ", ".join(f"{name}=%r" for name in fmt_names) + ")"
+    tuple_new = tuple.__new__
+    tuple_getitem = tuple.__getitem__
+
+    # the argument names are identifiers or `_<index>`: nothing else reaches
+    # the code, which builds the tuple from them (as collections.namedtuple)
+    namespace = {"_tuple_new": tuple_new, "__builtins__": {}, "__name__": f"namedtuple_{typename}"}
+    code = f"lambda _cls, {arg_list}: _tuple_new(_cls, ({arg_list}))"
+    __new__ = eval(code, namespace)  # noqa: S307 - identifiers only, see above
+    __new__.__name__ = "__new__"
+    __new__.__doc__ = f"Create new instance of {typename}({arg_list})"
+
+    @classmethod  # type: ignore[misc]
+    def _make(cls: Any, iterable: Any) -> Any:
+        result = tuple_new(cls, iterable)
+        if len(result) != num_fields:
+            raise TypeError(f"Expected {num_fields} arguments, got {len(result)}")
+        return result
+
+    _make.__func__.__doc__ = f"Make a new {typename} object from a sequence or iterable"
+
+    def _replace(self: Any, /, **kwds: Any) -> Any:
+        result = self._make(map(kwds.pop, field_names, self))
+        if kwds:
+            raise TypeError(f"Got unexpected field names: {list(kwds)!r}")
+        return result
+
+    _replace.__doc__ = f"Return a new {typename} object replacing specified fields with new values"
+
+    def __repr__(self: Any) -> str:
+        "Return a nicely formatted representation string"
+        return self.__class__.__name__ + repr_fmt % self
+
+    def _asdict(self: Any) -> dict[str, Any]:
+        "Return a new dict which maps field names to their values."
+        return dict(zip(self._fields, self, strict=True))
+
+    def __getnewargs__(self: Any) -> tuple[Any, ...]:
+        "Return self as a plain tuple.  Used by copy and pickle."
+        return tuple(self)
+
+    def __getitem__(self: Any, key: Any) -> Any:
+        if isinstance(key, str):
+            return self._asdict()[key]
+        return tuple_getitem(self, key)
+
+    def __reduce__(self: Any) -> tuple[Any, ...]:
+        "The class (by its type name and fields) and the values, for pickle."
+        return (_rebuild, (type(self), tuple(self)))
+
+    for method in (
+        __new__,
+        _make.__func__,
+        _replace,
+        __repr__,
+        _asdict,
+        __getnewargs__,
+        __getitem__,
+        __reduce__,
+    ):
+        method.__qualname__ = f"{typename}.{method.__name__}"
+
+    class_namespace = {
+        "__doc__": f"{typename}({arg_list})",
+        "__slots__": (),
+        "_fields": field_names,
+        "__new__": __new__,
+        "_make": _make,
+        "__replace__": _replace,
+        "_replace": _replace,
+        "__repr__": __repr__,
+        "_asdict": _asdict,
+        "__getnewargs__": __getnewargs__,
+        "__getitem__": __getitem__,
+        "__reduce__": __reduce__,
+        "__match_args__": field_names,
+    }
+    for index, name in enumerate(field_names):
+        if name.isidentifier():
+            doc = sys.intern(f"Alias for field number {index}")
+            class_namespace[name] = property(itemgetter(index), doc=doc)
+
+    result = FieldsType(typename, (tuple,), class_namespace)
+    result.__module__ = __name__
+    return result
+
+
+def _rebuild(cls: Any, values: tuple[Any, ...]) -> Any:
+    """An instance of the named tuple class ``cls`` (pickle's reconstructor)."""
+    return cls._make(values)
+
+
+def _reduce_class(cls: FieldsType) -> tuple[Any, ...]:
+    return (namedtuple, (cls.__name__, cls._fields))  # type: ignore[attr-defined]
+
+
+copyreg.pickle(FieldsType, _reduce_class)
