@@ -8,12 +8,15 @@ nn modules seeded alike, so that parameters, outputs and gradients match.
 Also what blockmap.learn does better: samples and batches that pickle, and
 so a ``DataLoader`` with workers (fork and spawn) that returns batches."""
 
+import ast
 import copy
+import inspect
 import io
 import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -733,3 +736,37 @@ def test_without_metatensor_learn_the_import_names_what_to_install():
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_the_nn_stub_declares_every_module_with_its_parameters():
+    """``blockmap/learn/nn.pyi`` (the types of ``blockmap.learn.nn``, whose
+    code is metatensor-learn's) names every public module, each
+    ``__init__`` with the installed metatensor-learn's parameters: names,
+    kinds and defaults."""
+    stub = ast.parse(Path(bl.__file__).with_name("nn.pyi").read_text(encoding="utf-8"))
+    classes = {node.name: node for node in stub.body if isinstance(node, ast.ClassDef)}
+    public = {name for name in dir(bl.nn) if isinstance(getattr(bl.nn, name), type)}
+    assert public <= set(classes), public - set(classes)
+    for name in public:
+        (init,) = [
+            node
+            for node in classes[name].body
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__"
+        ]
+        arguments = init.args
+        declared = [(a.arg, "positional") for a in arguments.args[1:]]
+        if arguments.vararg:
+            declared.append((arguments.vararg.arg, "var"))
+        declared += [(a.arg, "keyword") for a in arguments.kwonlyargs]
+        defaults = [ast.literal_eval(d) for d in arguments.defaults] + [
+            ast.literal_eval(d) for d in arguments.kw_defaults if d is not None
+        ]
+        signature = inspect.signature(getattr(bl.nn, name).__init__)
+        kinds = {
+            inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+            inspect.Parameter.VAR_POSITIONAL: "var",
+            inspect.Parameter.KEYWORD_ONLY: "keyword",
+        }
+        parameters = list(signature.parameters.values())[1:]
+        assert declared == [(p.name, kinds[p.kind]) for p in parameters], name
+        assert defaults == [p.default for p in parameters if p.default is not p.empty], name
