@@ -464,7 +464,7 @@ MODULES = {
         keys, [3, 3, 3], mean=False, elementwise_affine=False, dtype=torch.float64
     ),
     "InvariantLayerNorm": lambda nn, lib, keys: nn.InvariantLayerNorm(
-        keys, [3, 3], dtype=torch.float64
+        keys, [3], dtype=torch.float64
     ),
     "ReLU": lambda nn, lib, keys: nn.ReLU(keys),
     "InvariantReLU": lambda nn, lib, keys: nn.InvariantReLU(keys),
@@ -493,6 +493,7 @@ MODULES = {
         keys, 3, 2, bias=[True], dtype=torch.float64
     ),
     "LayerNorm in_features": lambda nn, lib, keys: nn.LayerNorm(keys, [3]),
+    "InvariantLayerNorm in_features": lambda nn, lib, keys: nn.InvariantLayerNorm(keys, [3, 3]),
     "Sequential in_keys": lambda nn, lib, keys: nn.Sequential([1, 2]),
 }
 

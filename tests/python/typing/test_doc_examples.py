@@ -82,6 +82,11 @@ assert isinstance(batch, blockmap.TensorMap) and len(batch.block(0).samples) == 
 received = queue.get(timeout=60)
 assert received.is_shared() and received == tensor
 """,
+    "learn.md": """
+assert type(batch).__name__ == "Batch" and isinstance(batch.descriptor, blockmap.TensorMap)
+assert batch.energy.shape == (8, 1) and len(batch.descriptor.block(0).samples) > 8
+assert model.module_map.module_list[0].weight.grad is not None
+""",
 }
 
 NOT_RUN = {"README.md": 1}
