@@ -10,6 +10,7 @@ so a ``DataLoader`` with workers (fork and spawn) that returns batches."""
 
 import ast
 import copy
+import functools
 import inspect
 import io
 import pickle
@@ -358,40 +359,30 @@ def test_dataloader_with_workers_returns_batches(method):
     batches do not pickle); the batches equal the joins made in this
     process. The loader's timeout turns a lost batch into an error."""
     maps = _blocks(blockmap, np.random.default_rng(5), 8, 3, "torch", with_gradients=False)
-    for tensor in maps:
-        tensor.keys  # noqa: B018 - the maps are whole before the workers start
     dataset = bl.IndexedDataset(
-        sample_id=list(range(8)), x=[m for m in maps], y=[torch.full((1,), i) for i in range(8)]
+        sample_id=list(range(8)), x=maps, y=[torch.full((1,), i) for i in range(8)]
     )
+    # a picklable collate function (spawn): blockmap.learn's, with arguments
+    collate = functools.partial(bl.data.group_and_join, join_kwargs={"different_keys": "union"})
     loader = bl.DataLoader(
         dataset,
         batch_size=2,
         num_workers=2,
         multiprocessing_context=method,
         timeout=120,
-        collate_fn=bl.data.group,
+        collate_fn=collate,
     )
     batches = list(loader)
     assert len(batches) == 4
     for i, batch in enumerate(batches):
-        assert type(batch).__name__ == "Batch" and batch._fields == ("sample_id", "x", "y")
+        assert type(batch) is type(collate([dataset[0]]))
+        assert batch._fields == ("sample_id", "x", "y")
         assert batch.sample_id == (2 * i, 2 * i + 1)
-        for a, b in zip(batch.x, maps[2 * i : 2 * i + 2], strict=True):
-            assert isinstance(a.block(0).values, torch.Tensor)
-            assert blockmap.equal(a, b)
-    # with the default collate function: joined in the workers
-    loader = bl.DataLoader(
-        bl.Dataset(x=maps[::2]),
-        batch_size=2,
-        num_workers=2,
-        multiprocessing_context=method,
-        timeout=120,
-    )
-    batches = list(loader)
-    assert len(batches) == 2
-    for i, batch in enumerate(batches):
-        expected = blockmap.join(maps[4 * i : 4 * i + 4 : 2], axis="samples")
-        assert blockmap.equal(batch.x, expected)
+        assert torch.equal(batch.y, torch.tensor([[2 * i], [2 * i + 1]]))
+        # joined in the worker, as in this process
+        assert isinstance(batch.x, blockmap.TensorMap)
+        assert isinstance(batch.x.block(0).values, torch.Tensor)
+        assert blockmap.equal(batch.x, collate([dataset[2 * i], dataset[2 * i + 1]]).x)
 
 
 # --------------------------------------------------------------------- nn
