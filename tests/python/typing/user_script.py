@@ -10,6 +10,7 @@ import numpy.typing as npt
 import torch
 
 import blockmap
+import blockmap.learn
 import blockmap.metatensor
 import blockmap.operations
 
@@ -99,8 +100,22 @@ def keys_of(tensor: blockmap.TensorMap) -> blockmap.Labels:
     return tensor.keys
 
 
+def learn_api() -> None:
+    """blockmap.learn: datasets, a loader and an nn module (nn.pyi)."""
+    maps = [make_map(seed).to(arrays="torch") for seed in range(4)]
+    dataset = blockmap.learn.Dataset(descriptor=maps)
+    loader = blockmap.learn.DataLoader(dataset, batch_size=2)
+    model: blockmap.learn.nn.Module = blockmap.learn.nn.Linear(
+        maps[0].keys, 2, 1, dtype=torch.float64
+    )
+    for batch in loader:
+        output: blockmap.TensorMap = model(batch.descriptor)
+        assert output.block(0).values.shape == (8, 3, 1)
+
+
 if __name__ == "__main__":
     import sys
 
     labels_api()
     tensor_api(sys.argv[1])
+    learn_api()
