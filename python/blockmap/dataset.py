@@ -41,6 +41,7 @@ from typing import Any, SupportsIndex, overload
 
 import numpy as np
 
+from . import _namedtuple
 from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, _ForeignZip, load
 from .exceptions import (
     BlockMapIOError,
@@ -137,27 +138,20 @@ def _map_from_reference(
 #: entries iteration asks the kernel to read ahead at a time
 _READ_AHEAD = 256
 
-#: the named-tuple type of each tuple of field names
-_entry_types: dict[tuple[str, ...], type] = {}
-
 
 def _entry_type(fields: tuple[str, ...]) -> type:
-    """The named tuple of an entry with these fields (one type per tuple
-    of names; instances pickle through :func:`_make_entry`)."""
-    found = _entry_types.get(fields)
-    if found is None:
-        # a field whose name is not an identifier (metatrain's
-        # "mtt::dipole") is the tuple's item only, renamed _<position>
-        found = collections.namedtuple("Entry", fields, rename=True)  # type: ignore[misc]
-        found.__module__ = __name__
-        found.__reduce__ = lambda self: (_make_entry, (fields, tuple(self)))  # type: ignore[assignment]
-        found = _entry_types.setdefault(fields, found)
-    return found
+    """The named tuple of an entry with these fields: one type per tuple of
+    names (:mod:`blockmap._namedtuple`, metatensor-learn's named tuples
+    that pickle). A field whose name is not an identifier (metatrain's
+    "mtt::dipole") keeps its name: ``entry["mtt::dipole"]``, as
+    metatensor-learn's samples read it."""
+    return _namedtuple.namedtuple("Entry", fields)
 
 
 def _make_entry(fields: tuple[str, ...], values: tuple[Any, ...]) -> Any:
-    """An entry's named tuple, from a pickle."""
-    return _entry_type(tuple(fields))(*values)
+    """An entry's named tuple, from a pickle made before entries were
+    :mod:`blockmap._namedtuple`'s (kept for those pickles)."""
+    return _entry_type(tuple(fields))._make(values)
 
 
 def _reduce_map(tensor: TensorMap) -> tuple[Any, tuple[Any, ...]] | None:

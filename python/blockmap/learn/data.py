@@ -4,7 +4,7 @@
   own code (``metatensor_learn/data/_dataset.py``, loaded again as
   ``blockmap.learn.data._dataset``): the same constructors, ``from_dict``,
   errors and messages. Their samples are the named tuples of
-  :mod:`blockmap.learn._namedtuple`, which pickle (so do the datasets, for
+  :mod:`blockmap._namedtuple`, which pickle (so do the datasets, for
   spawn workers).
 - :func:`group`, :func:`group_and_join` and :class:`DataLoader` are
   blockmap's: ``group_and_join`` joins blockmap's maps with
@@ -23,8 +23,7 @@ from typing import Any
 
 import torch
 
-from .. import _blockmap
-from . import _namedtuple
+from .. import _blockmap, _namedtuple
 
 __all__ = ["DataLoader", "Dataset", "IndexedDataset", "group", "group_and_join"]
 

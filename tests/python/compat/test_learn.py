@@ -385,6 +385,27 @@ def test_dataloader_with_workers_returns_batches(method):
         assert blockmap.equal(batch.x, collate([dataset[2 * i], dataset[2 * i + 1]]).x)
 
 
+def test_dataloader_over_a_blockmap_dataset_keeps_its_field_names(tmp_path):
+    """A blockmap dataset of fields (one named as metatrain names targets)
+    through blockmap.learn's DataLoader with fork workers: batches keep the
+    field names, the maps joined in the workers."""
+    maps = _blocks(blockmap, np.random.default_rng(2), 6, 2, "numpy", with_gradients=False)
+    path = tmp_path / "fields.bmds"
+    with blockmap.DatasetWriter(path) as writer:
+        for tensor in maps[::2]:
+            writer.write(**{"energy": tensor, "mtt::dipole": tensor})
+    dataset = blockmap.Dataset(path)
+    assert dataset[0]["mtt::dipole"] is not None
+    loader = bl.DataLoader(
+        dataset, batch_size=3, num_workers=2, multiprocessing_context="fork", timeout=120
+    )
+    (batch,) = list(loader)
+    assert batch._fields == ("energy", "mtt::dipole")
+    expected = blockmap.join(maps[::2], axis="samples")
+    assert blockmap.equal(batch["mtt::dipole"], expected)
+    assert blockmap.equal(batch.energy, expected)
+
+
 # --------------------------------------------------------------------- nn
 
 

@@ -294,11 +294,28 @@ def test_field_names_that_are_not_identifiers(tmp_path, maps):
     ds = Dataset(path)
     assert ds.fields == ["energy", "mtt::dipole", "class"]
     entry = ds[0]
-    assert entry._fields == ("energy", "_1", "_2")
+    # the names kept, read as metatensor-learn's samples read them
+    assert entry._fields == ("energy", "mtt::dipole", "class")
     assert blockmap.equal(entry[1], maps[1]) and blockmap.equal(entry[2], maps[2])
+    assert blockmap.equal(entry["mtt::dipole"], maps[1]) and entry["class"] is entry[2]
+    assert list(entry._asdict()) == ["energy", "mtt::dipole", "class"]
+    assert repr(entry).startswith("Entry(energy=TensorMap") and "'mtt::dipole'=" in repr(entry)
     assert blockmap.equal(ds.field("mtt::dipole")[0], maps[1])
     again = pickle.loads(pickle.dumps(entry))
-    assert blockmap.equal(again[1], maps[1])
+    assert type(again) is type(entry) and blockmap.equal(again["mtt::dipole"], maps[1])
+    # pickles made when entries reduced to dataset._make_entry still load
+    old = pickle.loads(pickle.dumps(_OldEntry(entry._fields, tuple(entry))))
+    assert type(old) is type(entry) and blockmap.equal(old["mtt::dipole"], maps[1])
+
+
+class _OldEntry:
+    """Pickles as an entry did before entries were blockmap._namedtuple's."""
+
+    def __init__(self, fields, values):
+        self.fields, self.values = fields, values
+
+    def __reduce__(self):
+        return blockmap.dataset._make_entry, (self.fields, self.values)
 
 
 def test_threads_read_at_once(fielded, maps):
