@@ -406,6 +406,28 @@ def test_dataloader_over_a_blockmap_dataset_keeps_its_field_names(tmp_path):
     assert blockmap.equal(batch.energy, expected)
 
 
+def test_large_batches_come_back_from_the_workers_in_shared_memory():
+    """A batch of at least the auto-share threshold (256 KiB) is joined by
+    blockmap.join straight into shared memory in the worker, and the Batch
+    around it carries the segment, not the bytes (docs/torch.md)."""
+
+    def big(i):
+        samples = blockmap.Labels(["system", "atom"], np.array([[i, a] for a in range(1000)]))
+        values = torch.rand(1000, 40, dtype=torch.float64)  # 320 kB
+        block = blockmap.TensorBlock(values, samples, [], blockmap.Labels.range("p", 40))
+        return blockmap.TensorMap(blockmap.Labels.range("_", 1), [block])
+
+    maps = [big(i) for i in range(4)]
+    loader = bl.DataLoader(
+        bl.Dataset(x=maps), batch_size=2, num_workers=2, multiprocessing_context="fork", timeout=120
+    )
+    batches = list(loader)
+    assert len(batches) == 2
+    for i, batch in enumerate(batches):
+        assert batch.x.is_shared()
+        assert blockmap.equal(batch.x, blockmap.join(maps[2 * i : 2 * i + 2], axis="samples"))
+
+
 # --------------------------------------------------------------------- nn
 
 
