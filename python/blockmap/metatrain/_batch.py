@@ -1,0 +1,239 @@
+"""metatrain's batch path for blockmap items: what ``CollateFn.__call__``
+and ``unpack_batch`` do, for batches of :class:`~._dataset.Sample`.
+
+:func:`collate` joins each field of the batch with :func:`blockmap.join`
+on the items' views (``axis="samples"``, ``different_keys="union"``,
+metatensor-learn's ``group_and_join`` as metatrain calls it), converts each
+joined map to metatensor-torch once, builds the systems, attaches the
+stored neighbour lists, and runs metatrain's callables in their order,
+unchanged. It returns a :class:`Batch` holding the results: in the process
+that made it, :func:`unpack` hands them out as they are; sent to another
+process (a DataLoader worker's result), it reduces to plain tensors (one
+per dtype, which torch's ``ForkingPickler`` moves into shared memory) and
+is rebuilt on arrival: no ``save_buffer`` blob.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._blockmap import join
+from ..metatensor_torch import to_metatensor_torch
+from . import _neighbors
+from ._dataset import SYSTEM_INDEX, Sample, system_index_map
+
+
+class NeighborTransform:
+    """metatrain's neighbour-list transform, with the options it adds
+    (the collate attaches the stored lists of these options first)."""
+
+    def __init__(self, transform: Any, options: list[Any]) -> None:
+        self.transform = transform
+        self.options = list(options)
+
+    def __call__(self, systems: Any, targets: Any, extra: Any) -> Any:
+        return self.transform(systems, targets, extra)
+
+
+class Batch:
+    """A collated batch: the systems, targets and extra data metatrain's
+    ``unpack_batch`` returns."""
+
+    __slots__ = ("extra", "systems", "targets")
+
+    def __init__(self, systems: list[Any], targets: dict[str, Any], extra: dict[str, Any]) -> None:
+        self.systems = systems
+        self.targets = targets
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        packer = _Packer()
+        systems = [_pack_system(packer, s) for s in self.systems]
+        targets = {name: _pack_map(packer, m) for name, m in self.targets.items()}
+        extra = {name: _pack_map(packer, m) for name, m in self.extra.items()}
+        return _rebuild, (packer.arrays(), systems, targets, extra)
+
+
+def is_blockmap_batch(batch: Any) -> bool:
+    """Whether ``batch`` (the list a DataLoader collates) holds blockmap items."""
+    return bool(batch) and isinstance(batch[0], Sample)
+
+
+def collate(target_keys: Any, callables: list[Any], batch: list[Sample]) -> Batch:
+    """metatrain's ``CollateFn.__call__`` on a batch of blockmap items."""
+    dataset = batch[0]._dataset
+    if any(item._dataset is not dataset for item in batch):
+        raise ValueError("the items of a batch come from different blockmap datasets")
+    fields = dataset.sample_fields
+    systems = [system_of(item) for item in batch]
+    for function in callables:
+        if isinstance(function, NeighborTransform):
+            for options in function.options:
+                attach(dataset, options, batch, systems)
+
+    targets: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for name in fields[1:]:
+        if name == SYSTEM_INDEX:
+            maps = [system_index_map(item._index) for item in batch]
+        else:
+            maps = [item._views[name] for item in batch]
+        joined = to_metatensor_torch(join(maps, axis="samples", different_keys="union"))
+        (targets if name in target_keys else extra)[name] = joined
+
+    for function in callables:
+        systems, targets, extra = function(systems, targets, extra)
+    return Batch(list(systems), targets, extra)
+
+
+def system_of(item: Sample) -> Any:
+    """The item's ``System`` (a new one: the callables add to it)."""
+    from .._systems import system_from_tensormaps
+
+    return system_from_tensormaps(item._views["system"])
+
+
+def attach(dataset: Any, options: Any, batch: list[Sample], systems: list[Any]) -> None:
+    """Add the stored neighbour lists with ``options`` to the systems that
+    do not hold them, as metatrain's ``get_system_with_neighbor_lists``
+    would have added them."""
+    from metatomic.torch import register_autograd_neighbors
+
+    store = _neighbors.ensure(dataset, options)
+    for item, system in zip(batch, systems, strict=True):
+        if options in system.known_neighbor_lists():
+            continue
+        block = store.block(item._index).to(dtype=system.dtype)
+        register_autograd_neighbors(system, block)
+        system.add_neighbor_list(options, block)
+
+
+def unpack(batch: Batch) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """metatrain's ``unpack_batch`` for a :class:`Batch`."""
+    return batch.systems, batch.targets, batch.extra
+
+
+# ---------------------------------------------------------------------------
+# crossing a process: every tensor of the batch goes into one flat tensor of
+# its dtype; the rest (names, shapes, options) is small Python data
+
+
+class _Packer:
+    def __init__(self) -> None:
+        self.groups: dict[Any, list[Any]] = {}
+        self.sizes: dict[Any, int] = {}
+
+    def add(self, tensor: Any) -> tuple[Any, int, tuple[int, ...]]:
+        tensor = tensor.detach()
+        dtype = tensor.dtype
+        offset = self.sizes.get(dtype, 0)
+        self.groups.setdefault(dtype, []).append(tensor.reshape(-1))
+        self.sizes[dtype] = offset + tensor.numel()
+        return (dtype, offset, tuple(tensor.shape))
+
+    def arrays(self) -> dict[Any, Any]:
+        import torch
+
+        return {dtype: torch.cat(parts) for dtype, parts in self.groups.items()}
+
+
+def _take(arrays: dict[Any, Any], ref: tuple[Any, int, tuple[int, ...]]) -> Any:
+    dtype, offset, shape = ref
+    count = int(np.prod(shape, dtype=np.int64))
+    return arrays[dtype][offset : offset + count].view(shape)
+
+
+def _pack_labels(packer: _Packer, labels: Any) -> Any:
+    return (list(labels.names), packer.add(labels.values))
+
+
+def _pack_block(packer: _Packer, block: Any) -> Any:
+    return (
+        packer.add(block.values),
+        _pack_labels(packer, block.samples),
+        [_pack_labels(packer, c) for c in block.components],
+        _pack_labels(packer, block.properties),
+        [(p, _pack_block(packer, block.gradient(p))) for p in block.gradients_list()],
+    )
+
+
+def _pack_map(packer: _Packer, tensor: Any) -> Any:
+    return (_pack_labels(packer, tensor.keys), [_pack_block(packer, b) for b in tensor.blocks()])
+
+
+def _pack_system(packer: _Packer, system: Any) -> Any:
+    lists = []
+    for options in system.known_neighbor_lists():
+        described = (
+            float(options.cutoff),
+            bool(options.full_list),
+            bool(options.strict),
+            list(options.requestors()),
+            str(options.length_unit),
+        )
+        lists.append((described, _pack_block(packer, system.get_neighbor_list(options))))
+    data = [(name, _pack_map(packer, system.get_data(name))) for name in system.known_data()]
+    arrays = [packer.add(a) for a in (system.types, system.positions, system.cell, system.pbc)]
+    return (arrays, lists, data)
+
+
+def _rebuild_labels(mtt: Any, arrays: Any, packed: Any) -> Any:
+    names, ref = packed
+    return mtt.Labels(names, _take(arrays, ref), assume_unique=True)
+
+
+def _rebuild_block(mtt: Any, arrays: Any, packed: Any) -> Any:
+    values, samples, components, properties, gradients = packed
+    block = mtt.TensorBlock(
+        values=_take(arrays, values),
+        samples=_rebuild_labels(mtt, arrays, samples),
+        components=[_rebuild_labels(mtt, arrays, c) for c in components],
+        properties=_rebuild_labels(mtt, arrays, properties),
+    )
+    for parameter, gradient in gradients:
+        block.add_gradient(parameter, _rebuild_block(mtt, arrays, gradient))
+    return block
+
+
+def _rebuild_map(mtt: Any, arrays: Any, packed: Any) -> Any:
+    keys, blocks = packed
+    return mtt.TensorMap(
+        _rebuild_labels(mtt, arrays, keys), [_rebuild_block(mtt, arrays, b) for b in blocks]
+    )
+
+
+def _rebuild_system(mtt: Any, mta: Any, arrays: Any, packed: Any) -> Any:
+    (types, positions, cell, pbc), lists, data = packed
+    system = mta.System(
+        types=_take(arrays, types),
+        positions=_take(arrays, positions),
+        cell=_take(arrays, cell),
+        pbc=_take(arrays, pbc),
+    )
+    for (cutoff, full_list, strict, requestors, length_unit), block in lists:
+        options = mta.NeighborListOptions(
+            cutoff=cutoff,
+            full_list=full_list,
+            strict=strict,
+            requestor=requestors[0] if requestors else "",
+        )
+        for requestor in requestors[1:]:
+            options.add_requestor(requestor)
+        options.length_unit = length_unit
+        system.add_neighbor_list(options, _rebuild_block(mtt, arrays, block))
+    for name, tensor in data:
+        system.add_data(name, _rebuild_map(mtt, arrays, tensor))
+    return system
+
+
+def _rebuild(arrays: dict[Any, Any], systems: Any, targets: Any, extra: Any) -> Batch:
+    import metatensor.torch as mtt
+    import metatomic.torch as mta
+
+    return Batch(
+        [_rebuild_system(mtt, mta, arrays, s) for s in systems],
+        {name: _rebuild_map(mtt, arrays, m) for name, m in targets.items()},
+        {name: _rebuild_map(mtt, arrays, m) for name, m in extra.items()},
+    )
