@@ -34,6 +34,14 @@ class NeighborTransform:
         self.options = list(options)
 
     def __call__(self, systems: Any, targets: Any, extra: Any) -> Any:
+        if all(
+            options in system.known_neighbor_lists()
+            for system in systems
+            for options in self.options
+        ):
+            # what metatrain's transform would do: nothing (it would
+            # convert each system to ase.Atoms first, for nothing)
+            return systems, targets, extra
         return self.transform(systems, targets, extra)
 
 
@@ -77,10 +85,10 @@ def collate(target_keys: Any, callables: list[Any], batch: list[Sample]) -> Batc
     extra: dict[str, Any] = {}
     for name in fields[1:]:
         if name == SYSTEM_INDEX:
-            maps = [system_index_map(item._index) for item in batch]
+            joined = joined_system_index([item._index for item in batch])
         else:
             maps = [item._views[name] for item in batch]
-        joined = to_metatensor_torch(join(maps, axis="samples", different_keys="union"))
+            joined = to_metatensor_torch(join(maps, axis="samples", different_keys="union"))
         (targets if name in target_keys else extra)[name] = joined
 
     for function in callables:
@@ -88,25 +96,96 @@ def collate(target_keys: Any, callables: list[Any], batch: list[Sample]) -> Batc
     return Batch(list(systems), targets, extra)
 
 
+def joined_system_index(indices: list[int]) -> Any:
+    """The join of the items' ``mtt::aux::system_index`` maps: made at once
+    when the indices differ (the join's result then: one row per item, in
+    order), joined otherwise."""
+    if len(set(indices)) != len(indices):
+        maps = [system_index_map(index) for index in indices]
+        return to_metatensor_torch(join(maps, axis="samples", different_keys="union"))
+    import metatensor.torch as mtt
+    import torch
+
+    column = torch.tensor(indices, dtype=torch.int32).reshape(-1, 1)
+    zero = torch.zeros((1, 1), dtype=torch.int32)
+    block = mtt.TensorBlock(
+        values=column.to(torch.float64),
+        samples=mtt.Labels(["system"], column),
+        components=[],
+        properties=mtt.Labels(["_"], zero),
+    )
+    return mtt.TensorMap(mtt.Labels(["_"], zero), [block])
+
+
 def system_of(item: Sample) -> Any:
     """The item's ``System`` (a new one: the callables add to it)."""
+    maps = item._views["system"]
+    if len(maps) == 1:
+        system = _plain_system(maps["system"])
+        if system is not None:
+            return system
     from .._systems import system_from_tensormaps
 
-    return system_from_tensormaps(item._views["system"])
+    return system_from_tensormaps(maps)
+
+
+def _plain_system(tensor: Any) -> Any:
+    """The system of a system's map (docs/format.md, "Systems as
+    TensorMaps") laid out as blockmap writes it (positions block first,
+    then the cell, float64, non-periodic along zero cell vectors), made
+    with fewer checks than :func:`blockmap._systems.system_from_tensormap`;
+    ``None`` for any other map, which that function then converts or
+    refuses."""
+    import metatomic.torch as mta
+    import torch
+
+    keys = tensor.keys
+    if len(keys) != 2 or list(keys.names) != ["array"]:
+        return None
+    if keys.values[:, 0].tolist() != [0, 1]:
+        return None
+    positions, cell = tensor.block(0), tensor.block(1)
+    values, cell_values = positions.values, cell.values
+    samples, cell_samples = positions.samples.values, cell.samples.values
+    n = len(values)
+    if (
+        values.shape != (n, 3, 1)
+        or cell_values.shape != (3, 3, 1)
+        or values.dtype != np.float64
+        or cell_values.dtype != np.float64
+        or samples.shape != (n, 2)
+        or cell_samples.shape != (3, 2)
+        or positions.gradients_list()
+        or not np.array_equal(samples[:, 0], np.arange(n))
+    ):
+        return None
+    pbc = cell_samples[:, 1]
+    cell_array = np.array(cell_values.reshape(3, 3))
+    if not np.all((pbc == 0) | (pbc == 1)) or np.any((pbc == 0) & np.any(cell_array != 0, axis=1)):
+        return None
+    return mta.System(
+        types=torch.from_numpy(np.array(samples[:, 1], dtype=np.int32)),
+        positions=torch.from_numpy(np.array(values.reshape(n, 3))),
+        cell=torch.from_numpy(cell_array),
+        pbc=torch.from_numpy(pbc == 1),
+    )
 
 
 def attach(dataset: Any, options: Any, batch: list[Sample], systems: list[Any]) -> None:
     """Add the stored neighbour lists with ``options`` to the systems that
     do not hold them, as metatrain's ``get_system_with_neighbor_lists``
     would have added them."""
-    from metatomic.torch import register_autograd_neighbors
-
     store = _neighbors.ensure(dataset, options)
     for item, system in zip(batch, systems, strict=True):
-        if options in system.known_neighbor_lists():
+        # a system of the dataset holds lists only if it stored some
+        if len(item._views["system"]) > 1 and options in system.known_neighbor_lists():
             continue
-        block = store.block(item._index).to(dtype=system.dtype)
-        register_autograd_neighbors(system, block)
+        block = store.block(item._index)
+        if block.values.dtype != system.dtype:
+            block = block.to(dtype=system.dtype)
+        # no register_autograd_neighbors: metatrain's batches lose that
+        # link in save_buffer / load_buffer, and evaluate_model registers
+        # the lists again on the systems it differentiates
         system.add_neighbor_list(options, block)
 
 

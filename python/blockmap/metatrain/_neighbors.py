@@ -32,6 +32,9 @@ computed = 0
 
 _LOG = logging.getLogger(__name__)
 
+#: the samples of a neighbour list
+_SAMPLES = ("first_atom", "second_atom", "cell_shift_a", "cell_shift_b", "cell_shift_c")
+
 
 def options_key(options: Any) -> tuple[float, bool, bool]:
     """What metatomic's ``NeighborListOptions`` compare: cutoff, full_list, strict."""
@@ -72,10 +75,58 @@ class Store:
         # a Dataset of single maps (or a list of maps, when the file could
         # not be written)
         self.maps = maps
+        _check(maps)
+
+        # metatensor-torch's components and properties, the same for every
+        # list: converted once
+        self._shared: tuple[Any, Any] | None = None
 
     def block(self, index: int) -> Any:
-        """Entry ``index``'s list, a metatensor-torch ``TensorBlock``."""
-        return to_metatensor_torch(self.maps[index].block(0))
+        """Entry ``index``'s list, a metatensor-torch ``TensorBlock`` of
+        new tensors (the stored arrays are read-only views of the file)."""
+        import metatensor.torch as mtt
+        import torch
+
+        block = self.maps[index].block(0)
+        if self._shared is None:
+            converted = to_metatensor_torch(block)
+            self._shared = (converted.components, converted.properties)
+            return converted
+        components, properties = self._shared
+        # pairs are unique as computed (metatrain makes them with
+        # assume_unique=True as well)
+        samples = mtt.Labels(
+            list(block.samples.names),
+            torch.from_numpy(np.array(block.samples.values, dtype=np.int32)),
+            assume_unique=True,
+        )
+        return mtt.TensorBlock(
+            values=torch.from_numpy(np.array(block.values)),
+            samples=samples,
+            components=components,
+            properties=properties,
+        )
+
+
+def _check(maps: Any) -> None:
+    """Refuse a store whose lists are not neighbour lists (a damaged or
+    foreign file of the store's name)."""
+    from ..exceptions import ValidationError
+
+    for index in range(len(maps)):
+        tensor = maps[index]
+        block = tensor.block(0) if len(tensor) == 1 else None
+        if (
+            block is None
+            or list(block.samples.names) != list(_SAMPLES)
+            or [list(c.names) for c in block.components] != [["xyz"]]
+            or list(block.properties.names) != ["distance"]
+            or len(block.properties) != 1
+            or block.values.shape[1:] != (3, 1)
+        ):
+            raise ValidationError(
+                f"entry {index} of the neighbour-list store is not a neighbour list"
+            )
 
 
 def _open(path: str, identity: dict[str, str]) -> Dataset | None:
