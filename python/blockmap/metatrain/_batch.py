@@ -176,6 +176,8 @@ def attach(dataset: Any, options: Any, batch: list[Sample], systems: list[Any]) 
     do not hold them, as metatrain's ``get_system_with_neighbor_lists``
     would have added them."""
     store = _neighbors.ensure(dataset, options)
+    if store is None:
+        return  # the systems hold these lists
     for item, system in zip(batch, systems, strict=True):
         # a system of the dataset holds lists only if it stored some
         if len(item._views["system"]) > 1 and options in system.known_neighbor_lists():

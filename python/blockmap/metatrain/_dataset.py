@@ -163,6 +163,15 @@ class MetatrainDataset:
         self._target_fields = {target: stored.index(key) for target, key in mapping.items()}
         self.sample_fields: tuple[str, ...] = ("system", *mapping, SYSTEM_INDEX)
         self._atom_counts: np.ndarray | None = None
+        # the options of the lists stored with the systems (system/pairs/<i>)
+        self.stored_lists = []
+        if len(self.data) > 0:
+            for name in self._system_fields:
+                if name.startswith("pairs/"):
+                    maps = {"system": self.data._get(0, field=self._system_fields["system"])}
+                    maps[name] = self.data._get(0, field=self._system_fields[name])
+                    system = system_from_tensormaps(maps)
+                    self.stored_lists.extend(system.known_neighbor_lists())
         # (cutoff, full_list, strict) -> the stored neighbour lists
         self.neighbors: dict[tuple[float, bool, bool], _neighbors.Store] = {}
 

@@ -145,9 +145,12 @@ def _open(path: str, identity: dict[str, str]) -> Dataset | None:
     return stored
 
 
-def ensure(dataset: Any, options: Any) -> Store:
+def ensure(dataset: Any, options: Any) -> Store | None:
     """The store of ``dataset``'s lists with ``options``: opened if it
-    exists and matches, computed (and written) otherwise."""
+    exists and matches, computed (and written) otherwise; ``None`` when the
+    dataset's systems hold these lists themselves."""
+    if any(options == stored for stored in dataset.stored_lists):
+        return None
     key = options_key(options)
     found = dataset.neighbors.get(key)
     if found is not None:

@@ -348,3 +348,52 @@ def test_collate_attaches_stored_lists_without_computing(tiny, patched, monkeypa
     )
     systems = collate([dataset[i] for i in range(8)]).systems
     assert calls == [] and all(s.known_neighbor_lists() == [OPTIONS] for s in systems)
+
+
+def test_lists_stored_with_the_systems_are_used(tiny, tmp_path, patched, monkeypatch):
+    """A DiskDataset whose systems hold their neighbour lists: converted,
+    its systems keep them (fields system/pairs/0), batches equal metatrain's,
+    and nothing is computed or stored."""
+    from metatrain.utils import neighbor_lists
+    from metatrain.utils.data.dataset import CollateFn, unpack_batch
+    from metatrain.utils.data.writers import DiskDatasetWriter
+
+    source = DiskDataset(tiny / "data.zip", fields=["energy"])
+    writer = DiskDatasetWriter(str(tmp_path / "lists.zip"))
+    for i in range(12):
+        item = source[i]
+        system = neighbor_lists.get_system_with_neighbor_lists(item.system, [OPTIONS])
+        writer.write([system], {"energy": item.energy})
+    writer.finish()
+    blockmap.metatrain.convert(tmp_path / "lists.zip", tmp_path / "lists.bmdata")
+    assert blockmap.Dataset(tmp_path / "lists.bmdata").fields == [
+        "system",
+        "system/pairs/0",
+        "energy",
+    ]
+    dataset = MetatrainDataset(tmp_path / "lists.bmdata", fields=TARGETS)
+    assert dataset.stored_lists == [OPTIONS]
+    blockmap.metatrain._dataset.opened.add(dataset)
+    disk = DiskDataset(tmp_path / "lists.zip", fields=["energy"])
+
+    def refuse(*args):
+        raise AssertionError("a neighbour list was computed")
+
+    monkeypatch.setattr(neighbor_lists, "_compute_single_neighbor_list", refuse)
+    collate = CollateFn(["energy"], callables=callables(True))
+    expected = unpack_batch(collate([disk[i] for i in range(8)]))
+    got = unpack_batch(collate([dataset[i] for i in range(8)]))
+    for a, b in zip(expected[0], got[0], strict=True):
+        assert_systems_equal(a, b)
+        assert b.known_neighbor_lists() == [OPTIONS]
+    assert_maps_equal(got[1]["energy"], expected[1]["energy"])
+    assert not any("neighbors" in name for name in os.listdir(tmp_path))
+
+
+def test_eval_reads_bmdata_systems_without_targets(tiny, disk, patched):
+    import metatrain.cli.eval
+
+    systems = metatrain.cli.eval.read_systems(str(tiny / "xyz.bmdata"), reader=None)
+    assert len(systems) == 40
+    for i in (0, 21):
+        assert_systems_equal(systems[i], disk[i].system)
