@@ -166,6 +166,10 @@ def test_items_are_diskdataset_items(disk, ours):
             assert_maps_equal(a[name], b[name])
     with pytest.raises(IndexError):
         ours[40]
+    # items hold views of the mapped file: two reads see the same memory
+    first, second = ours[5]._views["energy"].block(), ours[5]._views["energy"].block()
+    assert np.shares_memory(first.values, second.values)
+    assert not first.values.flags.writeable
 
 
 def test_target_info_atom_counts_subset_and_sampler(disk, ours):
