@@ -8,9 +8,9 @@ joined map to metatensor-torch once, builds the systems, attaches the
 stored neighbour lists, and runs metatrain's callables in their order,
 unchanged. It returns a :class:`Batch` holding the results: in the process
 that made it, :func:`unpack` hands them out as they are; sent to another
-process (a DataLoader worker's result), it reduces to plain tensors (one
-per dtype, which torch's ``ForkingPickler`` moves into shared memory) and
-is rebuilt on arrival: no ``save_buffer`` blob.
+process (a DataLoader worker's result), it reduces to one flat byte tensor
+(which torch's ``ForkingPickler`` moves into shared memory) and small
+Python data, and is rebuilt on arrival: no ``save_buffer`` blob.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Batch:
         systems = [_pack_system(packer, s) for s in self.systems]
         targets = {name: _pack_map(packer, m) for name, m in self.targets.items()}
         extra = {name: _pack_map(packer, m) for name, m in self.extra.items()}
-        return _rebuild, (packer.arrays(), systems, targets, extra)
+        return _rebuild, (packer.buffer(), systems, targets, extra)
 
 
 def is_blockmap_batch(batch: Any) -> bool:
@@ -197,37 +197,72 @@ def unpack(batch: Batch) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
 
 
 # ---------------------------------------------------------------------------
-# crossing a process: every tensor of the batch goes into one flat tensor of
-# its dtype; the rest (names, shapes, options) is small Python data
+# crossing a process: every tensor of the batch goes into one flat uint8
+# tensor (each part at a multiple of 8 bytes), the small labels (keys,
+# components, properties) as lists, built once per batch on arrival; the
+# rest (names, shapes, options) is small Python data
+
+#: labels of at most this many values travel as lists (and are built once
+#: per distinct labels on arrival)
+_SMALL = 32
 
 
 class _Packer:
     def __init__(self) -> None:
-        self.groups: dict[Any, list[Any]] = {}
-        self.sizes: dict[Any, int] = {}
+        self.parts: list[Any] = []
+        self.size = 0
 
     def add(self, tensor: Any) -> tuple[Any, int, tuple[int, ...]]:
-        tensor = tensor.detach()
-        dtype = tensor.dtype
-        offset = self.sizes.get(dtype, 0)
-        self.groups.setdefault(dtype, []).append(tensor.reshape(-1))
-        self.sizes[dtype] = offset + tensor.numel()
-        return (dtype, offset, tuple(tensor.shape))
-
-    def arrays(self) -> dict[Any, Any]:
         import torch
 
-        return {dtype: torch.cat(parts) for dtype, parts in self.groups.items()}
+        tensor = tensor.detach().contiguous()
+        offset = self.size
+        raw = tensor.reshape(-1).view(torch.uint8)
+        self.parts.append(raw)
+        self.size += raw.numel()
+        padding = -self.size % 8
+        if padding:
+            self.parts.append(torch.zeros(padding, dtype=torch.uint8))
+            self.size += padding
+        return (tensor.dtype, offset, tuple(tensor.shape))
+
+    def buffer(self) -> Any:
+        import torch
+
+        if not self.parts:
+            return torch.zeros(0, dtype=torch.uint8)
+        return torch.cat(self.parts)
 
 
-def _take(arrays: dict[Any, Any], ref: tuple[Any, int, tuple[int, ...]]) -> Any:
-    dtype, offset, shape = ref
-    count = int(np.prod(shape, dtype=np.int64))
-    return arrays[dtype][offset : offset + count].view(shape)
+class _Arrival:
+    """What rebuilding one batch shares: its buffer, the small labels and
+    the neighbour-list options already built."""
+
+    def __init__(self, buffer: Any) -> None:
+        import metatensor.torch as mtt
+        import metatomic.torch as mta
+
+        self.buffer = buffer
+        self.mtt = mtt
+        self.mta = mta
+        self.labels: dict[Any, Any] = {}
+        self.options: dict[Any, Any] = {}
+
+    def take(self, ref: tuple[Any, int, tuple[int, ...]]) -> Any:
+        dtype, offset, shape = ref
+        count = 1
+        for size in shape:
+            count *= size
+        end = offset + count * dtype.itemsize
+        return self.buffer[offset:end].view(dtype).view(shape)
 
 
 def _pack_labels(packer: _Packer, labels: Any) -> Any:
-    return (list(labels.names), packer.add(labels.values))
+    values = labels.values
+    names = tuple(labels.names)
+    if values.numel() <= _SMALL:
+        return (names, tuple(values.shape), tuple(values.reshape(-1).tolist()))
+    return (names, packer.add(values))
 
 
 def _pack_block(packer: _Packer, block: Any) -> Any:
@@ -251,7 +286,7 @@ def _pack_system(packer: _Packer, system: Any) -> Any:
             float(options.cutoff),
             bool(options.full_list),
             bool(options.strict),
-            list(options.requestors()),
+            tuple(options.requestors()),
             str(options.length_unit),
         )
         lists.append((described, _pack_block(packer, system.get_neighbor_list(options))))
@@ -260,61 +295,77 @@ def _pack_system(packer: _Packer, system: Any) -> Any:
     return (arrays, lists, data)
 
 
-def _rebuild_labels(mtt: Any, arrays: Any, packed: Any) -> Any:
+def _rebuild_labels(arrival: _Arrival, packed: Any) -> Any:
+    if len(packed) == 3:
+        found = arrival.labels.get(packed)
+        if found is None:
+            import torch
+
+            names, shape, values = packed
+            tensor = torch.tensor(values, dtype=torch.int32).reshape(shape)
+            found = arrival.mtt.Labels(list(names), tensor, assume_unique=True)
+            arrival.labels[packed] = found
+        return found
     names, ref = packed
-    return mtt.Labels(names, _take(arrays, ref), assume_unique=True)
+    return arrival.mtt.Labels(list(names), arrival.take(ref), assume_unique=True)
 
 
-def _rebuild_block(mtt: Any, arrays: Any, packed: Any) -> Any:
+def _rebuild_block(arrival: _Arrival, packed: Any) -> Any:
     values, samples, components, properties, gradients = packed
-    block = mtt.TensorBlock(
-        values=_take(arrays, values),
-        samples=_rebuild_labels(mtt, arrays, samples),
-        components=[_rebuild_labels(mtt, arrays, c) for c in components],
-        properties=_rebuild_labels(mtt, arrays, properties),
+    block = arrival.mtt.TensorBlock(
+        values=arrival.take(values),
+        samples=_rebuild_labels(arrival, samples),
+        components=[_rebuild_labels(arrival, c) for c in components],
+        properties=_rebuild_labels(arrival, properties),
     )
     for parameter, gradient in gradients:
-        block.add_gradient(parameter, _rebuild_block(mtt, arrays, gradient))
+        block.add_gradient(parameter, _rebuild_block(arrival, gradient))
     return block
 
 
-def _rebuild_map(mtt: Any, arrays: Any, packed: Any) -> Any:
+def _rebuild_map(arrival: _Arrival, packed: Any) -> Any:
     keys, blocks = packed
-    return mtt.TensorMap(
-        _rebuild_labels(mtt, arrays, keys), [_rebuild_block(mtt, arrays, b) for b in blocks]
+    return arrival.mtt.TensorMap(
+        _rebuild_labels(arrival, keys), [_rebuild_block(arrival, b) for b in blocks]
     )
 
 
-def _rebuild_system(mtt: Any, mta: Any, arrays: Any, packed: Any) -> Any:
-    (types, positions, cell, pbc), lists, data = packed
-    system = mta.System(
-        types=_take(arrays, types),
-        positions=_take(arrays, positions),
-        cell=_take(arrays, cell),
-        pbc=_take(arrays, pbc),
-    )
-    for (cutoff, full_list, strict, requestors, length_unit), block in lists:
-        options = mta.NeighborListOptions(
+def _rebuild_options(arrival: _Arrival, described: Any) -> Any:
+    found = arrival.options.get(described)
+    if found is None:
+        cutoff, full_list, strict, requestors, length_unit = described
+        found = arrival.mta.NeighborListOptions(
             cutoff=cutoff,
             full_list=full_list,
             strict=strict,
             requestor=requestors[0] if requestors else "",
         )
         for requestor in requestors[1:]:
-            options.add_requestor(requestor)
-        options.length_unit = length_unit
-        system.add_neighbor_list(options, _rebuild_block(mtt, arrays, block))
+            found.add_requestor(requestor)
+        found.length_unit = length_unit
+        arrival.options[described] = found
+    return found
+
+
+def _rebuild_system(arrival: _Arrival, packed: Any) -> Any:
+    (types, positions, cell, pbc), lists, data = packed
+    take = arrival.take
+    system = arrival.mta.System(
+        types=take(types), positions=take(positions), cell=take(cell), pbc=take(pbc)
+    )
+    for described, block in lists:
+        system.add_neighbor_list(
+            _rebuild_options(arrival, described), _rebuild_block(arrival, block)
+        )
     for name, tensor in data:
-        system.add_data(name, _rebuild_map(mtt, arrays, tensor))
+        system.add_data(name, _rebuild_map(arrival, tensor))
     return system
 
 
-def _rebuild(arrays: dict[Any, Any], systems: Any, targets: Any, extra: Any) -> Batch:
-    import metatensor.torch as mtt
-    import metatomic.torch as mta
-
+def _rebuild(buffer: Any, systems: Any, targets: Any, extra: Any) -> Batch:
+    arrival = _Arrival(buffer)
     return Batch(
-        [_rebuild_system(mtt, mta, arrays, s) for s in systems],
-        {name: _rebuild_map(mtt, arrays, m) for name, m in targets.items()},
-        {name: _rebuild_map(mtt, arrays, m) for name, m in extra.items()},
+        [_rebuild_system(arrival, s) for s in systems],
+        {name: _rebuild_map(arrival, m) for name, m in targets.items()},
+        {name: _rebuild_map(arrival, m) for name, m in extra.items()},
     )

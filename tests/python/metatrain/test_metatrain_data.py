@@ -257,9 +257,9 @@ def test_batches_equal_metatrain_batches(disk, ours, patched, neighbor_transform
 
 
 def test_batches_from_workers_equal_batches_in_process(tiny, patched):
-    """A DataLoader with 2 forked workers: each Batch crosses as one tensor
-    per dtype (torch's shared memory) and is rebuilt equal to the batch
-    made in this process."""
+    """A DataLoader with 2 forked workers: each Batch crosses as one flat
+    tensor (torch's shared memory) and is rebuilt equal to the batch made
+    in this process."""
     from metatrain.utils.data.dataset import CollateFn, unpack_batch
 
     dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
@@ -282,10 +282,15 @@ def test_batches_from_workers_equal_batches_in_process(tiny, patched):
             assert len(x.known_neighbor_lists()) == 1
         assert_maps_equal(a[1]["energy"], b[1]["energy"])
         assert_maps_equal(a[2]["mtt::aux::system_index"], b[2]["mtt::aux::system_index"])
-    # the received tensors view one flat tensor per dtype
+    # the received tensors (float64 values, int32 labels and types) view one
+    # flat tensor in shared memory (labels of at most 32 values travel as lists)
     block = there[0][1]["energy"].block()
-    positions = there[0][0][0].positions
-    assert block.values.untyped_storage().data_ptr() == positions.untyped_storage().data_ptr()
+    system = there[0][0][0]
+    pairs = system.get_neighbor_list(OPTIONS)
+    storage = block.values.untyped_storage()
+    assert storage.is_shared()
+    for tensor in (system.positions, system.types, pairs.values, pairs.samples.values):
+        assert tensor.untyped_storage().data_ptr() == storage.data_ptr()
 
 
 # ---------------------------------------------------------------- neighbour lists
