@@ -157,22 +157,26 @@ def _options_sections(source: str) -> list[tuple[str, Any]]:
     """The sections of the options file that name files, expanded as
     metatrain expands them."""
     from metatrain.utils.omegaconf import expand_dataset_config
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     try:
         options = OmegaConf.load(source)
     except Exception as error:  # yaml's and omegaconf's errors
         raise FormatError(f"'{source}' is not an options file: {error}") from error
-    if not hasattr(options, "get") or options.get("training_set") is None:
+    if not isinstance(options, DictConfig) or options.get("training_set") is None:
         raise ValidationError(
             f"the options file '{source}' has no training_set: nothing to convert"
         )
     sections = []
     for section in _SECTIONS:
         value = options.get(section)
+        if section == "training_set" and isinstance(value, (int, float)):
+            raise ValidationError(f"'{source}': its training_set names no files")
         if value is None or isinstance(value, (int, float)):
             continue  # a fraction of the training set
+        if isinstance(value, DictConfig) and "systems" not in value:
+            raise ValidationError(f"'{source}': its {section} names no systems")
         try:
             expanded = expand_dataset_config(value)
         except (OmegaConfBaseException, ValueError, TypeError) as error:

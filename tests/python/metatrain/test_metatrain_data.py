@@ -107,6 +107,18 @@ def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
     empty.write_text("seed: 1\n")
     with pytest.raises(ValidationError, match="no training_set"):
         blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("training_set:\n  targets:\n    energy:\n      key: energy\n")
+    with pytest.raises(ValidationError, match="names no systems"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("training_set: 0.5\n")
+    with pytest.raises(ValidationError, match="names no files"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("- a list\n")
+    with pytest.raises(ValidationError, match="no training_set"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("training_set: [unclosed\n")
+    with pytest.raises(FormatError, match="not an options file"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
     with pytest.raises(ValidationError, match="end in '.bmdata'"):
         blockmap.metatrain.convert(tiny / "data.zip", tmp_path / "a.zip")
     # DEST exists: refused, saying how to overwrite
