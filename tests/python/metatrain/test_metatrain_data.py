@@ -239,6 +239,48 @@ def test_joins_equal_metatensor_torch_joins(disk, ours):
         assert set(gradient.samples.values[:, 0].tolist()) == set(range(len(indices)))
 
 
+def test_joins_of_maps_with_different_keys_equal_metatensor_torch_joins():
+    """different_keys="union" (what metatrain joins with): items whose maps
+    hold different blocks, with gradients."""
+    from blockmap.metatensor_torch import to_metatensor_torch
+
+    rng = np.random.default_rng(7)
+
+    def item(system, keys):
+        blocks = []
+        for key in keys:
+            n = int(rng.integers(1, 4))
+            samples = np.array([[system, atom] for atom in range(n)], dtype=np.int32)
+            block = blockmap.TensorBlock(
+                rng.normal(size=(n, 2 * key + 1, 2)),
+                blockmap.Labels(["system", "atom"], samples),
+                [blockmap.Labels.range("o3_mu", 2 * key + 1)],
+                blockmap.Labels.range("p", 2),
+            )
+            gradient_samples = np.array(
+                [[row, a] for row in range(n) for a in range(2)], dtype=np.int32
+            )
+            block.add_gradient(
+                "positions",
+                blockmap.TensorBlock(
+                    rng.normal(size=(2 * n, 3, 2 * key + 1, 2)),
+                    blockmap.Labels(["sample", "atom"], gradient_samples),
+                    [blockmap.Labels.range("xyz", 3), blockmap.Labels.range("o3_mu", 2 * key + 1)],
+                    blockmap.Labels.range("p", 2),
+                ),
+            )
+            blocks.append(block)
+        labels = blockmap.Labels(["o3_lambda"], np.array([[k] for k in keys], dtype=np.int32))
+        return blockmap.TensorMap(labels, blocks)
+
+    maps = [item(4, [0, 1]), item(9, [1]), item(2, [2, 0])]
+    joined = blockmap.join(maps, axis="samples", different_keys="union")
+    expected = mtt.join(
+        [to_metatensor_torch(m) for m in maps], axis="samples", different_keys="union"
+    )
+    assert_maps_equal(to_metatensor_torch(joined), expected)
+
+
 def callables(neighbor_transform):
     from metatrain.utils.neighbor_lists import get_system_with_neighbor_lists_transform
 
