@@ -460,3 +460,23 @@ def test_eval_reads_bmdata_systems_without_targets(tiny, disk, patched):
     assert len(systems) == 40
     for i in (0, 21):
         assert_systems_equal(systems[i], disk[i].system)
+
+
+def test_lists_kept_in_memory_when_the_store_cannot_be_written(tiny, tmp_path, monkeypatch, caplog):
+    path = tmp_path / "data.bmdata"
+    shutil.copy(tiny / "zip.bmdata", path)
+
+    def refuse(*args, **kwargs):
+        raise blockmap.BlockMapIOError("read-only directory")
+
+    monkeypatch.setattr(_neighbors, "DatasetWriter", refuse)
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    with caplog.at_level("WARNING", logger="blockmap.metatrain._neighbors"):
+        store = _neighbors.ensure(dataset, OPTIONS)
+    assert "kept in memory" in caplog.text
+    assert not os.path.exists(_neighbors.store_path(str(path), (5.0, True, True)))
+    assert isinstance(store.maps, list) and len(store.maps) == 40
+    expected = _neighbors.ensure(MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS), OPTIONS)
+    for i in (0, 39):
+        assert torch.equal(store.block(i).values, expected.block(i).values)
+        assert store.block(i).samples == expected.block(i).samples
