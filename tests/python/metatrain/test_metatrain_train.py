@@ -1,5 +1,6 @@
 """The tiny metatrain run (SOAP-BPNN on 40 EMT clusters, 1 epoch) from
-metatrain's DiskDataset zip and from its blockmap conversion, each in a
+metatrain's DiskDataset zip and from its blockmap conversion (and, with 0
+workers, from the conversion of the xyz options), each in a
 fresh process through tests/python/helpers/metatrain_harness.py: every
 training and validation loss is bit-identical (``float.hex``) at equal
 ``num_workers``, the blockmap runs' batches all come from blockmap's batch
@@ -50,9 +51,12 @@ def losses(run):
 def test_one_epoch_from_blockmap_has_the_diskdataset_losses(tiny):
     disk = train(tiny, "plain", tiny / "data.zip", 0, "disk_w0")
     ours = train(tiny, "blockmap-first", tiny / "zip.bmdata", 0, "bm_w0")
+    from_xyz = train(tiny, "blockmap-first", tiny / "xyz.bmdata", 0, "xyz_w0")
     # 32 training structures in batches of 8 (drop_last), 4 validation
     assert [len(epoch) for epoch in losses(disk)] == [5]
     assert losses(ours) == losses(disk)
+    # the conversion of the xyz options (metatrain's ASE reader) as well
+    assert losses(from_xyz) == losses(disk)
     # every batch the training and the final evaluation unpacked was blockmap's
     assert ours["blockmap_batches"] >= 5
 
@@ -73,8 +77,6 @@ def test_one_epoch_from_blockmap_has_the_diskdataset_losses(tiny):
 
 
 def test_two_workers_have_the_diskdataset_losses(tiny):
-    # the conversion of the xyz options holds the zip's conversion's entries
-    # bit for bit (test_metatrain_data.py), so it trains to the same losses
     disk = train(tiny, "plain", tiny / "data.zip", 2, "disk_w2")
     ours = train(tiny, "metatrain-first", tiny / "zip.bmdata", 2, "bm_w2")
     assert len(losses(disk)[0]) == 5
