@@ -156,6 +156,14 @@ def test_a_dataset_without_systems_is_refused(tmp_path, patched):
         mtt_data_get_dataset()(options)
 
 
+def test_a_target_the_dataset_does_not_hold_is_refused(tiny):
+    with pytest.raises(ValidationError, match="no field for the target 'dipole'"):
+        MetatrainDataset(tiny / "zip.bmdata", fields={"dipole": {"key": "mu"}})
+    # a target found by its own name when its key is not a field
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields={"energy": {"key": "U0"}})
+    assert dataset[0]._fields == ("system", "energy", "mtt::aux::system_index")
+
+
 def mtt_data_get_dataset():
     import metatrain.cli.train
 
