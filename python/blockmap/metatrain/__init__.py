@@ -40,6 +40,9 @@ commands:
 def install() -> None:
     """Patch metatrain (docs/training.md): ``.bmdata`` datasets served by
     blockmap, their batches made by blockmap. Idempotent."""
+    from ._convert import require_metatrain
+
+    require_metatrain()
     from ._patch import install as _install
 
     _install()

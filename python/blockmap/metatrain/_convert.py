@@ -34,6 +34,19 @@ from ..exceptions import (
 _SECTIONS = ("training_set", "validation_set", "test_set")
 
 
+def require_metatrain() -> None:
+    """Raise a ``ModuleNotFoundError`` saying how to install metatrain
+    when it is not installed."""
+    import importlib.util
+
+    if importlib.util.find_spec("metatrain") is None:
+        raise ModuleNotFoundError(
+            "blockmap.metatrain needs metatrain, which is not installed: "
+            "`pip install blockmap[metatrain]`",
+            name="metatrain",
+        )
+
+
 def _path(value: Any, what: str) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise BlockMapTypeError(f"{what} must be a path, not {type(value).__name__}")
@@ -156,6 +169,7 @@ def _from_zip(source: str, dest: str, progress: bool) -> None:
 def _options_sections(source: str) -> list[tuple[str, Any]]:
     """The sections of the options file that name files, expanded as
     metatrain expands them."""
+    require_metatrain()
     from metatrain.utils.omegaconf import expand_dataset_config
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException

@@ -488,3 +488,16 @@ def test_lists_kept_in_memory_when_the_store_cannot_be_written(tiny, tmp_path, m
     for i in (0, 39):
         assert torch.equal(store.block(i).values, expected.block(i).values)
         assert store.block(i).samples == expected.block(i).samples
+
+
+def test_without_metatrain_the_error_says_how_to_install(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "metatrain" else find_spec(name, *a),
+    )
+    with pytest.raises(ModuleNotFoundError, match=r"blockmap\[metatrain\]"):
+        blockmap.metatrain.install()
