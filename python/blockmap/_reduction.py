@@ -30,7 +30,8 @@ sender's resource sharer until the receiver unpickles the message; the
 sender must stay alive until then (as with torch's shared tensors). So that
 the common "put the result on a queue and return" works, a process that has
 sent descriptors waits at its exit, for at most :data:`EXIT_WAIT_SECONDS`,
-until every receiver has fetched them.
+until every receiver has fetched them (blockmap's descriptors: those of
+others, torch's among them, are not waited for).
 """
 
 from __future__ import annotations
@@ -127,13 +128,32 @@ def _queues_still_sending() -> bool:
     return False
 
 
+#: The resource sharer's keys of the descriptors this process sent for
+#: blockmap (the exit wait is for these only: torch's tensors go through the
+#: same sharer, and a DataLoader worker whose prefetched batches are dropped
+#: would otherwise wait EXIT_WAIT_SECONDS for receivers that never come).
+#: Cleared in a forked child, whose sharer starts empty.
+_sent_keys: set[Any] = set()
+
+
 def _descriptors_pending() -> bool:
-    """Whether the resource sharer still holds descriptors no receiver fetched."""
+    """Whether the resource sharer still holds descriptors blockmap sent
+    that no receiver fetched."""
     from multiprocessing import resource_sharer
 
     sharer = resource_sharer._resource_sharer
     with sharer._lock:
-        return bool(sharer._cache)
+        _sent_keys.intersection_update(sharer._cache)
+        return bool(_sent_keys)
+
+
+def _sent(handles: list[Any]) -> list[Any]:
+    """``handles`` (DupFd objects), their sharer keys noted as blockmap's."""
+    for handle in handles:
+        identity = getattr(handle, "_id", None)
+        if isinstance(identity, tuple) and len(identity) == 2:
+            _sent_keys.add(identity[1])
+    return handles
 
 
 def _wait_for_pending_descriptors() -> None:
@@ -237,7 +257,7 @@ def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
         return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
     # DupFd duplicates each descriptor now: the segment outlives `shared`
     header, fds, places, labels = parts
-    return _rebuild, (header, [DupFd(fd) for fd in fds], places, labels)
+    return _rebuild, (header, _sent([DupFd(fd) for fd in fds]), places, labels)
 
 
 def _rebuild(
@@ -336,6 +356,7 @@ def register() -> None:
         _wait_at_exit()
     # the threads of the parent that were reducing are not in a child
     os.register_at_fork(after_in_child=_reducing.clear)
+    os.register_at_fork(after_in_child=_sent_keys.clear)
 
 
 #: loky's pickler (joblib's default backend) has its own reducer registry:

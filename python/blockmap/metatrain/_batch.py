@@ -1,0 +1,371 @@
+"""metatrain's batch path for blockmap items: what ``CollateFn.__call__``
+and ``unpack_batch`` do, for batches of :class:`~._dataset.Sample`.
+
+:func:`collate` joins each field of the batch with :func:`blockmap.join`
+on the items' views (``axis="samples"``, ``different_keys="union"``,
+metatensor-learn's ``group_and_join`` as metatrain calls it), converts each
+joined map to metatensor-torch once, builds the systems, attaches the
+stored neighbour lists, and runs metatrain's callables in their order,
+unchanged. It returns a :class:`Batch` holding the results: in the process
+that made it, :func:`unpack` hands them out as they are; sent to another
+process (a DataLoader worker's result), it reduces to one flat byte tensor
+(which torch's ``ForkingPickler`` moves into shared memory) and small
+Python data, and is rebuilt on arrival: no ``save_buffer`` blob.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .._blockmap import join
+from ..metatensor_torch import to_metatensor_torch
+from . import _neighbors
+from ._dataset import SYSTEM_INDEX, Sample, system_index_map
+
+
+class NeighborTransform:
+    """metatrain's neighbour-list transform, with the options it adds
+    (the collate attaches the stored lists of these options first)."""
+
+    def __init__(self, transform: Any, options: list[Any]) -> None:
+        self.transform = transform
+        self.options = list(options)
+
+    def __call__(self, systems: Any, targets: Any, extra: Any) -> Any:
+        if all(
+            options in system.known_neighbor_lists()
+            for system in systems
+            for options in self.options
+        ):
+            # what metatrain's transform would do: nothing (it would
+            # convert each system to ase.Atoms first, for nothing)
+            return systems, targets, extra
+        return self.transform(systems, targets, extra)
+
+
+class Batch:
+    """A collated batch: the systems, targets and extra data metatrain's
+    ``unpack_batch`` returns."""
+
+    __slots__ = ("extra", "systems", "targets")
+
+    def __init__(self, systems: list[Any], targets: dict[str, Any], extra: dict[str, Any]) -> None:
+        self.systems = systems
+        self.targets = targets
+        self.extra = extra
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        packer = _Packer()
+        systems = [_pack_system(packer, s) for s in self.systems]
+        targets = {name: _pack_map(packer, m) for name, m in self.targets.items()}
+        extra = {name: _pack_map(packer, m) for name, m in self.extra.items()}
+        return _rebuild, (packer.buffer(), systems, targets, extra)
+
+
+def is_blockmap_batch(batch: Any) -> bool:
+    """Whether ``batch`` (the list a DataLoader collates) holds blockmap items."""
+    return bool(batch) and isinstance(batch[0], Sample)
+
+
+def collate(target_keys: Any, callables: list[Any], batch: list[Sample]) -> Batch:
+    """metatrain's ``CollateFn.__call__`` on a batch of blockmap items."""
+    dataset = batch[0]._dataset
+    if any(item._dataset is not dataset for item in batch):
+        raise ValueError("the items of a batch come from different blockmap datasets")
+    fields = dataset.sample_fields
+    systems = [system_of(item) for item in batch]
+    for function in callables:
+        if isinstance(function, NeighborTransform):
+            for options in function.options:
+                attach(dataset, options, batch, systems)
+
+    targets: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for name in fields[1:]:
+        if name == SYSTEM_INDEX:
+            joined = joined_system_index([item._index for item in batch])
+        else:
+            maps = [item._views[name] for item in batch]
+            joined = to_metatensor_torch(join(maps, axis="samples", different_keys="union"))
+        (targets if name in target_keys else extra)[name] = joined
+
+    for function in callables:
+        systems, targets, extra = function(systems, targets, extra)
+    return Batch(list(systems), targets, extra)
+
+
+def joined_system_index(indices: list[int]) -> Any:
+    """The join of the items' ``mtt::aux::system_index`` maps: made at once
+    when the indices differ (the join's result then: one row per item, in
+    order), joined otherwise."""
+    if len(set(indices)) != len(indices):
+        maps = [system_index_map(index) for index in indices]
+        return to_metatensor_torch(join(maps, axis="samples", different_keys="union"))
+    import metatensor.torch as mtt
+    import torch
+
+    column = torch.tensor(indices, dtype=torch.int32).reshape(-1, 1)
+    zero = torch.zeros((1, 1), dtype=torch.int32)
+    block = mtt.TensorBlock(
+        values=column.to(torch.float64),
+        samples=mtt.Labels(["system"], column),
+        components=[],
+        properties=mtt.Labels(["_"], zero),
+    )
+    return mtt.TensorMap(mtt.Labels(["_"], zero), [block])
+
+
+def system_of(item: Sample) -> Any:
+    """The item's ``System`` (a new one: the callables add to it)."""
+    maps = item._views["system"]
+    if len(maps) == 1:
+        system = _plain_system(maps["system"])
+        if system is not None:
+            return system
+    from .._systems import system_from_tensormaps
+
+    return system_from_tensormaps(maps)
+
+
+def _plain_system(tensor: Any) -> Any:
+    """The system of a system's map (docs/format.md, "Systems as
+    TensorMaps") laid out as blockmap writes it (positions block first,
+    then the cell, float64, non-periodic along zero cell vectors), made
+    with fewer checks than :func:`blockmap._systems.system_from_tensormap`;
+    ``None`` for any other map, which that function then converts or
+    refuses."""
+    import metatomic.torch as mta
+    import torch
+
+    keys = tensor.keys
+    if len(keys) != 2 or list(keys.names) != ["array"]:
+        return None
+    if keys.values[:, 0].tolist() != [0, 1]:
+        return None
+    positions, cell = tensor.block(0), tensor.block(1)
+    values, cell_values = positions.values, cell.values
+    samples, cell_samples = positions.samples.values, cell.samples.values
+    n = len(values)
+    if (
+        values.shape != (n, 3, 1)
+        or cell_values.shape != (3, 3, 1)
+        or values.dtype != np.float64
+        or cell_values.dtype != np.float64
+        or samples.shape != (n, 2)
+        or cell_samples.shape != (3, 2)
+        or positions.gradients_list()
+        or not np.array_equal(samples[:, 0], np.arange(n))
+    ):
+        return None
+    pbc = cell_samples[:, 1]
+    cell_array = np.array(cell_values.reshape(3, 3))
+    if not np.all((pbc == 0) | (pbc == 1)) or np.any((pbc == 0) & np.any(cell_array != 0, axis=1)):
+        return None
+    return mta.System(
+        types=torch.from_numpy(np.array(samples[:, 1], dtype=np.int32)),
+        positions=torch.from_numpy(np.array(values.reshape(n, 3))),
+        cell=torch.from_numpy(cell_array),
+        pbc=torch.from_numpy(pbc == 1),
+    )
+
+
+def attach(dataset: Any, options: Any, batch: list[Sample], systems: list[Any]) -> None:
+    """Add the stored neighbour lists with ``options`` to the systems that
+    do not hold them, as metatrain's ``get_system_with_neighbor_lists``
+    would have added them."""
+    store = _neighbors.ensure(dataset, options)
+    if store is None:
+        return  # the systems hold these lists
+    for item, system in zip(batch, systems, strict=True):
+        # a system of the dataset holds lists only if it stored some
+        if len(item._views["system"]) > 1 and options in system.known_neighbor_lists():
+            continue
+        block = store.block(item._index)
+        if block.values.dtype != system.dtype:
+            block = block.to(dtype=system.dtype)
+        # no register_autograd_neighbors: metatrain's batches lose that
+        # link in save_buffer / load_buffer, and evaluate_model registers
+        # the lists again on the systems it differentiates
+        system.add_neighbor_list(options, block)
+
+
+def unpack(batch: Batch) -> tuple[list[Any], dict[str, Any], dict[str, Any]]:
+    """metatrain's ``unpack_batch`` for a :class:`Batch`."""
+    return batch.systems, batch.targets, batch.extra
+
+
+# ---------------------------------------------------------------------------
+# crossing a process: every tensor of the batch goes into one flat uint8
+# tensor (each part at a multiple of 8 bytes), the small labels (keys,
+# components, properties) as lists, built once per batch on arrival; the
+# rest (names, shapes, options) is small Python data
+
+#: labels of at most this many values travel as lists (and are built once
+#: per distinct labels on arrival)
+_SMALL = 32
+
+
+class _Packer:
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.size = 0
+
+    def add(self, tensor: Any) -> tuple[Any, int, tuple[int, ...]]:
+        import torch
+
+        tensor = tensor.detach().contiguous()
+        offset = self.size
+        raw = tensor.reshape(-1).view(torch.uint8)
+        self.parts.append(raw)
+        self.size += raw.numel()
+        padding = -self.size % 8
+        if padding:
+            self.parts.append(torch.zeros(padding, dtype=torch.uint8))
+            self.size += padding
+        return (tensor.dtype, offset, tuple(tensor.shape))
+
+    def buffer(self) -> Any:
+        import torch
+
+        if not self.parts:
+            return torch.zeros(0, dtype=torch.uint8)
+        return torch.cat(self.parts)
+
+
+class _Arrival:
+    """What rebuilding one batch shares: its buffer, the small labels and
+    the neighbour-list options already built."""
+
+    def __init__(self, buffer: Any) -> None:
+        import metatensor.torch as mtt
+        import metatomic.torch as mta
+
+        self.buffer = buffer
+        self.mtt = mtt
+        self.mta = mta
+        self.labels: dict[Any, Any] = {}
+        self.options: dict[Any, Any] = {}
+
+    def take(self, ref: tuple[Any, int, tuple[int, ...]]) -> Any:
+        dtype, offset, shape = ref
+        count = 1
+        for size in shape:
+            count *= size
+        end = offset + count * dtype.itemsize
+        return self.buffer[offset:end].view(dtype).view(shape)
+
+
+def _pack_labels(packer: _Packer, labels: Any) -> Any:
+    values = labels.values
+    names = tuple(labels.names)
+    if values.numel() <= _SMALL:
+        return (names, tuple(values.shape), tuple(values.reshape(-1).tolist()))
+    return (names, packer.add(values))
+
+
+def _pack_block(packer: _Packer, block: Any) -> Any:
+    return (
+        packer.add(block.values),
+        _pack_labels(packer, block.samples),
+        [_pack_labels(packer, c) for c in block.components],
+        _pack_labels(packer, block.properties),
+        [(p, _pack_block(packer, block.gradient(p))) for p in block.gradients_list()],
+    )
+
+
+def _pack_map(packer: _Packer, tensor: Any) -> Any:
+    return (_pack_labels(packer, tensor.keys), [_pack_block(packer, b) for b in tensor.blocks()])
+
+
+def _pack_system(packer: _Packer, system: Any) -> Any:
+    lists = []
+    for options in system.known_neighbor_lists():
+        described = (
+            float(options.cutoff),
+            bool(options.full_list),
+            bool(options.strict),
+            tuple(options.requestors()),
+            str(options.length_unit),
+        )
+        lists.append((described, _pack_block(packer, system.get_neighbor_list(options))))
+    data = [(name, _pack_map(packer, system.get_data(name))) for name in system.known_data()]
+    arrays = [packer.add(a) for a in (system.types, system.positions, system.cell, system.pbc)]
+    return (arrays, lists, data)
+
+
+def _rebuild_labels(arrival: _Arrival, packed: Any) -> Any:
+    if len(packed) == 3:
+        found = arrival.labels.get(packed)
+        if found is None:
+            import torch
+
+            names, shape, values = packed
+            tensor = torch.tensor(values, dtype=torch.int32).reshape(shape)
+            found = arrival.mtt.Labels(list(names), tensor, assume_unique=True)
+            arrival.labels[packed] = found
+        return found
+    names, ref = packed
+    return arrival.mtt.Labels(list(names), arrival.take(ref), assume_unique=True)
+
+
+def _rebuild_block(arrival: _Arrival, packed: Any) -> Any:
+    values, samples, components, properties, gradients = packed
+    block = arrival.mtt.TensorBlock(
+        values=arrival.take(values),
+        samples=_rebuild_labels(arrival, samples),
+        components=[_rebuild_labels(arrival, c) for c in components],
+        properties=_rebuild_labels(arrival, properties),
+    )
+    for parameter, gradient in gradients:
+        block.add_gradient(parameter, _rebuild_block(arrival, gradient))
+    return block
+
+
+def _rebuild_map(arrival: _Arrival, packed: Any) -> Any:
+    keys, blocks = packed
+    return arrival.mtt.TensorMap(
+        _rebuild_labels(arrival, keys), [_rebuild_block(arrival, b) for b in blocks]
+    )
+
+
+def _rebuild_options(arrival: _Arrival, described: Any) -> Any:
+    found = arrival.options.get(described)
+    if found is None:
+        cutoff, full_list, strict, requestors, length_unit = described
+        found = arrival.mta.NeighborListOptions(
+            cutoff=cutoff,
+            full_list=full_list,
+            strict=strict,
+            requestor=requestors[0] if requestors else "",
+        )
+        for requestor in requestors[1:]:
+            found.add_requestor(requestor)
+        found.length_unit = length_unit
+        arrival.options[described] = found
+    return found
+
+
+def _rebuild_system(arrival: _Arrival, packed: Any) -> Any:
+    (types, positions, cell, pbc), lists, data = packed
+    take = arrival.take
+    system = arrival.mta.System(
+        types=take(types), positions=take(positions), cell=take(cell), pbc=take(pbc)
+    )
+    for described, block in lists:
+        system.add_neighbor_list(
+            _rebuild_options(arrival, described), _rebuild_block(arrival, block)
+        )
+    for name, tensor in data:
+        system.add_data(name, _rebuild_map(arrival, tensor))
+    return system
+
+
+def _rebuild(buffer: Any, systems: Any, targets: Any, extra: Any) -> Batch:
+    arrival = _Arrival(buffer)
+    return Batch(
+        [_rebuild_system(arrival, s) for s in systems],
+        {name: _rebuild_map(arrival, m) for name, m in targets.items()},
+        {name: _rebuild_map(arrival, m) for name, m in extra.items()},
+    )

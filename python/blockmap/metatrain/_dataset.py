@@ -1,0 +1,232 @@
+"""The dataset metatrain trains from when ``read_from`` is a ``.bmdata``
+file: :class:`MetatrainDataset`, with the contract of metatrain's
+``DiskDataset`` (``__len__``, ``__getitem__``, ``get_target_info``,
+``get_num_atoms``, ``get_all_atom_counts``), and its items,
+:class:`Sample`.
+
+A :class:`Sample` holds blockmap views of the entry's maps: the batch path
+(:mod:`blockmap.metatrain._batch`) joins these views, and converts once per
+batch. Code of metatrain that reads samples directly (``get_atomic_types``,
+``get_stats``, ``check_datasets``, ``get_target_info``) gets a metatomic
+``System`` and metatensor-torch maps, converted when read (and kept).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .._blockmap import Labels, TensorBlock, TensorMap
+from .._systems import system_from_tensormaps
+from ..dataset import Dataset
+from ..exceptions import BlockMapIndexError, ValidationError
+from ..metatensor_torch import to_metatensor_torch
+from . import _neighbors
+
+#: metatrain's extra field: the entry's index in the dataset
+SYSTEM_INDEX = "mtt::aux::system_index"
+
+#: the datasets metatrain opened in this process (get_dataset): the ones
+#: whose neighbour lists a neighbour-list transform makes sure are stored
+opened: weakref.WeakSet[MetatrainDataset] = weakref.WeakSet()
+
+
+class Sample:
+    """One entry of a :class:`MetatrainDataset`: what metatrain's named
+    tuple ``Sample`` offers (``sample.system``, ``sample["energy"]``,
+    ``sample[0]``, ``_fields``, ``_asdict()``, iteration, ``len``), with
+    each value converted when first read: a metatomic ``System``, or a
+    metatensor-torch ``TensorMap``."""
+
+    __slots__ = ("_converted", "_dataset", "_index", "_views")
+
+    def __init__(self, dataset: MetatrainDataset, index: int, views: dict[str, Any]) -> None:
+        self._dataset = dataset
+        self._index = index
+        # sample field name -> blockmap map (the system: a dict of its maps)
+        self._views = views
+        self._converted: dict[str, Any] = {}
+
+    @property
+    def _fields(self) -> tuple[str, ...]:
+        return self._dataset.sample_fields
+
+    def _value(self, name: str) -> Any:
+        found = self._converted.get(name)
+        if found is None:
+            if name not in self._fields:
+                raise KeyError(name)
+            if name == "system":
+                found = system_from_tensormaps(self._views["system"])
+            elif name == SYSTEM_INDEX:
+                found = to_metatensor_torch(system_index_map(self._index))
+            else:
+                found = to_metatensor_torch(self._views[name])
+            self._converted[name] = found
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return self._value(name)
+        except KeyError:
+            raise AttributeError(
+                f"this sample has no field {name!r}: its fields are {self._fields}"
+            ) from None
+
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, str):
+            return self._value(key)
+        return self._value(self._fields[key])
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __iter__(self) -> Any:
+        return (self._value(name) for name in self._fields)
+
+    def _asdict(self) -> dict[str, Any]:
+        return {name: self._value(name) for name in self._fields}
+
+    def __repr__(self) -> str:
+        return f"Sample(index={self._index}, fields={self._fields})"
+
+
+def system_index_map(index: int) -> TensorMap:
+    """The ``mtt::aux::system_index`` map of entry ``index``, as
+    ``DiskDataset`` makes it: one block, value ``index`` (float64), sample
+    ``system = index``."""
+    one = np.zeros((1, 1), dtype=np.int32)
+    block = TensorBlock(
+        values=np.full((1, 1), index, dtype=np.float64),
+        samples=Labels(["system"], np.full((1, 1), index, dtype=np.int32)),
+        components=[],
+        properties=Labels(["_"], one),
+    )
+    return TensorMap(Labels(["_"], one), [block])
+
+
+class MetatrainDataset:
+    """A blockmap dataset (``.bmdata``, written by
+    :func:`blockmap.metatrain.convert`) served to metatrain.
+
+    ``fields`` is what ``DiskDataset`` takes: the targets' (and extra
+    data's) configuration, a dict from target name to its options, where
+    ``key`` names the stored field (the target's own name when that field
+    does not exist); or a list of field names; or ``None`` for every field.
+    Items are :class:`Sample` with the fields ``system``, the targets, and
+    ``mtt::aux::system_index``, as ``DiskDataset``'s.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], fields: Any = None) -> None:
+        self.path = os.fspath(path)
+        self.data = Dataset(self.path)
+        stored = list(self.data.fields) if not self.data._single else []
+        if "system" not in stored:
+            raise ValidationError(
+                f"'{self.path}' is not a metatrain dataset: it has no 'system' field (its "
+                f"fields are {stored or ['(single maps)']}); write one with "
+                "`python -m blockmap.metatrain convert SOURCE DEST.bmdata`"
+            )
+        # the system's own maps: system, system/pairs/<i>, system/data/<name>
+        self._system_fields = {
+            name[len("system/") :] if name != "system" else name: stored.index(name)
+            for name in stored
+            if name == "system" or name.startswith("system/")
+        }
+        others = [name for name in stored if name != "system" and not name.startswith("system/")]
+        if fields is None:
+            mapping = {name: name for name in others}
+        else:
+            if isinstance(fields, (str, bytes)) or not hasattr(fields, "__iter__"):
+                raise ValidationError(
+                    f"fields must be a dict of target options or a list of names, not {fields!r}"
+                )
+            items = fields.items() if hasattr(fields, "items") else [(f, {}) for f in fields]
+            mapping = {}
+            for target, options in items:
+                key = options.get("key", target) if hasattr(options, "get") else target
+                if key in others:
+                    mapping[str(target)] = key
+                elif target in others:
+                    mapping[str(target)] = str(target)
+                else:
+                    raise ValidationError(
+                        f"'{self.path}' has no field for the target {target!r} (key {key!r}): "
+                        f"its fields are {others}"
+                    )
+        # sample field name -> stored field index
+        self._target_fields = {target: stored.index(key) for target, key in mapping.items()}
+        self.sample_fields: tuple[str, ...] = ("system", *mapping, SYSTEM_INDEX)
+        self._atom_counts: np.ndarray | None = None
+        # the options of the lists stored with the systems (system/pairs/<i>)
+        self.stored_lists = []
+        if len(self.data) > 0:
+            for name in self._system_fields:
+                if name.startswith("pairs/"):
+                    maps = {"system": self.data._get(0, field=self._system_fields["system"])}
+                    maps[name] = self.data._get(0, field=self._system_fields[name])
+                    system = system_from_tensormaps(maps)
+                    self.stored_lists.extend(system.known_neighbor_lists())
+        # (cutoff, full_list, strict) -> the stored neighbour lists
+        self.neighbors: dict[tuple[float, bool, bool], _neighbors.Store] = {}
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, index: int) -> Sample:
+        if not isinstance(index, (int, np.integer)):
+            index = index.__index__()
+        if not 0 <= index < len(self.data):
+            # IndexError: iteration of a Subset stops on it
+            raise BlockMapIndexError(
+                f"index {index} is out of range for a dataset of {len(self.data)} entries"
+            )
+        get = self.data._get
+        views: dict[str, Any] = {
+            name: get(index, field=field) for name, field in self._target_fields.items()
+        }
+        views["system"] = {
+            name: get(index, field=field) for name, field in self._system_fields.items()
+        }
+        return Sample(self, int(index), views)
+
+    def __iter__(self) -> Any:
+        for i in range(len(self)):
+            yield self[i]
+
+    def system(self, index: int) -> Any:
+        """Entry ``index``'s system, without neighbour lists."""
+        field = self._system_fields["system"]
+        return system_from_tensormaps({"system": self.data._get(index, field=field)})
+
+    def get_all_atom_counts(self) -> np.ndarray:
+        """The atom count of every entry (int64), from the ``n_atoms``
+        column (or, in a dataset written without it, the row count of the
+        systems' positions)."""
+        if self._atom_counts is None:
+            if "n_atoms" in self.data.columns:
+                counts = self.data.column("n_atoms")
+            else:
+                # the first block of a system's map is its positions
+                counts = self.data.field("system").column("n_samples")
+            self._atom_counts = counts.astype(np.int64, copy=False)
+        return self._atom_counts
+
+    def get_num_atoms(self, i: int) -> int:
+        """The atom count of entry ``i``."""
+        return int(self.get_all_atom_counts()[i])
+
+    def get_target_info(self, target_config: Any, is_extra_data: bool = False) -> Any:
+        """metatrain's target information, as ``DiskDataset.get_target_info``
+        gives it (from the first entry)."""
+        from metatrain.utils.data.dataset import DiskDataset
+
+        return DiskDataset.get_target_info(self, target_config, is_extra_data)  # type: ignore[arg-type]
+
+    def __repr__(self) -> str:
+        return f"MetatrainDataset('{self.path}', {len(self)} entries, fields={self.sample_fields})"

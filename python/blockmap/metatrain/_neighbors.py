@@ -1,0 +1,203 @@
+"""Neighbour lists computed once per structure, stored next to the dataset,
+and reused by every later epoch and run that asks for the same options.
+
+A store is a blockmap dataset of single maps, one per entry of the
+dataset, each holding the neighbour list's block exactly as metatrain's
+``_compute_single_neighbor_list`` returned it (samples ``first_atom,
+second_atom, cell_shift_a/b/c`` in vesin's order, component ``xyz``,
+property ``distance``, float64 values). Its file is
+``<dataset>.neighbors-<cutoff>-<full|half>-<strict|loose>.bmdata`` and the
+info of its first map names the dataset it was computed for (identity,
+entry count, checksum) and the code that computed it (metatrain and vesin
+versions): a store that does not match is computed again and replaced
+(written to a temporary name, renamed once complete).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import numpy as np
+
+from .._blockmap import DatasetWriter, Labels, TensorMap
+from ..dataset import Dataset
+from ..exceptions import BlockMapError
+from ..metatensor_torch import from_metatensor_torch, to_metatensor_torch
+
+#: how many structures had their neighbour lists computed in this process
+#: (tests count the computations with it)
+computed = 0
+
+_LOG = logging.getLogger(__name__)
+
+#: the samples of a neighbour list
+_SAMPLES = ("first_atom", "second_atom", "cell_shift_a", "cell_shift_b", "cell_shift_c")
+
+
+def options_key(options: Any) -> tuple[float, bool, bool]:
+    """What metatomic's ``NeighborListOptions`` compare: cutoff, full_list, strict."""
+    return (float(options.cutoff), bool(options.full_list), bool(options.strict))
+
+
+def store_path(dataset_path: str, key: tuple[float, bool, bool]) -> str:
+    """The file of the store of ``dataset_path``'s lists with options ``key``."""
+    cutoff, full_list, strict = key
+    return (
+        f"{dataset_path}.neighbors-{cutoff!r}-{'full' if full_list else 'half'}-"
+        f"{'strict' if strict else 'loose'}.bmdata"
+    )
+
+
+def _engine() -> str:
+    import metatrain
+    import vesin
+
+    return f"metatrain {metatrain.__version__}, vesin {vesin.__version__}"
+
+
+def _identity(dataset: Any) -> dict[str, str]:
+    data = dataset.data
+    return {
+        "dataset_id": str(data.id),
+        "dataset_entries": str(len(data)),
+        "dataset_checksum": str(data._checksum()),
+        "engine": _engine(),
+    }
+
+
+class Store:
+    """The stored neighbour lists of one dataset and one set of options."""
+
+    def __init__(self, options: Any, maps: Any) -> None:
+        self.options = options
+        # a Dataset of single maps (or a list of maps, when the file could
+        # not be written)
+        self.maps = maps
+        _check(maps)
+
+        # metatensor-torch's components and properties, the same for every
+        # list: converted once
+        self._shared: tuple[Any, Any] | None = None
+
+    def block(self, index: int) -> Any:
+        """Entry ``index``'s list, a metatensor-torch ``TensorBlock`` of
+        new tensors (the stored arrays are read-only views of the file)."""
+        import metatensor.torch as mtt
+        import torch
+
+        block = self.maps[index].block(0)
+        if self._shared is None:
+            converted = to_metatensor_torch(block)
+            self._shared = (converted.components, converted.properties)
+            return converted
+        components, properties = self._shared
+        # pairs are unique as computed (metatrain makes them with
+        # assume_unique=True as well)
+        samples = mtt.Labels(
+            list(block.samples.names),
+            torch.from_numpy(np.array(block.samples.values, dtype=np.int32)),
+            assume_unique=True,
+        )
+        return mtt.TensorBlock(
+            values=torch.from_numpy(np.array(block.values)),
+            samples=samples,
+            components=components,
+            properties=properties,
+        )
+
+
+def _check(maps: Any) -> None:
+    """Refuse a store whose lists are not neighbour lists (a damaged or
+    foreign file of the store's name)."""
+    from ..exceptions import ValidationError
+
+    for index in range(len(maps)):
+        tensor = maps[index]
+        block = tensor.block(0) if len(tensor) == 1 else None
+        if (
+            block is None
+            or list(block.samples.names) != list(_SAMPLES)
+            or [list(c.names) for c in block.components] != [["xyz"]]
+            or list(block.properties.names) != ["distance"]
+            or len(block.properties) != 1
+            or block.values.shape[1:] != (3, 1)
+        ):
+            raise ValidationError(
+                f"entry {index} of the neighbour-list store is not a neighbour list"
+            )
+
+
+def _open(path: str, identity: dict[str, str]) -> Dataset | None:
+    """The store at ``path`` if it was computed for this dataset by this code."""
+    if not os.path.exists(path):
+        return None
+    try:
+        stored = Dataset(path)
+        if len(stored) != int(identity["dataset_entries"]) or len(stored) == 0:
+            return None
+        info = stored[0].info()
+    except BlockMapError:
+        return None
+    if any(info.get(name) != value for name, value in identity.items()):
+        return None
+    return stored
+
+
+def ensure(dataset: Any, options: Any) -> Store | None:
+    """The store of ``dataset``'s lists with ``options``: opened if it
+    exists and matches, computed (and written) otherwise; ``None`` when the
+    dataset's systems hold these lists themselves."""
+    if any(options == stored for stored in dataset.stored_lists):
+        return None
+    key = options_key(options)
+    found = dataset.neighbors.get(key)
+    if found is not None:
+        return found  # type: ignore[no-any-return]
+    path = store_path(dataset.path, key)
+    identity = _identity(dataset)
+    stored = _open(path, identity)
+    if stored is None:
+        stored = _compute(dataset, options, path, identity)
+    found = Store(options, stored)
+    dataset.neighbors[key] = found
+    return found
+
+
+def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) -> Any:
+    global computed
+    from metatrain.utils import neighbor_lists
+    from metatrain.utils.data.system_to_ase import system_to_ase
+
+    _LOG.info(
+        "computing the neighbour lists (cutoff %s, full_list %s, strict %s) of %d structures "
+        "into %s",
+        options.cutoff,
+        options.full_list,
+        options.strict,
+        len(dataset),
+        path,
+    )
+    keys = Labels(["_"], np.zeros((1, 1), dtype=np.int32))
+    maps = []
+    for index in range(len(dataset)):
+        system = dataset.system(index)
+        block = neighbor_lists._compute_single_neighbor_list(system_to_ase(system), options)
+        block = block.to(dtype=system.dtype)
+        computed += 1
+        tensor = TensorMap(keys, [from_metatensor_torch(block).to(arrays="numpy")])
+        if index == 0:
+            for name, value in identity.items():
+                tensor.set_info(name, value)
+        maps.append(tensor)
+    try:
+        with DatasetWriter(path) as writer:
+            for tensor in maps:
+                writer.write(tensor)
+    except (BlockMapError, OSError) as error:
+        _LOG.warning(
+            "the neighbour lists could not be stored in %s (%s): kept in memory", path, error
+        )
+        return maps
+    return Dataset(path)

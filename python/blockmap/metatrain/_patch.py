@@ -1,0 +1,140 @@
+"""The patches that make metatrain serve ``.bmdata`` datasets with
+blockmap, everything else left as it is.
+
+- ``get_dataset`` (as ``metatrain.cli.train``, ``metatrain.cli.eval`` and
+  ``metatrain.utils.data`` hold it): a ``read_from`` ending in ``.bmdata``
+  opens a :class:`~._dataset.MetatrainDataset`, anything else goes to
+  metatrain's own; ``read_systems`` likewise (``mtt eval`` without targets);
+- ``CollateFn.__call__``: batches of blockmap items go through
+  :func:`~._batch.collate`, others through metatrain's own;
+- ``unpack_batch`` and ``get_system_with_neighbor_lists_transform``:
+  metatrain's modules import them by name, so every loaded ``metatrain.*``
+  module that holds the original gets the wrapper, when the patches are
+  installed and again at each ``get_dataset`` (architectures are imported
+  late). The transform's wrapper makes sure the neighbour lists of every
+  blockmap dataset opened are stored (computed here, in the main process,
+  before any DataLoader worker forks).
+
+:func:`install` is idempotent; :func:`uninstall` puts the originals back.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from . import _batch, _dataset, _neighbors
+
+#: name -> (original, wrapper), filled by install()
+_patched: dict[str, tuple[Any, Any]] = {}
+
+
+def _bmdata(path: Any) -> bool:
+    return str(path).endswith(".bmdata")
+
+
+def _walk() -> None:
+    """Replace the originals held by every loaded metatrain module."""
+    by_id = {id(original): wrapper for original, wrapper in _patched.values()}
+    for name, module in list(sys.modules.items()):
+        if not (name == "metatrain" or name.startswith("metatrain.")) or module is None:
+            continue
+        namespace = getattr(module, "__dict__", None)
+        if namespace is None:
+            continue
+        for attribute, value in list(namespace.items()):
+            wrapper = by_id.get(id(value))
+            if wrapper is not None:
+                setattr(module, attribute, wrapper)
+
+
+def install() -> None:
+    """Install the patches (again: a no-op)."""
+    if _patched:
+        _walk()
+        return
+    import importlib
+
+    from metatrain.utils import neighbor_lists
+
+    data_module = importlib.import_module("metatrain.utils.data.dataset")
+    # metatrain.utils.data's attribute get_dataset is the function: the
+    # module, from sys.modules
+    get_dataset_module = importlib.import_module("metatrain.utils.data.get_dataset")
+    readers = importlib.import_module("metatrain.utils.data.readers")
+
+    original_get_dataset = get_dataset_module.get_dataset
+    original_read_systems = readers.read_systems
+    original_unpack = data_module.unpack_batch
+    original_transform = neighbor_lists.get_system_with_neighbor_lists_transform
+    original_call = data_module.CollateFn.__call__
+
+    def get_dataset(options: Any) -> Any:
+        _walk()
+        if not _bmdata(options["systems"]["read_from"]):
+            return original_get_dataset(options)
+        targets = options["targets"]
+        extra_data = options.get("extra_data", {}) or {}
+        dataset = _dataset.MetatrainDataset(
+            options["systems"]["read_from"], fields={**targets, **extra_data}
+        )
+        _dataset.opened.add(dataset)
+        target_info = dataset.get_target_info(targets)
+        extra_info = dataset.get_target_info(extra_data, is_extra_data=True)
+        return dataset, target_info, extra_info
+
+    def read_systems(filename: Any, *args: Any, **kwargs: Any) -> Any:
+        if not _bmdata(filename):
+            return original_read_systems(filename, *args, **kwargs)
+        dataset = _dataset.MetatrainDataset(filename, fields=[])
+        return [dataset.system(i) for i in range(len(dataset))]
+
+    def unpack_batch(batch: Any) -> Any:
+        if type(batch) is _batch.Batch:
+            return _batch.unpack(batch)
+        return original_unpack(batch)
+
+    def get_system_with_neighbor_lists_transform(requested: Any) -> Any:
+        transform = original_transform(requested)
+        for dataset in list(_dataset.opened):
+            for options in requested:
+                _neighbors.ensure(dataset, options)
+        return _batch.NeighborTransform(transform, list(requested))
+
+    def call(self: Any, batch: Any) -> Any:
+        if _batch.is_blockmap_batch(batch):
+            return _batch.collate(self.target_keys, self.callables, batch)
+        return original_call(self, batch)
+
+    for wrapper, original in (
+        (get_dataset, original_get_dataset),
+        (read_systems, original_read_systems),
+        (unpack_batch, original_unpack),
+        (get_system_with_neighbor_lists_transform, original_transform),
+    ):
+        wrapper.__doc__ = original.__doc__
+        wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+        _patched[original.__name__] = (original, wrapper)
+    _patched["CollateFn.__call__"] = (original_call, call)
+    data_module.CollateFn.__call__ = call  # type: ignore[method-assign]
+    _walk()
+
+
+def uninstall() -> None:
+    """Put metatrain's originals back."""
+    if not _patched:
+        return
+    import importlib
+
+    data_module = importlib.import_module("metatrain.utils.data.dataset")
+    original_call, _ = _patched.pop("CollateFn.__call__")
+    data_module.CollateFn.__call__ = original_call  # type: ignore[method-assign]
+    by_id = {id(wrapper): original for original, wrapper in _patched.values()}
+    for name, module in list(sys.modules.items()):
+        if not (name == "metatrain" or name.startswith("metatrain.")) or module is None:
+            continue
+        for attribute, value in list(getattr(module, "__dict__", {}).items()):
+            original = by_id.get(id(value))
+            if original is not None:
+                setattr(module, attribute, original)
+    _patched.clear()

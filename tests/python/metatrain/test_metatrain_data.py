@@ -1,0 +1,503 @@
+"""blockmap.metatrain's data side against metatrain's own, in this process:
+convert (from the DiskDataset zip and from the xyz options), the dataset
+contract (items, target info, atom counts, Subset, the atom-count sampler),
+the batch path (joins equal metatensor-torch's, batches equal metatrain's
+CollateFn + unpack_batch, with 0 and 2 DataLoader workers), the stored
+neighbour lists, and the errors."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import blockmap
+import blockmap.metatrain
+from blockmap.exceptions import FormatError, MissingFileError, ValidationError
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning"),
+    # metatrain 2026.4.1 on omegaconf's newer API
+    pytest.mark.filterwarnings("ignore:register_new_resolver:UserWarning"),
+]
+torch = pytest.importorskip("torch")
+pytest.importorskip("metatrain")
+
+import metatensor.torch as mtt  # noqa: E402
+from metatomic.torch import NeighborListOptions  # noqa: E402
+from metatrain.utils.data.dataset import DiskDataset  # noqa: E402
+
+from blockmap.metatrain import _batch, _neighbors  # noqa: E402
+from blockmap.metatrain._dataset import MetatrainDataset  # noqa: E402
+
+TARGETS = {"energy": {"key": "energy"}}
+OPTIONS = NeighborListOptions(cutoff=5.0, full_list=True, strict=True)
+
+
+@pytest.fixture(scope="module")
+def patched():
+    blockmap.metatrain.install()
+    yield
+    blockmap.metatrain.uninstall()
+
+
+@pytest.fixture(scope="module")
+def disk(tiny):
+    return DiskDataset(tiny / "data.zip", fields=["energy"])
+
+
+@pytest.fixture(scope="module")
+def ours(tiny):
+    return MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+
+
+def assert_systems_equal(a, b):
+    assert torch.equal(a.positions, b.positions) and a.positions.dtype == b.positions.dtype
+    assert torch.equal(a.types, b.types) and a.types.dtype == b.types.dtype
+    assert torch.equal(a.cell, b.cell) and torch.equal(a.pbc, b.pbc)
+    assert a.known_neighbor_lists() == b.known_neighbor_lists()
+    for options in a.known_neighbor_lists():
+        x, y = a.get_neighbor_list(options), b.get_neighbor_list(options)
+        assert torch.equal(x.values, y.values) and x.samples == y.samples
+    assert a.known_data() == b.known_data()
+
+
+def assert_maps_equal(a, b):
+    assert a.keys == b.keys
+    for x, y in zip(a.blocks(), b.blocks(), strict=True):
+        assert x.values.dtype == y.values.dtype and torch.equal(x.values, y.values)
+        assert x.samples == y.samples and x.properties == y.properties
+        assert x.components == y.components
+        assert x.gradients_list() == y.gradients_list()
+        for parameter in x.gradients_list():
+            gx, gy = x.gradient(parameter), y.gradient(parameter)
+            assert gx.samples == gy.samples and torch.equal(gx.values, gy.values)
+
+
+# ---------------------------------------------------------------- convert
+
+
+def test_both_conversions_hold_the_zip_entries(tiny, disk):
+    from_zip = blockmap.Dataset(tiny / "zip.bmdata")
+    from_xyz = blockmap.Dataset(tiny / "xyz.bmdata")
+    assert from_zip.fields == from_xyz.fields == ["system", "energy"]
+    counts = disk.get_all_atom_counts()
+    np.testing.assert_array_equal(from_zip.column("n_atoms"), counts)
+    np.testing.assert_array_equal(from_xyz.column("n_atoms"), counts)
+    for i in range(len(disk)):
+        for field in ("system", "energy"):
+            assert blockmap.equal(getattr(from_zip[i], field), getattr(from_xyz[i], field))
+    gradient = from_xyz[3].energy.block().gradient("positions")
+    assert list(gradient.samples.names) == ["sample", "atom"]
+    assert list(from_xyz[3].energy.block().samples.values[:, 0]) == [3]
+
+
+def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
+    with pytest.raises(MissingFileError, match="no such file"):
+        blockmap.metatrain.convert(tmp_path / "absent.zip", tmp_path / "a.bmdata")
+    not_disk = tmp_path / "maps.zip"
+    import zipfile
+
+    with zipfile.ZipFile(not_disk, "w") as archive:
+        archive.writestr("hello.txt", "not a dataset")
+    with pytest.raises(FormatError, match="not a DiskDataset"):
+        blockmap.metatrain.convert(not_disk, tmp_path / "a.bmdata")
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("seed: 1\n")
+    with pytest.raises(ValidationError, match="no training_set"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("training_set:\n  targets:\n    energy:\n      key: energy\n")
+    with pytest.raises(ValidationError, match="names no systems"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("training_set: 0.5\n")
+    with pytest.raises(ValidationError, match="names no files"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("- a list\n")
+    with pytest.raises(ValidationError, match="no training_set"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    empty.write_text("training_set: [unclosed\n")
+    with pytest.raises(FormatError, match="not an options file"):
+        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    with pytest.raises(ValidationError, match="end in '.bmdata'"):
+        blockmap.metatrain.convert(tiny / "data.zip", tmp_path / "a.zip")
+    # DEST exists: refused, saying how to overwrite
+    with pytest.raises(ValidationError, match="overwrite=True"):
+        blockmap.metatrain.convert(tiny / "data.zip", tiny / "zip.bmdata")
+    # a validation set naming a missing file: the training set written
+    # first is removed again, and no temporary file is left
+    options = tmp_path / "options.yaml"
+    text = (tiny / "options.yaml").read_text()
+    text = text.replace("validation_set: 0.1", f"validation_set: {tmp_path / 'absent.xyz'}")
+    options.write_text(text)
+    with pytest.raises(MissingFileError, match="absent.xyz"):
+        blockmap.metatrain.convert(options, tmp_path / "out.bmdata")
+    assert sorted(os.listdir(tmp_path)) == ["empty.yaml", "maps.zip", "options.yaml"]
+    # with overwrite, DEST is replaced; through the command line as well
+    target = tmp_path / "copy.bmdata"
+    shutil.copy(tiny / "zip.bmdata", target)
+    argv = ["convert", str(tiny / "data.zip"), str(target)]
+    assert blockmap.metatrain.main(argv) == 1
+    assert blockmap.metatrain.main([*argv, "--overwrite"]) == 0
+    assert len(blockmap.Dataset(target)) == 40
+
+
+def test_a_dataset_without_systems_is_refused(tmp_path, patched):
+    path = tmp_path / "maps.bmdata"
+    labels = blockmap.Labels(["_"], np.zeros((1, 1), dtype=np.int32))
+    block = blockmap.TensorBlock(np.zeros((1, 1)), labels, [], labels)
+    blockmap.save_dataset(path, [blockmap.TensorMap(labels, [block])])
+    with pytest.raises(ValidationError, match="no 'system' field"):
+        MetatrainDataset(path)
+    from omegaconf import OmegaConf
+
+    options = OmegaConf.create({"systems": {"read_from": str(path)}, "targets": {}})
+    with pytest.raises(ValidationError, match="not a metatrain dataset"):
+        mtt_data_get_dataset()(options)
+
+
+def test_a_target_the_dataset_does_not_hold_is_refused(tiny):
+    with pytest.raises(ValidationError, match="no field for the target 'dipole'"):
+        MetatrainDataset(tiny / "zip.bmdata", fields={"dipole": {"key": "mu"}})
+    # a target found by its own name when its key is not a field
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields={"energy": {"key": "U0"}})
+    assert dataset[0]._fields == ("system", "energy", "mtt::aux::system_index")
+
+
+def mtt_data_get_dataset():
+    import metatrain.cli.train
+
+    return metatrain.cli.train.get_dataset
+
+
+# ---------------------------------------------------------------- the dataset
+
+
+def test_items_are_diskdataset_items(disk, ours):
+    assert len(ours) == len(disk)
+    for i in (0, 7, 39):
+        a, b = disk[i], ours[i]
+        assert b._fields == a._fields == ("system", "energy", "mtt::aux::system_index")
+        assert_systems_equal(a.system, b.system)
+        assert_systems_equal(a["system"], b["system"])
+        assert_systems_equal(a[0], b[0])
+        assert list(b._asdict()) == list(a._asdict())
+        for name in ("energy", "mtt::aux::system_index"):
+            assert_maps_equal(a[name], b[name])
+    with pytest.raises(IndexError):
+        ours[40]
+    # items hold views of the mapped file: two reads see the same memory
+    first, second = ours[5]._views["energy"].block(), ours[5]._views["energy"].block()
+    assert np.shares_memory(first.values, second.values)
+    assert not first.values.flags.writeable
+
+
+def test_target_info_atom_counts_subset_and_sampler(disk, ours):
+    from metatrain.utils.data.samplers import MaxAtomDistributedBatchSampler
+    from metatrain.utils.omegaconf import expand_dataset_config
+    from omegaconf import OmegaConf
+
+    conf = expand_dataset_config(
+        OmegaConf.create(
+            {
+                "systems": "data.zip",
+                "targets": {"energy": {"key": "energy", "forces": {"key": "forces"}}},
+            }
+        )
+    )[0]["targets"]
+    mine, theirs = ours.get_target_info(conf), disk.get_target_info(conf)
+    assert list(mine) == list(theirs) == ["energy"]
+    assert mine["energy"].gradients == theirs["energy"].gradients == ["positions"]
+    assert mtt.equal_metadata(mine["energy"].layout, theirs["energy"].layout)
+    extra = ours.get_target_info({}, is_extra_data=True)
+    assert list(extra) == ["mtt::aux::system_index"]
+
+    np.testing.assert_array_equal(ours.get_all_atom_counts(), disk.get_all_atom_counts())
+    assert [ours.get_num_atoms(i) for i in range(40)] == [disk.get_num_atoms(i) for i in range(40)]
+
+    indices = [5, 3, 17, 30, 2, 11]
+    subset = torch.utils.data.Subset(ours, indices)
+    assert [int(s["mtt::aux::system_index"].block().values[0, 0]) for s in subset] == indices
+
+    batches = []
+    for dataset in (disk, ours):
+        sampler = MaxAtomDistributedBatchSampler(
+            torch.utils.data.Subset(dataset, list(range(0, 40, 2))), max_atoms=60, shuffle=True
+        )
+        sampler.set_epoch(1)
+        batches.append(list(sampler))
+    assert batches[0] == batches[1] and len(batches[0]) > 1
+
+
+# ---------------------------------------------------------------- the batch path
+
+
+def test_joins_equal_metatensor_torch_joins(disk, ours):
+    from blockmap.metatensor_torch import to_metatensor_torch
+
+    for indices in ([0, 1, 2, 3, 4, 5, 6, 7], [39, 2, 17, 5], [9]):
+        views = [ours[i]._views["energy"] for i in indices]
+        joined = to_metatensor_torch(blockmap.join(views, axis="samples", different_keys="union"))
+        expected = mtt.join(
+            [disk[i].energy for i in indices], axis="samples", different_keys="union"
+        )
+        assert_maps_equal(joined, expected)
+        gradient = joined.block().gradient("positions")
+        # the gradient's sample column points at the joined rows
+        assert set(gradient.samples.values[:, 0].tolist()) == set(range(len(indices)))
+
+
+def test_joins_of_maps_with_different_keys_equal_metatensor_torch_joins():
+    """different_keys="union" (what metatrain joins with): items whose maps
+    hold different blocks, with gradients."""
+    from blockmap.metatensor_torch import to_metatensor_torch
+
+    rng = np.random.default_rng(7)
+
+    def item(system, keys):
+        blocks = []
+        for key in keys:
+            n = int(rng.integers(1, 4))
+            samples = np.array([[system, atom] for atom in range(n)], dtype=np.int32)
+            block = blockmap.TensorBlock(
+                rng.normal(size=(n, 2 * key + 1, 2)),
+                blockmap.Labels(["system", "atom"], samples),
+                [blockmap.Labels.range("o3_mu", 2 * key + 1)],
+                blockmap.Labels.range("p", 2),
+            )
+            gradient_samples = np.array(
+                [[row, a] for row in range(n) for a in range(2)], dtype=np.int32
+            )
+            block.add_gradient(
+                "positions",
+                blockmap.TensorBlock(
+                    rng.normal(size=(2 * n, 3, 2 * key + 1, 2)),
+                    blockmap.Labels(["sample", "atom"], gradient_samples),
+                    [blockmap.Labels.range("xyz", 3), blockmap.Labels.range("o3_mu", 2 * key + 1)],
+                    blockmap.Labels.range("p", 2),
+                ),
+            )
+            blocks.append(block)
+        labels = blockmap.Labels(["o3_lambda"], np.array([[k] for k in keys], dtype=np.int32))
+        return blockmap.TensorMap(labels, blocks)
+
+    maps = [item(4, [0, 1]), item(9, [1]), item(2, [2, 0])]
+    joined = blockmap.join(maps, axis="samples", different_keys="union")
+    expected = mtt.join(
+        [to_metatensor_torch(m) for m in maps], axis="samples", different_keys="union"
+    )
+    assert_maps_equal(to_metatensor_torch(joined), expected)
+
+
+def callables(neighbor_transform):
+    from metatrain.utils.neighbor_lists import get_system_with_neighbor_lists_transform
+
+    return [get_system_with_neighbor_lists_transform([OPTIONS])] if neighbor_transform else []
+
+
+@pytest.mark.parametrize("neighbor_transform", [False, True])
+def test_batches_equal_metatrain_batches(disk, ours, patched, neighbor_transform):
+    import metatrain.utils.data as package
+    from metatrain.utils.data.dataset import CollateFn, unpack_batch
+
+    # the patch is what metatrain's modules hold
+    assert package.unpack_batch is unpack_batch
+    assert unpack_batch.__wrapped__ is not unpack_batch
+    collate = CollateFn(["energy"], callables=callables(neighbor_transform))
+    indices = [4, 0, 33, 12, 7]
+    expected = unpack_batch(collate([disk[i] for i in indices]))
+    batch = collate([ours[i] for i in indices])
+    assert type(batch) is _batch.Batch
+    got = unpack_batch(batch)
+    for a, b in zip(expected[0], got[0], strict=True):
+        assert_systems_equal(a, b)
+    assert list(got[1]) == list(expected[1]) == ["energy"]
+    assert list(got[2]) == list(expected[2]) == ["mtt::aux::system_index"]
+    for name in ("energy",):
+        assert_maps_equal(got[1][name], expected[1][name])
+    assert_maps_equal(got[2]["mtt::aux::system_index"], expected[2]["mtt::aux::system_index"])
+
+
+def test_batches_from_workers_equal_batches_in_process(tiny, patched):
+    """A DataLoader with 2 forked workers: each Batch crosses as one flat
+    tensor (torch's shared memory) and is rebuilt equal to the batch made
+    in this process."""
+    from metatrain.utils.data.dataset import CollateFn, unpack_batch
+
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    blockmap.metatrain._dataset.opened.add(dataset)
+    collate = CollateFn(["energy"], callables=callables(True))
+    subset = torch.utils.data.Subset(dataset, list(range(3, 40, 3)))
+
+    def loader(workers):
+        options = {"multiprocessing_context": "fork", "timeout": 120} if workers else {}
+        return torch.utils.data.DataLoader(
+            subset, batch_size=4, collate_fn=collate, num_workers=workers, **options
+        )
+
+    here = [unpack_batch(b) for b in loader(0)]
+    there = [unpack_batch(b) for b in loader(2)]
+    assert len(here) == len(there) == 4
+    for a, b in zip(here, there, strict=True):
+        for x, y in zip(a[0], b[0], strict=True):
+            assert_systems_equal(x, y)
+            assert len(x.known_neighbor_lists()) == 1
+        assert_maps_equal(a[1]["energy"], b[1]["energy"])
+        assert_maps_equal(a[2]["mtt::aux::system_index"], b[2]["mtt::aux::system_index"])
+    # the received tensors (float64 values, int32 labels and types) view one
+    # flat tensor in shared memory (labels of at most 32 values travel as lists)
+    block = there[0][1]["energy"].block()
+    system = there[0][0][0]
+    pairs = system.get_neighbor_list(OPTIONS)
+    storage = block.values.untyped_storage()
+    assert storage.is_shared()
+    for tensor in (system.positions, system.types, pairs.values, pairs.samples.values):
+        assert tensor.untyped_storage().data_ptr() == storage.data_ptr()
+
+
+# ---------------------------------------------------------------- neighbour lists
+
+
+def test_stored_neighbor_lists(tiny, tmp_path, monkeypatch):
+    from metatrain.utils import neighbor_lists
+    from metatrain.utils.data.system_to_ase import system_to_ase
+
+    path = tmp_path / "data.bmdata"
+    shutil.copy(tiny / "zip.bmdata", path)
+    calls = []
+    original = neighbor_lists._compute_single_neighbor_list
+
+    def counted(atoms, options):
+        calls.append(options.cutoff)
+        return original(atoms, options)
+
+    monkeypatch.setattr(neighbor_lists, "_compute_single_neighbor_list", counted)
+
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    store = _neighbors.ensure(dataset, OPTIONS)
+    assert len(calls) == 40
+    assert os.path.exists(_neighbors.store_path(str(path), (5.0, True, True)))
+    for i in range(40):
+        expected = original(system_to_ase(disk_system(tiny, i)), OPTIONS)
+        got = store.block(i)
+        assert torch.equal(got.values, expected.values)
+        assert torch.equal(got.samples.values, expected.samples.values)
+        assert got.samples == expected.samples and got.components == expected.components
+        assert got.properties == expected.properties
+
+    # a new run: reused, nothing computed
+    _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+    assert len(calls) == 40
+    # other options: a new store
+    other = NeighborListOptions(cutoff=3.0, full_list=False, strict=True)
+    _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), other)
+    assert len(calls) == 80 and calls[-1] == 3.0
+    assert os.path.exists(_neighbors.store_path(str(path), (3.0, False, True)))
+    # a changed dataset (written again, here with one entry less): computed again
+    with blockmap.DatasetWriter(path) as writer:
+        source = blockmap.Dataset(tiny / "zip.bmdata")
+        for i in range(39):
+            writer.write(system=source[i].system, energy=source[i].energy, columns={"n_atoms": 1})
+    _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+    assert len(calls) == 80 + 39
+
+
+def disk_system(tiny, index):
+    return DiskDataset(tiny / "data.zip", fields=[])[index].system
+
+
+def test_collate_attaches_stored_lists_without_computing(tiny, patched, monkeypatch):
+    from metatrain.utils import neighbor_lists
+    from metatrain.utils.data.dataset import CollateFn
+
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    blockmap.metatrain._dataset.opened.add(dataset)
+    collate = CollateFn(["energy"], callables=callables(True))  # ensures the store
+    calls = []
+    monkeypatch.setattr(
+        neighbor_lists, "_compute_single_neighbor_list", lambda *a: calls.append(a) or 1 / 0
+    )
+    systems = collate([dataset[i] for i in range(8)]).systems
+    assert calls == [] and all(s.known_neighbor_lists() == [OPTIONS] for s in systems)
+
+
+def test_lists_stored_with_the_systems_are_used(tiny, tmp_path, patched, monkeypatch):
+    """A DiskDataset whose systems hold their neighbour lists: converted,
+    its systems keep them (fields system/pairs/0), batches equal metatrain's,
+    and nothing is computed or stored."""
+    from metatrain.utils import neighbor_lists
+    from metatrain.utils.data.dataset import CollateFn, unpack_batch
+    from metatrain.utils.data.writers import DiskDatasetWriter
+
+    source = DiskDataset(tiny / "data.zip", fields=["energy"])
+    writer = DiskDatasetWriter(str(tmp_path / "lists.zip"))
+    for i in range(12):
+        item = source[i]
+        system = neighbor_lists.get_system_with_neighbor_lists(item.system, [OPTIONS])
+        writer.write([system], {"energy": item.energy})
+    writer.finish()
+    blockmap.metatrain.convert(tmp_path / "lists.zip", tmp_path / "lists.bmdata")
+    assert blockmap.Dataset(tmp_path / "lists.bmdata").fields == [
+        "system",
+        "system/pairs/0",
+        "energy",
+    ]
+    dataset = MetatrainDataset(tmp_path / "lists.bmdata", fields=TARGETS)
+    assert dataset.stored_lists == [OPTIONS]
+    blockmap.metatrain._dataset.opened.add(dataset)
+    disk = DiskDataset(tmp_path / "lists.zip", fields=["energy"])
+
+    def refuse(*args):
+        raise AssertionError("a neighbour list was computed")
+
+    monkeypatch.setattr(neighbor_lists, "_compute_single_neighbor_list", refuse)
+    collate = CollateFn(["energy"], callables=callables(True))
+    expected = unpack_batch(collate([disk[i] for i in range(8)]))
+    got = unpack_batch(collate([dataset[i] for i in range(8)]))
+    for a, b in zip(expected[0], got[0], strict=True):
+        assert_systems_equal(a, b)
+        assert b.known_neighbor_lists() == [OPTIONS]
+    assert_maps_equal(got[1]["energy"], expected[1]["energy"])
+    assert not any("neighbors" in name for name in os.listdir(tmp_path))
+
+
+def test_eval_reads_bmdata_systems_without_targets(tiny, disk, patched):
+    import metatrain.cli.eval
+
+    systems = metatrain.cli.eval.read_systems(str(tiny / "xyz.bmdata"), reader=None)
+    assert len(systems) == 40
+    for i in (0, 21):
+        assert_systems_equal(systems[i], disk[i].system)
+
+
+def test_lists_kept_in_memory_when_the_store_cannot_be_written(tiny, tmp_path, monkeypatch, caplog):
+    path = tmp_path / "data.bmdata"
+    shutil.copy(tiny / "zip.bmdata", path)
+
+    def refuse(*args, **kwargs):
+        raise blockmap.BlockMapIOError("read-only directory")
+
+    monkeypatch.setattr(_neighbors, "DatasetWriter", refuse)
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    with caplog.at_level("WARNING", logger="blockmap.metatrain._neighbors"):
+        store = _neighbors.ensure(dataset, OPTIONS)
+    assert "kept in memory" in caplog.text
+    assert not os.path.exists(_neighbors.store_path(str(path), (5.0, True, True)))
+    assert isinstance(store.maps, list) and len(store.maps) == 40
+    expected = _neighbors.ensure(MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS), OPTIONS)
+    for i in (0, 39):
+        assert torch.equal(store.block(i).values, expected.block(i).values)
+        assert store.block(i).samples == expected.block(i).samples
+
+
+def test_without_metatrain_the_error_says_how_to_install(monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "metatrain" else find_spec(name, *a),
+    )
+    with pytest.raises(ModuleNotFoundError, match=r"blockmap\[metatrain\]"):
+        blockmap.metatrain.install()
