@@ -20,6 +20,7 @@ import copyreg
 import keyword
 import sys
 import threading
+import weakref
 from operator import itemgetter
 from typing import Any
 
@@ -30,7 +31,11 @@ class FieldsType(type):
     """The metaclass of the named tuples: their pickling is registered on it."""
 
 
-_CLASSES: dict[tuple[str, tuple[str, ...]], FieldsType] = {}
+# weak values: a class lives as long as something uses it, so a process
+# that unpickles many different classes does not keep them all
+_CLASSES: weakref.WeakValueDictionary[tuple[str, tuple[str, ...]], FieldsType] = (
+    weakref.WeakValueDictionary()
+)
 _LOCK = threading.Lock()
 
 
@@ -66,6 +71,18 @@ def namedtuple(typename: str, field_names: Any) -> FieldsType:
         with _LOCK:
             cls = _CLASSES.setdefault(key, made)
     return cls
+
+
+def _is_reserved(name: str) -> bool:
+    """Whether a field named ``name`` gets no attribute: a dunder name (it
+    would replace the class's ``__new__``, ``__len__``, ``__reduce__``...)
+    or one of the class's own attributes; such a field is read by its name
+    or position (``sample["__len__"]``, ``sample[0]``)."""
+    return (name.startswith("__") and name.endswith("__")) or name in _OWN
+
+
+#: the attributes the class defines itself (see _make_class)
+_OWN = frozenset(["_fields", "_make", "_replace", "_asdict"])
 
 
 def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
@@ -174,7 +191,7 @@ def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
         "__match_args__": field_names,
     }
     for index, name in enumerate(field_names):
-        if name.isidentifier():
+        if name.isidentifier() and not _is_reserved(name):
             doc = sys.intern(f"Alias for field number {index}")
             class_namespace[name] = property(itemgetter(index), doc=doc)
 
@@ -183,13 +200,41 @@ def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
     return result
 
 
-def _rebuild(cls: Any, values: tuple[Any, ...]) -> Any:
+def _rebuild(cls: Any, values: Any) -> Any:
     """An instance of the named tuple class ``cls`` (pickle's reconstructor)."""
+    from .exceptions import BlockMapTypeError
+
+    if not isinstance(cls, FieldsType) or type(values) is not tuple:
+        raise BlockMapTypeError(
+            "this pickle is not a blockmap named tuple: its class is "
+            f"{type(cls).__name__} and its values {type(values).__name__}, not a class "
+            "made by blockmap._namedtuple and a tuple"
+        )
     return cls._make(values)
 
 
+def _class(typename: Any, field_names: Any) -> FieldsType:
+    """The class named by a pickle (its type name and field names), checked
+    before anything is made of them: strings only, unique."""
+    from .exceptions import BlockMapTypeError, ValidationError
+
+    if (
+        type(typename) is not str
+        or type(field_names) is not tuple
+        or any(type(name) is not str for name in field_names)
+    ):
+        raise BlockMapTypeError(
+            "this pickle is not a blockmap named tuple class: its type name must be a "
+            "str and its field names a tuple of str"
+        )
+    try:
+        return namedtuple(typename, field_names)
+    except ValueError as error:
+        raise ValidationError(f"this pickle's named tuple class is refused: {error}") from None
+
+
 def _reduce_class(cls: FieldsType) -> tuple[Any, ...]:
-    return (namedtuple, (cls.__name__, cls._fields))  # type: ignore[attr-defined]
+    return (_class, (cls.__name__, cls._fields))  # type: ignore[attr-defined]
 
 
 copyreg.pickle(FieldsType, _reduce_class)

@@ -196,6 +196,83 @@ def test_metatensor_learns_samples_and_batches_do_not_pickle():
             pickle.dumps(value)
 
 
+class _Crafted:
+    """Pickles as ``function(*args)``: what a crafted pickle can make the
+    unpickler call."""
+
+    def __init__(self, function, *args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+def test_field_names_that_are_the_classes_own_attributes_leave_it_working():
+    """A field named ``__len__``, ``__reduce__``, ``__new__``, ``_make`` or
+    ``_fields`` is read by name and position and gets no attribute, which
+    would replace the class's own (``len``, pickling, construction broke);
+    other names, ``count`` and ``index`` included, are attributes as in
+    metatensor-learn."""
+    names = ["__len__", "__reduce__", "__new__", "_make", "_fields", "__class__", "count", "x"]
+    dataset = bl.data.Dataset.from_dict({name: [i, i + 10] for i, name in enumerate(names)})
+    sample = dataset[1]
+    assert len(sample) == len(names) and sample._fields == tuple(names)
+    assert [sample[name] for name in names] == list(range(10, 18)) == list(sample)
+    assert sample.count == 16 and sample.x == 17
+    assert type(sample).__name__ == "Sample" and sample.__class__ is type(sample)
+    assert type(sample)._make(range(len(names))) == tuple(range(len(names)))
+    back = pickle.loads(pickle.dumps(sample))
+    assert type(back) is type(sample) and back == sample
+    batch = bl.data.group_and_join([dataset[0], dataset[1]])
+    assert batch["__len__"] == (0, 10) and pickle.loads(pickle.dumps(batch)) == batch
+
+
+def test_thousands_of_fields_pickle():
+    dataset = bl.data.Dataset.from_dict({f"f{i}": [i] for i in range(3000)})
+    back = pickle.loads(pickle.dumps(dataset[0]))
+    assert back == tuple(range(3000)) and back.f2999 == 2999
+
+
+def test_crafted_named_tuple_pickles_are_refused_clearly():
+    """The class a pickle names is made of strings only (no ``str()`` of
+    other objects, no iteration of an unbounded iterable), and the
+    reconstructor takes only a blockmap named tuple class and a tuple."""
+    from blockmap import _namedtuple
+    from blockmap.exceptions import BlockMapTypeError, ValidationError
+
+    cls = type(bl.data.Dataset.from_dict({"a": [1]})[0])
+    cases = [
+        (_namedtuple._class, 3, ("a",)),
+        (_namedtuple._class, "Sample", ("a", 2)),
+        (_namedtuple._class, "Sample", ["a"]),
+        (_namedtuple._class, "Sample", range(10**15)),
+        (_namedtuple._rebuild, int, (1,)),
+        (_namedtuple._rebuild, cls, [1]),
+    ]
+    for function, *args in cases:
+        with pytest.raises(BlockMapTypeError, match="this pickle is not a blockmap named"):
+            pickle.loads(pickle.dumps(_Crafted(function, *args)))
+    for args in (("Sample", ("a", "a")), ("class", ("a",))):
+        with pytest.raises(ValidationError, match="named tuple class is refused"):
+            pickle.loads(pickle.dumps(_Crafted(_namedtuple._class, *args)))
+    with pytest.raises(TypeError, match="Expected 1 arguments"):
+        pickle.loads(pickle.dumps(_Crafted(_namedtuple._rebuild, cls, (1, 2))))
+
+
+def test_named_tuple_classes_are_not_kept_once_unused():
+    """Unpickling many different classes does not keep them all."""
+    import gc
+
+    from blockmap import _namedtuple
+
+    key = ("Sample", ("a fresh field",))
+    made = _namedtuple.namedtuple(*key)
+    assert _namedtuple.namedtuple(*key) is made and key in _namedtuple._CLASSES
+    del made
+    gc.collect()
+    assert key not in _namedtuple._CLASSES
+
+
 # ------------------------------------------------------------ group / join
 
 
