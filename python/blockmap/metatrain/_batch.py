@@ -249,11 +249,25 @@ class _Arrival:
         self.options: dict[Any, Any] = {}
 
     def take(self, ref: tuple[Any, int, tuple[int, ...]]) -> Any:
+        import torch
+
         dtype, offset, shape = ref
+        if (
+            not isinstance(dtype, torch.dtype)
+            or type(offset) is not int
+            or type(shape) is not tuple
+            or any(type(size) is not int or size < 0 for size in shape)
+        ):
+            raise _bad(f"a tensor described as {ref!r}")
         count = 1
         for size in shape:
             count *= size
         end = offset + count * dtype.itemsize
+        if offset < 0 or offset % 8 != 0 or end > len(self.buffer):
+            raise _bad(
+                f"a tensor of {count} x {dtype} at byte {offset} of a buffer of "
+                f"{len(self.buffer)} bytes"
+            )
         return self.buffer[offset:end].view(dtype).view(shape)
 
 
@@ -303,7 +317,9 @@ def _rebuild_labels(arrival: _Arrival, packed: Any) -> Any:
 
             names, shape, values = packed
             tensor = torch.tensor(values, dtype=torch.int32).reshape(shape)
-            found = arrival.mtt.Labels(list(names), tensor, assume_unique=True)
+            # small: checked for duplicates (a damaged pickle's repeated
+            # key is refused, not looked up wrongly)
+            found = arrival.mtt.Labels(list(names), tensor)
             arrival.labels[packed] = found
         return found
     names, ref = packed
@@ -362,10 +378,39 @@ def _rebuild_system(arrival: _Arrival, packed: Any) -> Any:
     return system
 
 
+def _bad(what: str) -> Exception:
+    from ..exceptions import FormatError
+
+    return FormatError(f"this pickle is not a blockmap batch: {what}")
+
+
 def _rebuild(buffer: Any, systems: Any, targets: Any, extra: Any) -> Batch:
+    """The batch :meth:`Batch.__reduce__` describes. Anything else (a
+    damaged or crafted pickle) raises :class:`~blockmap.FormatError`: every
+    tensor is checked to lie in the buffer before it is viewed, and what
+    torch, metatensor-torch or metatomic refuse is reported as such."""
+    import torch
+
+    from ..exceptions import BlockMapError
+
+    if (
+        not isinstance(buffer, torch.Tensor)
+        or buffer.dtype != torch.uint8
+        or buffer.dim() != 1
+        or not buffer.is_contiguous()
+        or type(systems) is not list
+        or type(targets) is not dict
+        or type(extra) is not dict
+    ):
+        raise _bad("its parts are not a flat uint8 tensor, a list and two dicts")
     arrival = _Arrival(buffer)
-    return Batch(
-        [_rebuild_system(arrival, s) for s in systems],
-        {name: _rebuild_map(arrival, m) for name, m in targets.items()},
-        {name: _rebuild_map(arrival, m) for name, m in extra.items()},
-    )
+    try:
+        return Batch(
+            [_rebuild_system(arrival, s) for s in systems],
+            {str(name): _rebuild_map(arrival, m) for name, m in targets.items()},
+            {str(name): _rebuild_map(arrival, m) for name, m in extra.items()},
+        )
+    except BlockMapError:
+        raise
+    except (TypeError, ValueError, RuntimeError, KeyError, IndexError, AttributeError) as error:
+        raise _bad(f"{type(error).__name__}: {error}") from error

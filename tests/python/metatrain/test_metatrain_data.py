@@ -355,6 +355,56 @@ def test_batches_from_workers_equal_batches_in_process(tiny, patched):
         assert tensor.untyped_storage().data_ptr() == storage.data_ptr()
 
 
+class _Crafted:
+    def __init__(self, function, *args):
+        self.function, self.args = function, args
+
+    def __reduce__(self):
+        return self.function, self.args
+
+
+def test_crafted_batch_pickles_are_refused_clearly(ours):
+    """A Batch pickle whose parts do not fit its byte tensor (offsets
+    outside it, negative or huge counts, wrong types, repeated keys) raises
+    FormatError, and no tensor is viewed outside the buffer."""
+    import pickle
+
+    batch = _batch.collate(["energy"], [], [ours[0], ours[1]])
+    function, (buffer, systems, targets, extra) = batch.__reduce__()
+    assert function is _batch._rebuild
+    back = pickle.loads(pickle.dumps(batch))
+    assert_maps_equal(back.targets["energy"], batch.targets["energy"])
+
+    values_ref = targets["energy"][1][0][0]
+    dtype, offset, shape = values_ref
+
+    def with_values(ref):
+        keys, blocks = targets["energy"]
+        block = (ref, *blocks[0][1:])
+        return {"energy": (keys, [block])}
+
+    keys = targets["energy"][0]
+    names, key_shape, key_values = keys
+    repeated = ((names, (2, *key_shape[1:]), key_values * 2), targets["energy"][1] * 2)
+    cases = [
+        (buffer, systems, with_values((dtype, len(buffer), shape)), extra),
+        (buffer, systems, with_values((dtype, -8, shape)), extra),
+        (buffer, systems, with_values((dtype, offset, (2**40,))), extra),
+        (buffer, systems, with_values((dtype, offset, (-1,))), extra),
+        (buffer, systems, with_values((dtype, offset + 4, shape)), extra),
+        (buffer, systems, with_values(("float64", offset, shape)), extra),
+        (buffer, systems, with_values((dtype, 0.0, shape)), extra),
+        (buffer, systems, {"energy": repeated}, extra),
+        (buffer, systems, {"energy": (keys,)}, extra),
+        (buffer, [(1, 2)], targets, extra),
+        (buffer.to(torch.float64), systems, targets, extra),
+        (buffer, dict(enumerate(systems)), targets, extra),
+    ]
+    for args in cases:
+        with pytest.raises(FormatError, match="this pickle is not a blockmap batch"):
+            pickle.loads(pickle.dumps(_Crafted(_batch._rebuild, *args)))
+
+
 # ---------------------------------------------------------------- neighbour lists
 
 
