@@ -8,15 +8,20 @@ second_atom, cell_shift_a/b/c`` in vesin's order, component ``xyz``,
 property ``distance``, float64 values). Its file is
 ``<dataset>.neighbors-<cutoff>-<full|half>-<strict|loose>.bmdata`` and the
 info of its first map names the dataset it was computed for (identity,
-entry count, checksum) and the code that computed it (metatrain and vesin
-versions): a store that does not match is computed again and replaced
-(written to a temporary name, renamed once complete).
+entry count, checksum), the code that computed it (metatrain and vesin
+versions) and a CRC32 of the lists themselves (samples and values, checked
+on every open: the dataset format does not check the CRCs of what it
+reads): a store that does not match, or that is damaged or not a store, is
+computed again and replaced (written to a temporary name, renamed once
+complete; a second process writing it at the same time keeps its lists in
+memory).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import zlib
 from typing import Any
 
 import numpy as np
@@ -75,7 +80,6 @@ class Store:
         # a Dataset of single maps (or a list of maps, when the file could
         # not be written)
         self.maps = maps
-        _check(maps)
 
         # metatensor-torch's components and properties, the same for every
         # list: converted once
@@ -108,11 +112,11 @@ class Store:
         )
 
 
-def _check(maps: Any) -> None:
-    """Refuse a store whose lists are not neighbour lists (a damaged or
-    foreign file of the store's name)."""
-    from ..exceptions import ValidationError
-
+def _digest(maps: Any) -> str:
+    """The CRC32 of the lists (every entry's samples, then values), or
+    ``""`` when an entry is not a neighbour list (a damaged or foreign
+    file of the store's name)."""
+    crc = 0
     for index in range(len(maps)):
         tensor = maps[index]
         block = tensor.block(0) if len(tensor) == 1 else None
@@ -123,24 +127,37 @@ def _check(maps: Any) -> None:
             or list(block.properties.names) != ["distance"]
             or len(block.properties) != 1
             or block.values.shape[1:] != (3, 1)
+            or block.values.dtype != np.float64
+            or block.gradients_list()
         ):
-            raise ValidationError(
-                f"entry {index} of the neighbour-list store is not a neighbour list"
-            )
+            return ""
+        crc = zlib.crc32(np.ascontiguousarray(block.samples.values, dtype=np.int32), crc)
+        crc = zlib.crc32(np.ascontiguousarray(block.values), crc)
+    return f"{crc:08x}"
 
 
 def _open(path: str, identity: dict[str, str]) -> Dataset | None:
-    """The store at ``path`` if it was computed for this dataset by this code."""
+    """The store at ``path`` if it was computed for this dataset by this
+    code and is intact; ``None`` (computed again) otherwise."""
     if not os.path.exists(path):
         return None
+    why = None
     try:
         stored = Dataset(path)
-        if len(stored) != int(identity["dataset_entries"]) or len(stored) == 0:
-            return None
-        info = stored[0].info()
-    except BlockMapError:
-        return None
-    if any(info.get(name) != value for name, value in identity.items()):
+        if not stored._single:
+            why = "it is a dataset of fields"
+        elif len(stored) != int(identity["dataset_entries"]) or len(stored) == 0:
+            why = f"it holds {len(stored)} entries"
+        else:
+            info = stored[0].info()
+            if any(info.get(name) != value for name, value in identity.items()):
+                why = "it was computed for another dataset or by another metatrain / vesin"
+            elif not info.get("lists_crc32") or info.get("lists_crc32") != _digest(stored):
+                why = "its lists are damaged"
+    except BlockMapError as error:
+        why = str(error)
+    if why is not None:
+        _LOG.info("the neighbour-list store %s is not used (%s): computed again", path, why)
         return None
     return stored
 
@@ -186,11 +203,10 @@ def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) ->
         block = neighbor_lists._compute_single_neighbor_list(system_to_ase(system), options)
         block = block.to(dtype=system.dtype)
         computed += 1
-        tensor = TensorMap(keys, [from_metatensor_torch(block).to(arrays="numpy")])
-        if index == 0:
-            for name, value in identity.items():
-                tensor.set_info(name, value)
-        maps.append(tensor)
+        maps.append(TensorMap(keys, [from_metatensor_torch(block).to(arrays="numpy")]))
+    if maps:
+        for name, value in {**identity, "lists_crc32": _digest(maps)}.items():
+            maps[0].set_info(name, value)
     try:
         with DatasetWriter(path) as writer:
             for tensor in maps:
@@ -200,4 +216,18 @@ def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) ->
             "the neighbour lists could not be stored in %s (%s): kept in memory", path, error
         )
         return maps
-    return Dataset(path)
+    # another process may have written a store of this name since (two
+    # writers of a new file both succeed, the last rename wins): used only
+    # if it holds these lists
+    if not maps:
+        return maps
+    expected = maps[0].info()
+    try:
+        stored = Dataset(path)
+        info = stored[0].info() if stored._single and len(stored) == len(maps) else {}
+    except (BlockMapError, IndexError):
+        info = {}
+    if info != expected:
+        _LOG.warning("the neighbour-list store %s was replaced meanwhile: kept in memory", path)
+        return maps
+    return stored

@@ -7,6 +7,7 @@ neighbour lists, and the errors."""
 
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -450,6 +451,107 @@ def test_stored_neighbor_lists(tiny, tmp_path, monkeypatch):
             writer.write(system=source[i].system, energy=source[i].energy, columns={"n_atoms": 1})
     _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
     assert len(calls) == 80 + 39
+
+
+def small_copy(tiny, path, count=6):
+    """The first ``count`` entries of the tiny dataset, at ``path``."""
+    source = blockmap.Dataset(tiny / "zip.bmdata")
+    counts = source.column("n_atoms")
+    with blockmap.DatasetWriter(path) as writer:
+        for i in range(count):
+            entry = source[i]
+            writer.write(**entry._asdict(), columns={"n_atoms": int(counts[i])})
+
+
+def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatch):
+    """A store file that is truncated, damaged (a byte of its lists
+    changed), a dataset of fields, another dataset's file, computed by
+    another metatrain / vesin, or holding maps that are not neighbour lists
+    is computed again and replaced, never used: the lists equal the first
+    computation's each time."""
+    path = tmp_path / "data.bmdata"
+    small_copy(tiny, path)
+    store = _neighbors.store_path(str(path), (5.0, True, True))
+
+    def lists():
+        before = _neighbors.computed
+        found = _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+        return _neighbors.computed - before, [found.block(i) for i in range(6)]
+
+    count, expected = lists()
+    assert count == 6
+    good = Path(store).read_bytes()
+    assert lists()[0] == 0
+
+    def foreign_engine():
+        monkeypatch.setattr(_neighbors, "_engine", lambda: "metatrain 0.0, vesin 0.0")
+
+    def fields_dataset(data):
+        with blockmap.DatasetWriter(store) as writer:
+            for i in range(6):
+                writer.write(a=data[i])
+
+    def not_lists(data, digest):
+        # the store's info (the dataset, this code, the CRC the check
+        # gives such maps), on maps that are not neighbour lists
+        info = blockmap.Dataset(store)[0].info()
+        with blockmap.DatasetWriter(store) as writer:
+            for i in range(6):
+                tensor = data[i].copy()
+                if i == 0:
+                    for name, value in {**info, "lists_crc32": digest}.items():
+                        tensor.set_info(name, value)
+                writer.write(tensor)
+
+    energy = blockmap.Dataset(path).field("energy")
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x40
+    cases = {
+        "truncated": lambda: Path(store).write_bytes(good[: len(good) // 2]),
+        "empty": lambda: Path(store).write_bytes(b""),
+        "a byte changed": lambda: Path(store).write_bytes(bytes(flipped)),
+        "fields": lambda: fields_dataset(energy),
+        "another dataset": lambda: shutil.copy(tiny / "zip.bmdata", store),
+        "not lists": lambda: not_lists(energy, ""),
+        "another engine": foreign_engine,
+    }
+    for name, damage in cases.items():
+        damage()
+        count, got = lists()
+        assert count == 6, name
+        for x, y in zip(got, expected, strict=True):
+            assert torch.equal(x.values, y.values) and x.samples == y.samples, name
+        monkeypatch.undo()
+    # the last store was computed by "another engine": this one's replaces it
+    assert lists()[0] == 6
+    assert lists()[0] == 0
+
+
+def test_a_store_replaced_while_written_is_not_used(tiny, tmp_path, monkeypatch):
+    """Two writers of a new store both succeed and the last rename wins:
+    a process whose store was replaced by another file before it opened it
+    keeps its own lists in memory instead of using that file."""
+    path = tmp_path / "data.bmdata"
+    small_copy(tiny, path)
+    store = _neighbors.store_path(str(path), (5.0, True, True))
+    other = blockmap.DatasetWriter(store)
+    other.write(blockmap.Dataset(path).field("energy")[0])
+    opened = []
+
+    def replaced_then_opened(target):
+        other.close()
+        opened.append(target)
+        return blockmap.Dataset(target)
+
+    monkeypatch.setattr(_neighbors, "Dataset", replaced_then_opened)
+    found = _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+    monkeypatch.undo()
+    assert opened and type(found.maps) is list and len(found.maps) == 6
+    assert len(blockmap.Dataset(store)) == 1
+    # the next run computes it again (the file holds 1 entry)
+    before = _neighbors.computed
+    _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+    assert _neighbors.computed - before == 6
 
 
 def disk_system(tiny, index):
