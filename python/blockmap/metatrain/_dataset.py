@@ -13,6 +13,7 @@ batch. Code of metatrain that reads samples directly (``get_atomic_types``,
 
 from __future__ import annotations
 
+import operator
 import os
 import weakref
 from typing import Any
@@ -162,7 +163,7 @@ class MetatrainDataset:
         # sample field name -> stored field index
         self._target_fields = {target: stored.index(key) for target, key in mapping.items()}
         self.sample_fields: tuple[str, ...] = ("system", *mapping, SYSTEM_INDEX)
-        self._atom_counts: np.ndarray | None = None
+        self._atom_counts = self._checked_atom_counts()
         # the options of the lists stored with the systems (system/pairs/<i>)
         self.stored_lists = []
         if len(self.data) > 0:
@@ -175,12 +176,41 @@ class MetatrainDataset:
         # (cutoff, full_list, strict) -> the stored neighbour lists
         self.neighbors: dict[tuple[float, bool, bool], _neighbors.Store] = {}
 
+    def _checked_atom_counts(self) -> np.ndarray:
+        """The atom count of every entry: the ``n_atoms`` column, refused
+        when it disagrees with the systems (the atom-count sampler would
+        make wrong batches), or the row count of the systems' positions (the
+        first block of a system's map) in a dataset written without it."""
+        positions = self.data.field("system").column("n_samples").astype(np.int64)
+        if "n_atoms" not in self.data.columns:
+            return positions
+        counts = self.data.column("n_atoms")
+        if counts.dtype.kind not in "iu":
+            raise ValidationError(
+                f"'{self.path}': its n_atoms column holds {counts.dtype} values, not "
+                "integers; convert the dataset again"
+            )
+        wrong = np.flatnonzero(counts != positions)
+        if len(wrong):
+            first = int(wrong[0])
+            raise ValidationError(
+                f"'{self.path}': its n_atoms column disagrees with its systems at "
+                f"{len(wrong)} entries (entry {first}: {int(counts[first])} against "
+                f"{int(positions[first])} atoms); convert the dataset again"
+            )
+        return counts.astype(np.int64, copy=False)
+
     def __len__(self) -> int:
         return len(self.data)
 
     def __getitem__(self, index: int) -> Sample:
         if not isinstance(index, (int, np.integer)):
-            index = index.__index__()
+            try:
+                index = operator.index(index)
+            except TypeError:
+                raise BlockMapIndexError(
+                    f"a dataset is indexed by an integer, not by {type(index).__name__}"
+                ) from None
         if not 0 <= index < len(self.data):
             # IndexError: iteration of a Subset stops on it
             raise BlockMapIndexError(
@@ -207,14 +237,7 @@ class MetatrainDataset:
     def get_all_atom_counts(self) -> np.ndarray:
         """The atom count of every entry (int64), from the ``n_atoms``
         column (or, in a dataset written without it, the row count of the
-        systems' positions)."""
-        if self._atom_counts is None:
-            if "n_atoms" in self.data.columns:
-                counts = self.data.column("n_atoms")
-            else:
-                # the first block of a system's map is its positions
-                counts = self.data.field("system").column("n_samples")
-            self._atom_counts = counts.astype(np.int64, copy=False)
+        systems' positions); checked against the systems when opened."""
         return self._atom_counts
 
     def get_num_atoms(self, i: int) -> int:

@@ -165,6 +165,48 @@ def test_a_target_the_dataset_does_not_hold_is_refused(tiny):
     assert dataset[0]._fields == ("system", "energy", "mtt::aux::system_index")
 
 
+def test_atom_counts_that_disagree_with_the_systems_are_refused(tiny, tmp_path):
+    """The atom-count sampler batches by the ``n_atoms`` column: a column
+    that disagrees with the systems, or does not hold integers, is refused
+    when the dataset is opened; without the column, the systems' counts."""
+    source = blockmap.Dataset(tiny / "zip.bmdata")
+    counts = source.column("n_atoms")
+
+    def written(name, column):
+        path = tmp_path / f"{name}.bmdata"
+        with blockmap.DatasetWriter(path) as writer:
+            for i in range(4):
+                columns = {} if column is None else {"n_atoms": column(i)}
+                writer.write(**source[i]._asdict(), columns=columns)
+        return path
+
+    wrong = written("wrong", lambda i: int(counts[i]) + (i == 2))
+    with pytest.raises(ValidationError, match=r"disagrees .* at 1 entries \(entry 2: "):
+        MetatrainDataset(wrong, fields=TARGETS)
+    with pytest.raises(ValidationError, match="holds float64 values, not integers"):
+        MetatrainDataset(written("float", lambda i: float(counts[i])), fields=TARGETS)
+    without = MetatrainDataset(written("without", None), fields=TARGETS)
+    assert without.get_all_atom_counts().tolist() == counts[:4].tolist()
+    assert without.get_all_atom_counts().dtype == np.int64
+
+
+def test_indices_that_are_not_entries_are_refused(ours):
+    from blockmap.exceptions import BlockMapIndexError
+
+    assert ours[np.int64(3)]._index == ours[torch.tensor(3)]._index == 3
+    for index in (40, -1, 2**70, 1.5, "0", None):
+        with pytest.raises(BlockMapIndexError):
+            ours[index]
+    with pytest.raises(BlockMapIndexError):
+        torch.utils.data.Subset(ours, [-1])[0]
+
+
+def test_a_version_1_dataset_is_refused(tmp_path):
+    stored = os.path.join(os.path.dirname(__file__), "..", "..", "data", "datasets")
+    with pytest.raises(ValidationError, match="not a metatrain dataset"):
+        MetatrainDataset(os.path.join(stored, "v1-committed.bmds"))
+
+
 def mtt_data_get_dataset():
     import metatrain.cli.train
 
@@ -447,8 +489,12 @@ def test_stored_neighbor_lists(tiny, tmp_path, monkeypatch):
     # a changed dataset (written again, here with one entry less): computed again
     with blockmap.DatasetWriter(path) as writer:
         source = blockmap.Dataset(tiny / "zip.bmdata")
+        counts = source.column("n_atoms")
         for i in range(39):
-            writer.write(system=source[i].system, energy=source[i].energy, columns={"n_atoms": 1})
+            entry = source[i]
+            writer.write(
+                system=entry.system, energy=entry.energy, columns={"n_atoms": int(counts[i])}
+            )
     _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
     assert len(calls) == 80 + 39
 
