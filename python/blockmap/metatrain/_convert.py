@@ -110,6 +110,9 @@ def convert(
         )
     if not os.path.exists(source):
         raise MissingFileError(f"no such file: '{source}'")
+    directory = os.path.dirname(os.path.abspath(dest))
+    if not os.path.isdir(directory):
+        raise MissingFileError(f"the directory of '{dest}' does not exist")
     if source.endswith(".zip"):
         jobs = [(dest, lambda path: _from_zip(source, path, progress))]
     elif source.endswith((".yaml", ".yml")):
@@ -145,9 +148,15 @@ def convert(
 def _from_zip(source: str, dest: str, progress: bool) -> None:
     """A DiskDataset zip, through :meth:`Dataset.from_diskdataset`, with
     the ``n_atoms`` column added."""
-    temporary = f"{dest}.from-zip.tmp"
+    # hidden, beside dest; removed as soon as it is open (its maps stay
+    # readable), so that a process killed while writing dest leaves it
+    # behind only during from_diskdataset, whose own writer leaves nothing
+    directory, name = os.path.split(dest)
+    temporary = os.path.join(directory, f".{name}.from-zip.tmp")
     try:
         converted = Dataset.from_diskdataset(source, temporary, progress=progress)
+        if os.name == "posix":
+            os.remove(temporary)
         if converted._single or "system" not in converted.fields:
             raise FormatError(
                 f"'{source}' holds no systems ('<index>/system.mta'): not a dataset "

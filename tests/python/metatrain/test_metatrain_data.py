@@ -143,6 +143,56 @@ def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
     assert len(blockmap.Dataset(target)) == 40
 
 
+def test_convert_killed_while_writing_leaves_nothing(tiny, tmp_path):
+    """A convert killed (SIGKILL) while it writes DEST from the zip's
+    first conversion leaves neither DEST nor that conversion behind, and
+    the next convert writes DEST."""
+    import subprocess
+    import sys
+    import textwrap
+
+    dest = tmp_path / "out.bmdata"
+    code = textwrap.dedent(
+        """
+        import os, signal, sys
+        from blockmap.metatrain import _convert
+
+        def progress(items, progress, what):
+            if what == "entries":
+                os.kill(os.getpid(), signal.SIGKILL)
+            return items
+
+        _convert._progress = progress
+        _convert.convert(sys.argv[1], sys.argv[2])
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(tiny / "data.zip"), str(dest)],
+        timeout=120,
+        capture_output=True,
+    )
+    assert done.returncode == -9, done.stderr.decode()
+    assert os.listdir(tmp_path) == []
+    blockmap.metatrain.convert(tiny / "data.zip", dest)
+    assert len(MetatrainDataset(dest)) == 40 and os.listdir(tmp_path) == ["out.bmdata"]
+
+
+def test_convert_paths_with_spaces_and_non_ascii(tiny, tmp_path):
+    folder = tmp_path / "a dïr with spaces"
+    folder.mkdir()
+    shutil.copy(tiny / "data.zip", folder / "dätä 1.zip")
+    shutil.copy(tiny / "data.xyz", folder / "dätä 1.xyz")
+    from helpers import metatrain_data
+
+    metatrain_data.write_options(folder / "öptions.yaml", folder / "dätä 1.xyz")
+    blockmap.metatrain.convert(folder / "dätä 1.zip", folder / "frøm zip.bmdata")
+    blockmap.metatrain.convert(folder / "öptions.yaml", folder / "frøm xyz.bmdata")
+    for name in ("frøm zip.bmdata", "frøm xyz.bmdata"):
+        assert len(MetatrainDataset(folder / name, fields=TARGETS)) == 40
+    with pytest.raises(MissingFileError, match="the directory of"):
+        blockmap.metatrain.convert(tiny / "data.zip", tmp_path / "absent" / "x.bmdata")
+
+
 def test_a_dataset_without_systems_is_refused(tmp_path, patched):
     path = tmp_path / "maps.bmdata"
     labels = blockmap.Labels(["_"], np.zeros((1, 1), dtype=np.int32))
