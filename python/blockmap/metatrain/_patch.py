@@ -21,12 +21,18 @@ blockmap, everything else left as it is.
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from . import _batch, _dataset, _neighbors
 
 #: name -> (original, wrapper), filled by install()
 _patched: dict[str, tuple[Any, Any]] = {}
+
+#: held by install, uninstall and _walk: two threads installing at once
+#: would otherwise both take the first one's wrappers for metatrain's
+#: originals (and uninstall would put wrappers back)
+_LOCK = threading.RLock()
 
 
 def _bmdata(path: Any) -> bool:
@@ -35,7 +41,17 @@ def _bmdata(path: Any) -> bool:
 
 def _walk() -> None:
     """Replace the originals held by every loaded metatrain module."""
-    by_id = {id(original): wrapper for original, wrapper in _patched.values()}
+    with _LOCK:
+        _walk_locked()
+
+
+def _walk_locked() -> None:
+    _replace({id(original): wrapper for original, wrapper in _patched.values()})
+
+
+def _replace(by_id: dict[int, Any]) -> None:
+    """Set every attribute of a loaded metatrain module whose value's id is
+    a key of ``by_id`` to that key's value."""
     for name, module in list(sys.modules.items()):
         if not (name == "metatrain" or name.startswith("metatrain.")) or module is None:
             continue
@@ -43,13 +59,18 @@ def _walk() -> None:
         if namespace is None:
             continue
         for attribute, value in list(namespace.items()):
-            wrapper = by_id.get(id(value))
-            if wrapper is not None:
-                setattr(module, attribute, wrapper)
+            replacement = by_id.get(id(value))
+            if replacement is not None:
+                setattr(module, attribute, replacement)
 
 
 def install() -> None:
     """Install the patches (again: a no-op)."""
+    with _LOCK:
+        _install_locked()
+
+
+def _install_locked() -> None:
     if _patched:
         _walk()
         return
@@ -122,6 +143,11 @@ def install() -> None:
 
 def uninstall() -> None:
     """Put metatrain's originals back."""
+    with _LOCK:
+        _uninstall_locked()
+
+
+def _uninstall_locked() -> None:
     if not _patched:
         return
     import importlib
@@ -129,12 +155,5 @@ def uninstall() -> None:
     data_module = importlib.import_module("metatrain.utils.data.dataset")
     original_call, _ = _patched.pop("CollateFn.__call__")
     data_module.CollateFn.__call__ = original_call  # type: ignore[method-assign]
-    by_id = {id(wrapper): original for original, wrapper in _patched.values()}
-    for name, module in list(sys.modules.items()):
-        if not (name == "metatrain" or name.startswith("metatrain.")) or module is None:
-            continue
-        for attribute, value in list(getattr(module, "__dict__", {}).items()):
-            original = by_id.get(id(value))
-            if original is not None:
-                setattr(module, attribute, original)
+    _replace({id(wrapper): original for original, wrapper in _patched.values()})
     _patched.clear()

@@ -709,6 +709,58 @@ def test_lists_stored_with_the_systems_are_used(tiny, tmp_path, patched, monkeyp
     assert not any("neighbors" in name for name in os.listdir(tmp_path))
 
 
+def test_patches_installed_from_threads_at_once_and_by_later_modules():
+    """In a fresh process: four threads install at once (each import slowed
+    down, so that they overlap): metatrain's originals are what uninstall
+    puts back, not another thread's wrappers; architectures imported after
+    install (pet, llpr, composition, scaler) hold the wrappers; install
+    and uninstall twice are no-ops."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(
+        """
+        import importlib, sys, threading, time, warnings
+        warnings.simplefilter("ignore")
+        import blockmap.metatrain as bm
+        from blockmap.metatrain import _patch
+        import metatrain.utils.data.dataset as data
+
+        original = data.CollateFn.__call__
+        unpack = data.unpack_batch
+        real = importlib.import_module
+
+        def slow(name, *args):
+            time.sleep(0.02)
+            return real(name, *args)
+
+        importlib.import_module = slow
+        threads = [threading.Thread(target=bm.install) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        importlib.import_module = real
+        bm.install()
+        assert _patch._patched["CollateFn.__call__"][0] is original
+        assert _patch._patched["unpack_batch"][0] is unpack
+        wrapper = _patch._patched["unpack_batch"][1]
+        import metatrain.composition.trainer, metatrain.llpr.trainer
+        import metatrain.pet.trainer, metatrain.scaler.trainer
+        for name in ("composition", "llpr", "pet", "scaler"):
+            assert sys.modules[f"metatrain.{name}.trainer"].unpack_batch is wrapper, name
+        bm.uninstall()
+        bm.uninstall()
+        assert data.CollateFn.__call__ is original and data.unpack_batch is unpack
+        assert metatrain.pet.trainer.unpack_batch is unpack
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], timeout=300, capture_output=True, text=True)
+    assert done.stdout.strip().endswith("ok"), done.stderr
+
+
 def test_eval_reads_bmdata_systems_without_targets(tiny, disk, patched):
     import metatrain.cli.eval
 
