@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 
-from .. import _blockmap, _namedtuple
+from .. import _blockmap, _namedtuple, exceptions
 
 __all__ = ["DataLoader", "Dataset", "IndexedDataset", "group", "group_and_join"]
 
@@ -99,10 +99,12 @@ def group_and_join(
     ------
     ValueError
         the samples do not all have the same number of fields
+    blockmap.BlockMapTypeError
+        a field holds maps of several libraries (or maps and other
+        values), whichever comes first
     blockmap.BlockMapError
         blockmap's join refused the maps (different keys without
-        ``different_keys``, metadata that differs, maps of several
-        libraries in one field)
+        ``different_keys``, metadata that differs)
     """
     names = batch[0]._fields
     if fields_to_join is None:
@@ -115,6 +117,7 @@ def group_and_join(
             data.append(field)
             continue
         first = field[0]
+        _check_one_library(name, field)
         if isinstance(first, _blockmap.TensorMap):
             data.append(_blockmap.join(field, axis="samples", **join_kwargs))
         elif _is_metatensor_map(first):
@@ -129,6 +132,36 @@ def group_and_join(
         else:
             data.append(field)
     return _namedtuple.namedtuple("Batch", names)(*data)
+
+
+def _library(value: Any) -> str:
+    """Whose map ``value`` is (``"blockmap"``, ``"metatensor-core"``,
+    ``"metatensor-torch"``), or its type's name when it is no map."""
+    if isinstance(value, _blockmap.TensorMap):
+        return "blockmap"
+    if _is_metatensor_map(value):
+        return "metatensor-core"
+    if isinstance(value, torch.ScriptObject) and value._type().name() == "TensorMap":
+        return "metatensor-torch"
+    return type(value).__name__
+
+
+def _check_one_library(name: str, field: Sequence[Any]) -> None:
+    """Refuse a field of maps that are not all of one library (each
+    library's join would refuse the others' with its own error, or not at
+    all)."""
+    libraries = ("blockmap", "metatensor-core", "metatensor-torch")
+    first = _library(field[0])
+    if first not in libraries:
+        return
+    others = sorted({_library(value) for value in field} - {first})
+    if others:
+        described = [f"{o} maps" if o in libraries else f"{o} values" for o in others]
+        raise exceptions.BlockMapTypeError(
+            f"the field {name!r} holds {first} maps and {', '.join(described)}: the maps "
+            "of a field are joined by one library, convert them to one first "
+            "(blockmap.metatensor / blockmap.metatensor_torch)"
+        )
 
 
 def _is_metatensor_map(value: Any) -> bool:

@@ -391,6 +391,32 @@ def test_group_and_join_still_joins_metatensors_own_maps():
         assert type(joined) is type(theirs.x) and equal(joined, theirs.x)
 
 
+def test_group_and_join_refuses_maps_of_several_libraries_in_one_field():
+    """A field whose maps are not all of one library is refused with
+    blockmap's error whichever comes first (metatensor-core's and
+    metatensor-torch's joins raised their own TypeError / RuntimeError)."""
+    from blockmap.exceptions import BlockMapTypeError
+
+    ours = _blocks(blockmap, np.random.default_rng(4), 2, 1, "torch")
+    kinds = {
+        "blockmap": ours,
+        "metatensor-core": [to_metatensor(m) for m in ours],
+        "metatensor-torch": [to_metatensor_torch(m) for m in ours],
+    }
+    for first, maps in kinds.items():
+        for second, others in kinds.items():
+            if first == second:
+                continue
+            samples = [bl.data.Dataset(x=[maps[0]])[0], bl.data.Dataset(x=[others[1]])[0]]
+            with pytest.raises(BlockMapTypeError, match=f"holds {first} maps and {second} maps"):
+                bl.data.group_and_join(samples)
+            # group does not join: it keeps them
+            assert bl.data.group(samples).x[1] is others[1]
+        samples = [bl.data.Dataset(x=[maps[0]])[0], bl.data.Dataset(x=[3])[0]]
+        with pytest.raises(BlockMapTypeError, match=f"holds {first} maps and int values"):
+            bl.data.group_and_join(samples)
+
+
 def test_group_and_join_keeps_other_objects_and_group_keeps_everything():
     values = {"tensor": [torch.ones(2, 3), torch.zeros(2, 3)], "other": [{"a": 1}, {"b": 2}]}
     for data in (bl.data, ml.data):
