@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import re
 import struct
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -680,6 +681,19 @@ def _options(mta: Any, info: dict[str, str], name: str) -> Any:
             f"the info of '{name}': full_list and strict must be true or false, "
             "requestors a JSON list of strings"
         )
+    return neighbor_list_options(mta, cutoff, full_list, strict, requestors, length_unit)
+
+
+def neighbor_list_options(
+    mta: Any,
+    cutoff: float,
+    full_list: bool,
+    strict: bool,
+    requestors: Sequence[str],
+    length_unit: str,
+) -> Any:
+    """metatomic's ``NeighborListOptions`` (``mta``: ``metatomic.torch``)
+    with every requestor and the length unit."""
     options = mta.NeighborListOptions(
         cutoff=cutoff,
         full_list=full_list,

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._blockmap import join
+from .._systems import neighbor_list_options
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
 from ._dataset import SYSTEM_INDEX, Sample, system_index_map
@@ -349,16 +350,7 @@ def _rebuild_map(arrival: _Arrival, packed: Any) -> Any:
 def _rebuild_options(arrival: _Arrival, described: Any) -> Any:
     found = arrival.options.get(described)
     if found is None:
-        cutoff, full_list, strict, requestors, length_unit = described
-        found = arrival.mta.NeighborListOptions(
-            cutoff=cutoff,
-            full_list=full_list,
-            strict=strict,
-            requestor=requestors[0] if requestors else "",
-        )
-        for requestor in requestors[1:]:
-            found.add_requestor(requestor)
-        found.length_unit = length_unit
+        found = neighbor_list_options(arrival.mta, *described)
         arrival.options[described] = found
     return found
 

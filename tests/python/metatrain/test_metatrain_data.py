@@ -105,21 +105,20 @@ def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
     with pytest.raises(FormatError, match="not a DiskDataset"):
         blockmap.metatrain.convert(not_disk, tmp_path / "a.bmdata")
     empty = tmp_path / "empty.yaml"
-    empty.write_text("seed: 1\n")
-    with pytest.raises(ValidationError, match="no training_set"):
-        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
-    empty.write_text("training_set:\n  targets:\n    energy:\n      key: energy\n")
-    with pytest.raises(ValidationError, match="names no systems"):
-        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
-    empty.write_text("training_set: 0.5\n")
-    with pytest.raises(ValidationError, match="names no files"):
-        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
-    empty.write_text("- a list\n")
-    with pytest.raises(ValidationError, match="no training_set"):
-        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
-    empty.write_text("training_set: [unclosed\n")
-    with pytest.raises(FormatError, match="not an options file"):
-        blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
+    for text, error, message in (
+        ("seed: 1\n", ValidationError, "no training_set"),
+        (
+            "training_set:\n  targets:\n    energy:\n      key: energy\n",
+            ValidationError,
+            "names no systems",
+        ),
+        ("training_set: 0.5\n", ValidationError, "names no files"),
+        ("- a list\n", ValidationError, "no training_set"),
+        ("training_set: [unclosed\n", FormatError, "not an options file"),
+    ):
+        empty.write_text(text)
+        with pytest.raises(error, match=message):
+            blockmap.metatrain.convert(empty, tmp_path / "a.bmdata")
     with pytest.raises(ValidationError, match="end in '.bmdata'"):
         blockmap.metatrain.convert(tiny / "data.zip", tmp_path / "a.zip")
     # DEST exists: refused, saying how to overwrite
