@@ -73,8 +73,15 @@ def is_blockmap_batch(batch: Any) -> bool:
 def collate(target_keys: Any, callables: list[Any], batch: list[Sample]) -> Batch:
     """metatrain's ``CollateFn.__call__`` on a batch of blockmap items."""
     dataset = batch[0]._dataset
-    if any(item._dataset is not dataset for item in batch):
-        raise ValueError("the items of a batch come from different blockmap datasets")
+    if any(not isinstance(item, Sample) or item._dataset is not dataset for item in batch):
+        from ..exceptions import ValidationError
+
+        raise ValidationError(
+            "the items of a batch must all come from one blockmap dataset (a "
+            "MetatrainDataset, or a Subset of it): "
+            f"{sorted({type(item).__name__ for item in batch})} from "
+            f"{len({id(getattr(item, '_dataset', item)) for item in batch})} datasets"
+        )
     fields = dataset.sample_fields
     systems = [system_of(item) for item in batch]
     for function in callables:
@@ -393,14 +400,15 @@ def _rebuild(buffer: Any, systems: Any, targets: Any, extra: Any) -> Batch:
         or type(systems) is not list
         or type(targets) is not dict
         or type(extra) is not dict
+        or any(type(name) is not str for name in [*targets, *extra])
     ):
-        raise _bad("its parts are not a flat uint8 tensor, a list and two dicts")
+        raise _bad("its parts are not a flat uint8 tensor, a list and two dicts of str keys")
     arrival = _Arrival(buffer)
     try:
         return Batch(
             [_rebuild_system(arrival, s) for s in systems],
-            {str(name): _rebuild_map(arrival, m) for name, m in targets.items()},
-            {str(name): _rebuild_map(arrival, m) for name, m in extra.items()},
+            {name: _rebuild_map(arrival, m) for name, m in targets.items()},
+            {name: _rebuild_map(arrival, m) for name, m in extra.items()},
         )
     except BlockMapError:
         raise

@@ -447,6 +447,17 @@ def test_batches_from_workers_equal_batches_in_process(tiny, patched):
         assert tensor.untyped_storage().data_ptr() == storage.data_ptr()
 
 
+def test_a_batch_of_items_of_several_datasets_is_refused(tiny, ours):
+    """metatrain's loaders batch one dataset at a time; a batch that mixes
+    datasets, or blockmap items and others, is refused (it used to raise
+    a plain ValueError, or AttributeError for a foreign item)."""
+    other = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    with pytest.raises(ValidationError, match="from 2 datasets"):
+        _batch.collate(["energy"], [], [ours[0], other[1]])
+    with pytest.raises(ValidationError, match="must all come from one blockmap dataset"):
+        _batch.collate(["energy"], [], [ours[0], (1, 2)])
+
+
 class _Crafted:
     def __init__(self, function, *args):
         self.function, self.args = function, args
@@ -491,6 +502,7 @@ def test_crafted_batch_pickles_are_refused_clearly(ours):
         (buffer, [(1, 2)], targets, extra),
         (buffer.to(torch.float64), systems, targets, extra),
         (buffer, dict(enumerate(systems)), targets, extra),
+        (buffer, systems, {1: targets["energy"]}, extra),
     ]
     for args in cases:
         with pytest.raises(FormatError, match="this pickle is not a blockmap batch"):
