@@ -142,6 +142,69 @@ def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
     assert len(blockmap.Dataset(target)) == 40
 
 
+RICH_OPTIONS = """\
+training_set:
+  systems:
+    read_from: {xyz}
+    length_unit: angstrom
+  targets:
+    energy:
+      key: energy
+      unit: eV
+      forces:
+        key: forces
+    mtt::dipole:
+      key: mu
+      type:
+        cartesian:
+          rank: 1
+      num_subtargets: 1
+  extra_data:
+    mtt::weight:
+      key: weight
+      type: scalar
+      num_subtargets: 1
+"""
+
+
+def test_convert_keeps_vector_targets_and_extra_data(tiny, tmp_path, patched):
+    """A cartesian (vector) target and extra data from the xyz options are
+    fields equal to what metatrain's readers give, and metatrain's
+    get_dataset serves them (targets and extra data apart)."""
+    import ase.io
+    from metatrain.utils.data import read_extra_data, read_targets
+    from metatrain.utils.omegaconf import expand_dataset_config
+    from omegaconf import OmegaConf
+
+    frames = ase.io.read(tiny / "data.xyz", ":8")
+    rng = np.random.default_rng(2)
+    for atoms in frames:
+        atoms.info["mu"] = rng.normal(size=3)
+        atoms.info["weight"] = float(rng.uniform())
+    ase.io.write(tmp_path / "rich.xyz", frames, format="extxyz")
+    options = tmp_path / "rich.yaml"
+    options.write_text(RICH_OPTIONS.format(xyz=tmp_path / "rich.xyz"))
+    blockmap.metatrain.convert(options, tmp_path / "rich.bmdata")
+
+    config = expand_dataset_config(OmegaConf.load(options)["training_set"])[0]
+    targets, _ = read_targets(config["targets"])
+    extra, _ = read_extra_data(config["extra_data"])
+    config["systems"]["read_from"] = str(tmp_path / "rich.bmdata")
+    dataset, target_info, extra_info = mtt_data_get_dataset()(config)
+    assert isinstance(dataset, MetatrainDataset)
+    # DiskDataset's get_target_info adds the system index to the extra data
+    assert set(target_info) == {"energy", "mtt::dipole"}
+    assert set(extra_info) == {"mtt::weight", "mtt::aux::system_index"}
+    for name, maps in {**targets, **extra}.items():
+        for i in (0, 7):
+            ours, theirs = dataset[i][name], maps[i]
+            assert ours.keys == theirs.keys, name
+            for x, y in zip(ours.blocks(), theirs.blocks(), strict=True):
+                assert torch.equal(x.values, y.values) and x.components == y.components
+                assert x.properties == y.properties and x.samples.names == y.samples.names
+                assert x.samples.values[:, 0].tolist() == [i] * len(x.samples)
+
+
 def test_convert_killed_while_writing_leaves_nothing(tiny, tmp_path):
     """A convert killed (SIGKILL) while it writes DEST from the zip's
     first conversion leaves neither DEST nor that conversion behind, and
