@@ -34,6 +34,11 @@ SYSTEM_INDEX = "mtt::aux::system_index"
 #: whose neighbour lists a neighbour-list transform makes sure are stored
 opened: weakref.WeakSet[MetatrainDataset] = weakref.WeakSet()
 
+#: set by blockmap.metatrain.install / uninstall: whether metatrain is
+#: patched in this process (a dataset pickled then patches the process that
+#: unpickles it, see MetatrainDataset.__setstate__)
+patched = False
+
 
 class Sample:
     """One entry of a :class:`MetatrainDataset`: what metatrain's named
@@ -199,6 +204,19 @@ class MetatrainDataset:
                 f"{int(positions[first])} atoms); convert the dataset again"
             )
         return counts.astype(np.int64, copy=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_patched": patched}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # a DataLoader worker started by spawn or forkserver imports
+        # metatrain afresh: without the patches its CollateFn would take
+        # metatrain's own path on these items (right, but slow)
+        if state.pop("_patched", False) and not patched:
+            from . import install
+
+            install()
+        self.__dict__.update(state)
 
     def __len__(self) -> int:
         return len(self.data)

@@ -138,6 +138,7 @@ def _install_locked() -> None:
         _patched[original.__name__] = (original, wrapper)
     _patched["CollateFn.__call__"] = (original_call, call)
     data_module.CollateFn.__call__ = call  # type: ignore[method-assign]
+    _dataset.patched = True
     _walk()
 
 
@@ -157,3 +158,4 @@ def _uninstall_locked() -> None:
     data_module.CollateFn.__call__ = original_call  # type: ignore[method-assign]
     _replace({id(wrapper): original for original, wrapper in _patched.values()})
     _patched.clear()
+    _dataset.patched = False

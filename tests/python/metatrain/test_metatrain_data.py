@@ -572,6 +572,30 @@ def test_crafted_batch_pickles_are_refused_clearly(ours):
             pickle.loads(pickle.dumps(_Crafted(_batch._rebuild, *args)))
 
 
+def test_a_spawned_worker_makes_blockmaps_batches(tiny, patched):
+    """A worker started by spawn imports metatrain afresh: unpickling the
+    dataset installs the patches there, so its batches come from
+    blockmap's batch path (they came from metatrain's own, as tuples)."""
+    from metatrain.utils.data.dataset import CollateFn, unpack_batch
+
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    collate = CollateFn(["energy"], callables=[])
+    subset = torch.utils.data.Subset(dataset, list(range(8)))
+    loader = torch.utils.data.DataLoader(
+        subset,
+        batch_size=4,
+        collate_fn=collate,
+        num_workers=1,
+        multiprocessing_context="spawn",
+        timeout=120,
+    )
+    batches = list(loader)
+    assert [type(b) for b in batches] == [_batch.Batch, _batch.Batch]
+    for i, batch in enumerate(batches):
+        here = unpack_batch(collate([dataset[j] for j in range(4 * i, 4 * i + 4)]))
+        assert_maps_equal(unpack_batch(batch)[1]["energy"], here[1]["energy"])
+
+
 # ---------------------------------------------------------------- neighbour lists
 
 
