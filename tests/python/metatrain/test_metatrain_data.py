@@ -721,6 +721,57 @@ def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatc
     assert lists()[0] == 0
 
 
+def test_a_store_write_killed_leaves_the_old_file(tiny, tmp_path):
+    """A process killed (SIGKILL) while it writes the store leaves the file
+    that was there, whole, and nothing else; the next run replaces it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "data.bmdata"
+    small_copy(tiny, path)
+    store = _neighbors.store_path(str(path), (5.0, True, True))
+    shutil.copy(tiny / "zip.bmdata", store)  # an old, foreign file
+    old = Path(store).read_bytes()
+    code = textwrap.dedent(
+        """
+        import os, signal, sys, warnings
+        warnings.simplefilter("ignore")
+        from metatomic.torch import NeighborListOptions
+        from blockmap.metatrain import _neighbors
+        from blockmap.metatrain._dataset import MetatrainDataset
+
+        class Killed:
+            def __init__(self, path):
+                self.writer = Writer(path)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *args):
+                self.writer.close()
+
+            def write(self, tensor):
+                self.writer.write(tensor)
+                os.kill(os.getpid(), signal.SIGKILL)
+
+        Writer = _neighbors.DatasetWriter
+        _neighbors.DatasetWriter = Killed
+        options = NeighborListOptions(cutoff=5.0, full_list=True, strict=True)
+        _neighbors.ensure(MetatrainDataset(sys.argv[1], fields=["energy"]), options)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)], timeout=300, capture_output=True, text=True
+    )
+    assert done.returncode == -9, done.stderr
+    assert Path(store).read_bytes() == old
+    assert sorted(os.listdir(tmp_path)) == sorted(["data.bmdata", os.path.basename(store)])
+    before = _neighbors.computed
+    found = _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+    assert _neighbors.computed - before == 6 and len(found.maps) == 6
+
+
 def test_a_store_replaced_while_written_is_not_used(tiny, tmp_path, monkeypatch):
     """Two writers of a new store both succeed and the last rename wins:
     a process whose store was replaced by another file before it opened it
