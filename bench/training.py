@@ -219,9 +219,26 @@ def epoch_seconds(cell: dict[str, Any] | None) -> float | None:
     return part(cell, "seconds")
 
 
+def waits_seen(cell: dict[str, Any] | None) -> bool:
+    """Whether the main process's wait was timed for every batch (a batch
+    path that went around torch's DataLoader iterator would not be)."""
+    return all(
+        epoch.get("batches", len(epoch["losses"])) >= len(epoch["losses"])
+        for run in _runs(cell)
+        for epoch in run["epochs"]
+    )
+
+
+#: why a data share is missing although the runs are there
+WAITS_UNSEEN = "the wait for batches was not timed for every batch"
+
+
 def data_share(cell: dict[str, Any] | None) -> float | None:
     """Data handling (main process: waiting for batches, unpacking them) over
-    the epoch, epochs 2..N together (median over the runs)."""
+    the epoch, epochs 2..N together (median over the runs); None when the
+    wait was not timed for every batch."""
+    if not waits_seen(cell):
+        return None
 
     def share(run: dict[str, Any]) -> float:
         later = _later(run)
@@ -294,8 +311,13 @@ def _cell(cells: dict[str, Any], source: str, workers: int, row: str) -> str:
     if row == "epoch":
         ours = epoch_seconds(cell)
         return _seconds(ours) + ("" if source == "disk" else _ratio(ours, epoch_seconds(disk)))
+    if row == "cpu":
+        ours = part(cell, "cpu")
+        return _seconds(ours) + ("" if source == "disk" else _ratio(ours, part(disk, "cpu")))
     if row == "data":
         share = data_share(cell)
+        if share is None:
+            return f"not measured: {WAITS_UNSEEN}"
         text = f"{_seconds(part(cell, 'data'))}, {share:.0%}" if share is not None else "-"
         inside = "in the workers: " if workers else ""
         return (
@@ -328,6 +350,7 @@ def _cell(cells: dict[str, Any], source: str, workers: int, row: str) -> str:
 
 ROWS = (
     ("epoch", "epoch (median of epochs 2..N; ratio to DiskDataset)"),
+    ("cpu", "CPU time of the main process per epoch (ratio)"),
     ("data", "data handling per epoch, share of the epoch"),
     ("pss", "peak PSS"),
     ("losses", "losses bit-identical to DiskDataset's"),
@@ -357,7 +380,8 @@ def targets(cells: dict[str, Any], workers: list[int]) -> list[str]:
         share = data_share(ours)
         label = f"data handling <= {DATA_SHARE:.0%} of the epoch, {count} workers"
         if share is None:
-            lines.append(f"- {label}: not measured ({_why(ours, None)})")
+            why = WAITS_UNSEEN if _runs(ours) else _why(ours, None)
+            lines.append(f"- {label}: not measured ({why})")
         else:
             lines.append(f"- {label}: {share:.0%}, {_verdict(share <= DATA_SHARE)}")
     for count in (w for w in workers if w):
@@ -377,6 +401,7 @@ def targets(cells: dict[str, Any], workers: list[int]) -> list[str]:
         else:
             lines.append(f"- {label}: not measured ({_why(ours, disk)})")
     floor = floor_seconds(cells.get("floor"))
+    floor_cpu = part(cells.get("floor"), "cpu")
     disk_epoch = epoch_seconds(disk0)
     if floor is not None and disk_epoch:
         lines.append(
@@ -390,6 +415,12 @@ def targets(cells: dict[str, Any], workers: list[int]) -> list[str]:
             lines.append(
                 f"  (DiskDataset's epoch less its data handling: "
                 f"{_seconds(disk_epoch - disk_data)})"
+            )
+        disk_cpu = part(disk0, "cpu")
+        if floor_cpu is not None and disk_cpu:
+            lines.append(
+                f"  In CPU time: {_seconds(floor_cpu)} per epoch (unpacking included), "
+                f"{floor_cpu / disk_cpu:.2f}x DiskDataset's {_seconds(disk_cpu)}"
             )
     if missing and ours0 is not None:
         lines.append(f"- blockmap: {missing}")
@@ -413,20 +444,22 @@ def markdown(results: dict[str, Any], data: dict[str, Any], epochs: int, repeat:
         "A tiny real `mtt train` run: SOAP-BPNN (metatrain's defaults), CPU, float64, "
         f"{epochs} epochs, seed 42, one thread (`OMP_NUM_THREADS=1`, "
         "`torch.set_num_threads(1)`), validation and test sets 10% each; Cu/Ni clusters "
-        "of 8 to 29 atoms with ASE's EMT energies and forces. Each cell is "
-        f"{runs} (the cells interleaved round by round). An epoch runs from its start "
-        "to the next epoch's (training and validation passes, logging, checkpoint); "
-        "the figures are medians of epochs 2..N (the first holds one-time costs). Data "
-        "handling is what the main process spends waiting for batches in the "
-        "DataLoader iterator plus unpacking them: with 0 workers the wait holds the "
-        "item reading and the collate; with 2 workers those run in the workers, and "
-        "their sums, timed inside each worker, are shown beside it. PSS: the peak "
-        "proportional set size (`/proc/<pid>/smaps_rollup`, sampled every 20 ms) of "
-        "the main process and of the largest worker. Losses: every training and "
-        "validation batch loss, compared bit for bit with the DiskDataset run's at the "
-        "same number of workers (metatrain shuffles differently with workers). The "
-        "floor: a DiskDataset run whose later epochs are fed the first epoch's batches "
-        "from memory, their unpacking excluded: the model's own time per epoch.",
+        f"of 8 to 29 atoms with ASE's EMT energies and forces. Each cell is {runs} (the "
+        "cells interleaved round by round). An epoch runs from its start to the next "
+        "epoch's (training and validation passes, logging, checkpoint); the figures are "
+        "medians of epochs 2..N (the first holds one-time costs). Data handling is what "
+        "the main process spends waiting for batches in the DataLoader iterator plus "
+        "unpacking them: with 0 workers the wait holds the item reading and the collate; "
+        "with 2 workers those run in the workers, and their sums, timed inside each "
+        "worker, are shown beside it. CPU time: the main process's, less sensitive than "
+        "the wall clock to the other work of a shared machine. PSS: the peak proportional"
+        " set size (`/proc/<pid>/smaps_rollup`) of the main process and of the largest "
+        "worker, read whenever a process's resident set grew by 2% (looked at every 20 "
+        "ms) and at least every second. Losses: every training and validation batch loss,"
+        " compared bit for bit with the DiskDataset run's at the same number of workers "
+        "(metatrain shuffles differently with workers). The floor: a DiskDataset run "
+        "whose later epochs are fed the first epoch's batches from memory, their "
+        "unpacking excluded: the model's own time per epoch.",
         "",
     ]
     for name, cells in results.items():
@@ -454,6 +487,13 @@ def markdown(results: dict[str, Any], data: dict[str, Any], epochs: int, repeat:
             for row, label in ROWS:
                 values = [_cell(cells, s, count, row) for s in sources]
                 lines.append(f"| {label}, {count} workers | " + " | ".join(values) + " |")
+        loads = [run["load"][0] for cell in cells.values() for run in _runs(cell) if "load" in run]
+        if loads:
+            lines += [
+                "",
+                f"Load average (1 minute) at the end of the runs: {min(loads):.1f} to "
+                f"{max(loads):.1f}, on {os.cpu_count()} CPUs.",
+            ]
         lines += ["", "Targets (blockmap against DiskDataset):", ""]
         lines += targets(cells, workers)
         lines.append("")

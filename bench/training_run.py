@@ -28,8 +28,12 @@ writes ``outputs/`` and the model there). The record written to RESULT.json:
   loader; ``torch.is_grad_enabled()`` cannot tell, since the soap-bpnn
   trainer validates with gradients on when forces are a target);
 - ``pss``: the peak proportional set size of this process and of each of its
-  children (the DataLoader workers), from ``/proc/<pid>/smaps_rollup``
-  sampled every 20 ms by a thread;
+  children (the DataLoader workers), from ``/proc/<pid>/smaps_rollup``, by a
+  thread that looks every 20 ms (see :class:`PssSampler`), with the CPU
+  time it took;
+- per epoch also ``cpu``, this process's CPU seconds in the window (all its
+  threads but the sampler), and ``batches``, the waits timed;
+- ``load``: the machine's load averages at the end;
 - ``error``: why the run failed, when it did.
 
 With ``--floor`` (0 workers): the first epoch's batches are kept as the
@@ -60,6 +64,10 @@ _events: list[tuple[str, float, float]] = []
 _losses: list[tuple[float, str, str]] = []
 _epoch_starts: list[float] = []
 _train_end: list[float] = []
+#: this process's CPU seconds at each epoch's start and at the end, less
+#: the memory sampler's
+_cpu_marks: list[float] = []
+_sampler: list[Any] = []
 _worker_file: tuple[int, Any] | None = None
 _depth: dict[str, int] = {}
 #: the pass the last batch was handed out for: "train" or "val"
@@ -79,6 +87,11 @@ def _record(kind: str, start: float, seconds: float) -> None:
     out = _worker_file[1]
     out.write(f"{kind} {start!r} {seconds!r}\n")
     out.flush()
+
+
+def _cpu() -> float:
+    """This process's CPU seconds so far, the memory sampler's excluded."""
+    return time.process_time() - sum(sampler.cpu for sampler in _sampler)
 
 
 def _timed(kind: str, function: Any, outermost: bool = False) -> Any:
@@ -117,33 +130,79 @@ def _pss(pid: int) -> int | None:
     return None
 
 
+def _rss(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/statm") as statm:
+            return int(statm.read().split()[1]) * PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+#: a process's PSS is read again when its RSS grew by this fraction (at
+#: least :data:`PSS_GROWTH_BYTES`) since the last read, or after
+#: :data:`PSS_EVERY` seconds: reading ``smaps_rollup`` walks every resident
+#: page, and costs tens of milliseconds of CPU for a process holding torch
+PSS_GROWTH = 0.02
+PSS_GROWTH_BYTES = 4 << 20
+PSS_EVERY = 1.0
+
+
+#: the processes this one started (the DataLoader workers), alive or not
+_children: set[int] = set()
+
+
+def _watch_children() -> None:
+    """Note every process started through ``multiprocessing`` (listing the
+    children from ``/proc`` costs milliseconds each time: every pid is read)."""
+    import multiprocessing.process
+
+    original = multiprocessing.process.BaseProcess.start
+
+    def start(self: Any) -> None:
+        original(self)
+        if os.getpid() == MAIN_PID and self.pid is not None:
+            _children.add(self.pid)
+
+    multiprocessing.process.BaseProcess.start = start  # type: ignore[method-assign]
+
+
 class PssSampler(threading.Thread):
-    """The peak PSS of this process and of each of its descendants."""
+    """The peak PSS of this process and of each of its descendants: every
+    :data:`PSS_INTERVAL` the RSS of each (``statm``, cheap), and its PSS when
+    the RSS grew or a while passed (new processes at once)."""
 
     def __init__(self) -> None:
         super().__init__(daemon=True)
         self.peaks: dict[int, int] = {}
         self.total = 0
-        self.samples = 0
+        self.reads = 0
+        self.cpu = 0.0
         self.stopping = threading.Event()
+        self.last: dict[int, tuple[int, float, int]] = {}  # pid -> (rss, when, pss)
 
     def run(self) -> None:
-        import psutil
-
-        me = psutil.Process(MAIN_PID)
         while not self.stopping.is_set():
-            try:
-                pids = [MAIN_PID] + [child.pid for child in me.children(recursive=True)]
-            except psutil.Error:
-                pids = [MAIN_PID]
+            started = time.thread_time()
             total = 0
-            for pid in pids:
-                pss = _pss(pid)
-                if pss is not None:
-                    total += pss
+            now = time.perf_counter()
+            for pid in [MAIN_PID, *sorted(_children)]:
+                rss = _rss(pid)
+                if rss is None:
+                    _children.discard(pid)
+                    continue
+                last = self.last.get(pid)
+                grown = last is None or rss > last[0] + max(PSS_GROWTH * last[0], PSS_GROWTH_BYTES)
+                if grown or now - last[1] >= PSS_EVERY:  # type: ignore[index]
+                    pss = _pss(pid)
+                    if pss is None:
+                        continue
+                    self.reads += 1
+                    self.last[pid] = (rss, now, pss)
                     self.peaks[pid] = max(self.peaks.get(pid, 0), pss)
+                total += self.last[pid][2]
             self.total = max(self.total, total)
-            self.samples += 1
+            self.cpu += time.thread_time() - started
             self.stopping.wait(PSS_INTERVAL)
 
     def result(self) -> dict[str, Any]:
@@ -153,7 +212,8 @@ class PssSampler(threading.Thread):
             "worker_max": max(workers.values(), default=0),
             "workers": len(workers),
             "total_max": self.total,
-            "samples": self.samples,
+            "reads": self.reads,
+            "sampler_cpu": self.cpu,
         }
 
 
@@ -207,6 +267,7 @@ def _install(floor: bool) -> None:
             return original_train(self, *args, **kwargs)
         finally:
             _train_end.append(time.perf_counter())
+            _cpu_marks.append(_cpu())
 
     trainer_module.Trainer.train = train  # type: ignore[method-assign]
 
@@ -241,6 +302,7 @@ def _wrap_batch_path(trainer_module: Any) -> None:
         # two at each epoch's start (training and validation)
         if made[0] % 2 == 0:
             _epoch_starts.append(time.perf_counter())
+            _cpu_marks.append(_cpu())
         made[0] += 1
         return accumulator(*args, **kwargs)
 
@@ -330,11 +392,13 @@ def epochs() -> list[dict[str, Any]]:
     bounds = _epoch_starts + _train_end[:1]
     events = _events + _worker_events()
     out = []
-    for low, high in zip(bounds, bounds[1:], strict=False):
+    for index, (low, high) in enumerate(zip(bounds, bounds[1:], strict=False)):
         inside = [event for event in events if low <= event[1] < high]
         record: dict[str, Any] = {"seconds": high - low}
+        record["cpu"] = _cpu_marks[index + 1] - _cpu_marks[index]
         for kind in ("item", "collate", "unpack", "wait"):
             record[kind] = sum(event[2] for event in inside if event[0] == kind)
+        record["batches"] = sum(1 for event in inside if event[0] == "wait")
         record["data"] = record["wait"] + record["unpack"]
         record["losses"] = [[tag, value] for at, tag, value in _losses if low <= at < high]
         out.append(record)
@@ -363,7 +427,9 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     _install(args.floor)
+    _watch_children()
     sampler = PssSampler()
+    _sampler.append(sampler)
     sampler.start()
     error = None
     start = time.perf_counter()
@@ -382,6 +448,7 @@ def main(argv: list[str] | None = None) -> int:
     sampler.join()
     record: dict[str, Any] = {
         "source": args.source,
+        "load": os.getloadavg(),
         "floor": args.floor,
         "seconds": time.perf_counter() - start,
         "epochs": epochs(),
