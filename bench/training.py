@@ -311,6 +311,9 @@ def _cell(cells: dict[str, Any], source: str, workers: int, row: str) -> str:
     if row == "epoch":
         ours = epoch_seconds(cell)
         return _seconds(ours) + ("" if source == "disk" else _ratio(ours, epoch_seconds(disk)))
+    if row == "setup":
+        ours = _setup(cell)
+        return _seconds(ours) + ("" if source == "disk" else _ratio(ours, _setup(disk)))
     if row == "cpu":
         ours = part(cell, "cpu")
         return _seconds(ours) + ("" if source == "disk" else _ratio(ours, part(disk, "cpu")))
@@ -353,8 +356,13 @@ ROWS = (
     ("cpu", "CPU time of the main process per epoch (ratio)"),
     ("data", "data handling per epoch, share of the epoch"),
     ("pss", "peak PSS"),
+    ("setup", "in Trainer.train before the first epoch"),
     ("losses", "losses bit-identical to DiskDataset's"),
 )
+
+
+def _setup(cell: dict[str, Any] | None) -> float | None:
+    return _median_of_runs(cell, lambda run: run.get("setup") or 0.0)
 
 
 def _verdict(met: bool) -> str:
@@ -374,7 +382,9 @@ def targets(cells: dict[str, Any], workers: list[int]) -> list[str]:
         if a is None or b is None:
             lines.append(f"- {label}: not measured ({_why(ours, disk)})")
         else:
-            lines.append(f"- {label}: {a / b:.2f}x, {_verdict(a / b <= EPOCH_RATIO)}")
+            cpu = _ratio(part(ours, "cpu"), part(disk, "cpu")).strip(" ()")
+            note = f" (main-process CPU time: {cpu})" if cpu else ""
+            lines.append(f"- {label}: {a / b:.2f}x, {_verdict(a / b <= EPOCH_RATIO)}{note}")
     for count in workers:
         ours = cells.get(f"blockmap/w{count}")
         share = data_share(ours)
@@ -505,7 +515,7 @@ def markdown(results: dict[str, Any], data: dict[str, Any], epochs: int, repeat:
 
 def _sizes(text: str) -> list[tuple[int, int]]:
     sizes = []
-    for item in text.split(","):
+    for item in filter(None, text.split(",")):
         structures, _, batch = item.partition(":")
         sizes.append((int(structures), int(batch or 8)))
     return sizes
@@ -515,7 +525,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``python -m bench training``."""
     default = ",".join(f"{s}:{b}" for s, b in SIZES)
     parser.add_argument(
-        "--sizes", default=default, help=f"STRUCTURES:BATCH, comma-separated (default {default})"
+        "--sizes",
+        default=default,
+        help=f"STRUCTURES:BATCH, comma-separated (default {default}); empty: measure "
+        "nothing, report --reuse's file",
     )
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3)")
     parser.add_argument(

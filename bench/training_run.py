@@ -33,6 +33,9 @@ writes ``outputs/`` and the model there). The record written to RESULT.json:
   time it took;
 - per epoch also ``cpu``, this process's CPU seconds in the window (all its
   threads but the sampler), and ``batches``, the waits timed;
+- ``setup``: the seconds from ``Trainer.train``'s start to the first
+  epoch's (the composition and scaler fits, and what a batch path prepares
+  there, such as neighbour lists);
 - ``load``: the machine's load averages at the end;
 - ``error``: why the run failed, when it did.
 
@@ -63,6 +66,7 @@ EVENTS_DIR = Path("events")
 _events: list[tuple[str, float, float]] = []
 _losses: list[tuple[float, str, str]] = []
 _epoch_starts: list[float] = []
+_train_start: list[float] = []
 _train_end: list[float] = []
 #: this process's CPU seconds at each epoch's start and at the end, less
 #: the memory sampler's
@@ -262,6 +266,7 @@ def _install(floor: bool) -> None:
     original_train = trainer_module.Trainer.train
 
     def train(self: Any, *args: Any, **kwargs: Any) -> Any:
+        _train_start.append(time.perf_counter())
         _wrap_batch_path(trainer_module)
         try:
             return original_train(self, *args, **kwargs)
@@ -452,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
         "floor": args.floor,
         "seconds": time.perf_counter() - start,
         "epochs": epochs(),
+        # Trainer.train's work before the first epoch (composition and
+        # scaler fits, and whatever a batch path prepares there)
+        "setup": _epoch_starts[0] - _train_start[0] if _epoch_starts and _train_start else None,
         "pss": sampler.result(),
     }
     if error is not None:

@@ -60,8 +60,10 @@ def test_every_cell_is_measured(measured):
         (run,) = cells[key]["runs"]
         assert len(run["epochs"]) == EPOCHS, key
         assert run["pss"]["main"] > 0
+        # the composition and scaler fits come before the first epoch
+        assert run["setup"] > 0
         for epoch in run["epochs"]:
-            assert epoch["seconds"] > 0
+            assert epoch["seconds"] > 0 and epoch["cpu"] > 0
             assert epoch["data"] == pytest.approx(epoch["wait"] + epoch["unpack"])
             assert epoch["batches"] == len(epoch["losses"])
             assert epoch["unpack"] > 0 and epoch["wait"] > 0
@@ -123,8 +125,8 @@ def test_the_report_has_its_section_and_targets(measured):
         assert f"not measured ({BLOCKMAP_UNAVAILABLE})" in text
 
 
-def _cell(seconds, data, worker_pss, losses):
-    epoch = {"seconds": seconds, "data": data, "losses": losses}
+def _cell(seconds, data, worker_pss, losses, cpu=5.0):
+    epoch = {"seconds": seconds, "cpu": cpu, "data": data, "losses": losses}
     epoch.update(item=0.0, collate=0.0, unpack=0.0, wait=data)
     pss = {"main": 1e9, "worker_max": worker_pss, "workers": 2}
     return {"runs": [{"epochs": [epoch, epoch], "pss": pss}]}
@@ -135,12 +137,12 @@ def test_targets_say_met_and_missed():
     other = [["train", (1.5).hex()], ["val", (2.25).hex()]]
     cells = {
         "disk/w0": _cell(10.0, 3.0, 0, same),
-        "blockmap/w0": _cell(5.0, 0.5, 0, same),
+        "blockmap/w0": _cell(5.0, 0.5, 0, same, cpu=4.0),
         "disk/w2": _cell(10.0, 1.0, 2e8, same),
         "blockmap/w2": _cell(7.0, 2.0, 3e8, other),
     }
     lines = "\n".join(training.targets(cells, [0, 2]))
-    assert "0.6x DiskDataset's, 0 workers: 0.50x, **met**" in lines
+    assert "0.6x DiskDataset's, 0 workers: 0.50x, **met** (main-process CPU time: 0.80x)" in lines
     assert "0.6x DiskDataset's, 2 workers: 0.70x, **missed**" in lines
     assert "15% of the epoch, 0 workers: 10%, **met**" in lines
     assert "15% of the epoch, 2 workers: 29%, **missed**" in lines
