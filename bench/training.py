@@ -204,7 +204,8 @@ def _later(run: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _median_of_runs(cell: dict[str, Any] | None, figure: Any) -> float | None:
-    values = [figure(run) for run in _runs(cell)]
+    """The median of ``figure(run)`` over the cell's runs that have it."""
+    values = [value for value in map(figure, _runs(cell)) if value is not None]
     return float(statistics.median(values)) if values else None
 
 
@@ -362,7 +363,7 @@ ROWS = (
 
 
 def _setup(cell: dict[str, Any] | None) -> float | None:
-    return _median_of_runs(cell, lambda run: run.get("setup") or 0.0)
+    return _median_of_runs(cell, lambda run: run.get("setup"))
 
 
 def _verdict(met: bool) -> str:
@@ -449,6 +450,11 @@ def _why(ours: dict[str, Any] | None, theirs: dict[str, Any] | None) -> str:
 def markdown(results: dict[str, Any], data: dict[str, Any], epochs: int, repeat: int = 1) -> str:
     """The report: per size, a table of the sources side by side for each
     number of workers, then the targets."""
+    # what the cells hold (some may come from an earlier run, --reuse)
+    every = [run for cells in results.values() for cell in cells.values() for run in _runs(cell)]
+    if every:
+        epochs = max(len(run["epochs"]) for run in every)
+        repeat = max(len(_runs(cell)) for cells in results.values() for cell in cells.values())
     runs = "one fresh process" if repeat == 1 else f"the median of {repeat} fresh processes"
     lines = [
         "A tiny real `mtt train` run: SOAP-BPNN (metatrain's defaults), CPU, float64, "
