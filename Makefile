@@ -58,11 +58,16 @@ demo: build
 # family (DataLoader throughput, join and split; about 20 minutes) and the
 # datasets family (130,000 and 20,000 QM9-like maps and W by blocks, against
 # LMDB, HDF5, metatrain's DiskDataset and .mts files; about 35 minutes, and
-# 5 GB in the temporary folder), whose sections and chart the report keeps.
+# 5 GB in the temporary folder), and the training family (metatrain's
+# SOAP-BPNN, 3 epochs, from DiskDataset, MemmapDataset and blockmap, 0 and 2
+# workers, 200 structures in batches of 8 and 2,000 in batches of 64, each
+# cell 3 fresh processes; about 35 minutes), whose sections and chart the
+# report keeps.
 bench: build
 	$(PY) -m bench bench --repeat 7 --markdown docs/benchmarks.md --chart docs/benchmarks.png
 	$(PY) -m bench torch --markdown docs/benchmarks.md
 	$(PY) -m bench datasets --markdown docs/benchmarks.md
+	$(PY) -m bench training --repeat 3 --markdown docs/benchmarks.md
 
 # How each operation's time grows with the number of blocks (1 to 10,000 at
 # 80 MB) and with the bytes (W-shaped maps of 8 MB to 800 MB, and 8 GB for the

@@ -17,6 +17,8 @@ importing only modules listed above it:
 - ``runner``: every run in a fresh process (``python -m bench worker``), and
   the results;
 - ``report``: the tables, the markdown page and the chart;
+- ``training`` (with ``training_data`` and ``training_run``): metatrain's
+  ``mtt train`` from its DiskDataset and MemmapDataset and from blockmap;
 - ``demo``: ``python -m bench demo``;
 - ``__main__``: the command line.
 """

@@ -20,6 +20,11 @@ Commands:
              cold, epochs with and without a DataLoader, append) against an
              LMDB of pickled maps, HDF5, metatrain's DiskDataset and .mts
              files (bench/datasets.py, bench/dataset_peers.py).
+    training a tiny real metatrain run (SOAP-BPNN, CPU, float64) from
+             metatrain's DiskDataset and MemmapDataset and from a blockmap
+             dataset, 0 and 2 workers: epoch time, data handling, PSS per
+             process, per-batch losses (bench/training.py,
+             bench/training_run.py, bench/training_data.py).
     worker   one timed run in this process, and
     prepare  the files that load operations read: the fresh processes that
              bench starts (bench/runner.py).
@@ -42,6 +47,7 @@ from . import (
     runner,
     scaling,
     scaling_ops,
+    training,
 )
 from .registry import OPERATIONS, OTHER_NAME, metatensor_version
 from .report import print_report, runs_phrase, workload_summary, write_chart, write_markdown
@@ -199,10 +205,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     datasets.add_arguments(datasets_command)
     datasets_command.set_defaults(run=datasets.run)
+    training_command = commands.add_parser(
+        "training",
+        help="metatrain SOAP-BPNN epochs from DiskDataset, MemmapDataset and blockmap",
+        description="A tiny real mtt train run (SOAP-BPNN, CPU, float64) on Cu/Ni clusters "
+        "with EMT energies and forces, from metatrain's DiskDataset zip, its MemmapDataset "
+        "folder and a blockmap dataset, with 0 and 2 DataLoader workers, each run a fresh "
+        "process: epoch time, the data-handling share, peak PSS per process, and every "
+        "batch loss compared bit for bit; plus the model-only floor.",
+    )
+    training.add_arguments(training_command)
+    training_command.set_defaults(run=training.run)
     runner.add_commands(commands)
     scaling_ops.add_commands(commands)
     dataloader.add_commands(commands)
     datasets.add_commands(commands)
+    training.add_commands(commands)
     return parser
 
 

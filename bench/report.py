@@ -129,6 +129,7 @@ def _runs_lines(result: BenchResult) -> Iterator[str]:
 SECTIONS = {
     "torch": "## torch: DataLoader, join and split",
     "datasets": "## datasets: many maps in one file",
+    "training": "## training: metatrain SOAP-BPNN epochs",
 }
 
 
