@@ -31,6 +31,8 @@ __all__ = [
     "BLOCKMAP_UNAVAILABLE",
     "blockmap_metatrain",
     "generate",
+    "gradients_as_diskdataset",
+    "read_xyz",
     "write_all",
 ]
 
@@ -79,7 +81,7 @@ def generate(count: int, path: Path, seed: int = 0) -> int:
     return sum(len(atoms) for atoms in frames)
 
 
-def _read(path: Path) -> tuple[list[Any], dict[str, list[Any]]]:
+def read_xyz(path: Path) -> tuple[list[Any], dict[str, list[Any]]]:
     """The systems and targets of ``path``, read by metatrain's own readers."""
     from metatrain.utils.data import read_systems, read_targets
     from metatrain.utils.omegaconf import expand_dataset_config
@@ -98,7 +100,7 @@ def _read(path: Path) -> tuple[list[Any], dict[str, list[Any]]]:
     return systems, targets
 
 
-def _gradients_as_diskdataset(tensor: Any) -> Any:
+def gradients_as_diskdataset(tensor: Any) -> Any:
     """``tensor`` with position-gradient samples ``[sample, atom]`` (metatrain's
     ASE reader gives ``[sample, system, atom]``, which DiskDataset refuses)."""
     from metatensor.torch import Labels, TensorBlock, TensorMap
@@ -147,13 +149,13 @@ def write_all(count: int, folder: Path) -> dict[str, Any]:
     record["atoms"] = generate(count, folder / XYZ)
     record["generate_s"] = time.perf_counter() - start
 
-    systems, targets = _read(folder / XYZ)
+    systems, targets = read_xyz(folder / XYZ)
     start = time.perf_counter()
     zip_path = folder / ZIP
     zip_path.unlink(missing_ok=True)
     writer = DiskDatasetWriter(str(zip_path))
     for i, system in enumerate(systems):
-        writer.write([system], {n: _gradients_as_diskdataset(targets[n][i]) for n in targets})
+        writer.write([system], {n: gradients_as_diskdataset(targets[n][i]) for n in targets})
     writer.finish()
     record["zip_bytes"] = zip_path.stat().st_size
     record["zip_s"] = time.perf_counter() - start
@@ -165,7 +167,7 @@ def write_all(count: int, folder: Path) -> dict[str, Any]:
     for i, system in enumerate(systems):
         memmap_writer.write(
             [system],
-            {n: _system_zero(_gradients_as_diskdataset(targets[n][i])) for n in targets},
+            {n: _system_zero(gradients_as_diskdataset(targets[n][i])) for n in targets},
         )
     memmap_writer.finish()
     record["memmap_bytes"] = sum(entry.stat().st_size for entry in memmap.iterdir())
