@@ -327,9 +327,13 @@ class Dataset(_Dataset):
 
     @staticmethod
     def upgrade(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        """Write the dataset at ``src`` (format version 1 or 2) as a new
-        dataset of format version 2 at ``dst``, replaced once complete: on
-        failure ``dst`` keeps what it held.
+        """Write the dataset at ``src`` (format version 1, 2 or 3) as a new
+        dataset of format version 3 at ``dst``, replaced once complete: on
+        failure ``dst`` keeps what it held. Each entry is checked against
+        the CRC32 of all its bytes before it is copied (a read checks its
+        description only): a damaged entry fails the upgrade, naming it,
+        rather than being copied under a new, valid checksum
+        (:func:`blockmap.verify` lists every problem of a file).
 
         Parameters
         ----------
@@ -341,7 +345,8 @@ class Dataset(_Dataset):
         Raises
         ------
         FormatError
-            If ``src`` is not a valid dataset.
+            If ``src`` is not a valid dataset, or one of its entries is
+            damaged.
         BlockMapIOError
             If a file cannot be read or written, or ``dst`` is locked.
         """
@@ -416,7 +421,9 @@ class Dataset(_Dataset):
         progress: bool = False,
     ) -> Dataset:
         """Write the ``.mts`` files ``paths`` (in that order) into a new
-        dataset at ``path``, and open it. Each file is read once, mapped.
+        dataset at ``path``, and open it. Each file is read once, its CRCs
+        checked (a damaged file is a :class:`~blockmap.FormatError`, not an
+        entry with a new checksum).
 
         Parameters
         ----------
@@ -440,7 +447,8 @@ class Dataset(_Dataset):
             If a file cannot be read, the dataset cannot be written, or
             ``path`` is locked by another writer.
         FormatError
-            If a file is not a valid ``.mts`` archive of a map.
+            If a file is not a valid ``.mts`` archive of a map, or is
+            damaged.
         BlockMapTypeError
             If ``paths`` is not an iterable of paths.
         BlockMapMemoryError
@@ -451,7 +459,9 @@ class Dataset(_Dataset):
         paths = list(_iterate(paths, "paths"))
         with DatasetWriter(path) as writer:
             for file in _progress(paths, progress, "files"):
-                writer.write(load(file, mmap=True))
+                # read, not mapped: a mapped load checks no CRC, and the
+                # entry written gets a new one
+                writer.write(load(file))
         return cls(path)
 
     @classmethod

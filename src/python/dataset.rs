@@ -122,7 +122,7 @@ impl PyDataset {
     }
 
     /// ``(offset, length)`` in the file of entry ``index``: its record
-    /// (version 2, header included) or its ``.mts`` archive (version 1).
+    /// (versions 2 and 3, header included) or its ``.mts`` archive (version 1).
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn _slot(&self, index: SaturatingInt) -> PyResult<(u64, u64)> {
         let slot = self.inner.slot(index.0)?;
@@ -173,7 +173,8 @@ impl PyDataset {
             .prefetch(start, count.min(self.count.saturating_sub(start)));
     }
 
-    /// The format version of the file: 1 (read-only) or 2.
+    /// The format version of the file: 1 (read-only), 2 or 3 (written by
+    /// this blockmap; a file of version 2 is appended to in version 2).
     #[getter]
     fn version(&self) -> u32 {
         self.inner.version()
@@ -229,9 +230,9 @@ impl PyDataset {
         Ok(column_bytes(py, &values[..self.count.min(values.len())]))
     }
 
-    /// Write the dataset at ``src`` (either version) as a new version-2
+    /// Write the dataset at ``src`` (any version) as a new version-3
     /// dataset at ``dst`` (replaced once complete: on failure it keeps
-    /// what it held).
+    /// what it held), each entry checked against its CRC32 first.
     #[staticmethod]
     fn _upgrade(py: Python<'_>, src: FileArg<'_>, dst: FileArg<'_>) -> PyResult<()> {
         let src = src.into_path(py, "a dataset")?;

@@ -1,4 +1,4 @@
-"""Datasets of format version 2: entries of named fields, columns read
+"""Datasets of format version 3: entries of named fields, columns read
 from the index, per-field views, references per field, upgrade."""
 
 import os
@@ -37,7 +37,7 @@ def fielded(tmp_path_factory, maps):
 def test_entries_are_named_tuples_of_their_fields(fielded, maps):
     ds = Dataset(fielded)
     assert ds.fields == ["system", "energy"]
-    assert ds.version == 2
+    assert ds.version == 3
     assert len(ds) == len(maps)
     entry = ds[4]
     assert entry._fields == ("system", "energy")
@@ -53,7 +53,7 @@ def test_entries_are_named_tuples_of_their_fields(fielded, maps):
     again = pickle.loads(pickle.dumps(entry))
     assert again._fields == entry._fields and blockmap.equal(again.system, maps[4])
     text = repr(ds)
-    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=2"):
+    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=3"):
         assert part in text
     with pytest.raises(blockmap.BlockMapIndexError):
         ds[12]
@@ -214,7 +214,7 @@ def test_version_1_files_open_read_only_and_upgrade(tmp_path):
     dst = tmp_path / "v2"
     Dataset.upgrade(copy, dst)
     new = Dataset(dst)
-    assert new.version == 2 and len(new) == 4
+    assert new.version == 3 and len(new) == 4
     for got, want in zip(new, expected["v1-appended.bmds"], strict=True):
         assert blockmap.equal(got, want)
     assert new.column("n_samples").tolist() == [
@@ -467,3 +467,4 @@ def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
     ):
         with pytest.raises(blockmap.FormatError, match=r"damaged\.bmds.*damaged COLUMNS"):
             read_column()
+
