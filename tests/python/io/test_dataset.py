@@ -95,6 +95,35 @@ def test_indices_are_checked_once_by_the_core(saved, maps):
                 call(index)
 
 
+def test_indices_of_any_library_and_never_bools(saved, maps):
+    """An index is an integer whichever library it comes from (numpy's and
+    torch's scalars and 0-d arrays); a bool of any library is refused
+    (``torch.tensor(True)`` was entry 1), and anything else is a
+    BlockMapTypeError naming it, never a builtin TypeError."""
+    torch = pytest.importorskip("torch")
+    dataset = Dataset(saved)
+    field = dataset.field("tensor")
+    calls = [dataset.__getitem__, dataset.load, field.__getitem__, field.load]
+    for index in [np.int64(3), np.uint8(3), np.array(3), np.array(-37), torch.tensor(3)]:
+        for call in calls:
+            assert_identical(call(index), maps[3])
+    for index, named in [
+        (np.True_, "bool"),
+        (np.array(True), "dtype bool"),
+        (torch.tensor(True), "torch.bool"),
+        (torch.tensor(False), "torch.bool"),
+        (np.array(1.0), "dtype float64"),
+        (np.array([1]), "shape (1,)"),
+        (torch.tensor(1.0), "torch.float32"),
+        (torch.tensor([1]), "shape (1,)"),
+        (torch.tensor(1 + 1j), "complex"),
+    ]:
+        for call in calls:
+            with pytest.raises(blockmap.BlockMapTypeError, match="indices") as raised:
+                call(index)
+            assert named in str(raised.value)
+
+
 def test_selected_blocks_of_one_map(tmp_path, rng):
     tensor = make_map(rng)
     path = tmp_path / "one"
