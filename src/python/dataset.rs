@@ -283,8 +283,9 @@ fn column_bytes<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, pyo3::types:
 /// killed from then on leaves a file that opens with it. ``close()`` (or
 /// leaving the ``with`` block) writes the commit record (the index and the
 /// columns) and its trailer, and syncs the file; opening it then reads the
-/// index alone. A dataset of format version 1 is not appended to (see
-/// ``Dataset.upgrade``).
+/// index alone. A new dataset is of format version 3; one of version 2 is
+/// appended to in version 2 (the blockmap that wrote it still reads it);
+/// one of version 1 is not appended to (see ``Dataset.upgrade``).
 #[pyclass(name = "DatasetWriter", module = "blockmap", frozen)]
 #[derive(Debug)]
 pub struct PyDatasetWriter {
