@@ -93,6 +93,26 @@ fn read_at(file: &File, offset: u64, len: usize) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// The CRC32 of `bytes` of a file's mapping (memory another program may
+/// write: hashed through copies), a MiB at a time, answering Ctrl-C
+/// between pieces; `ahead(k)` is called before piece `k` (read-ahead
+/// advice). What `verify` and `upgrade` check an entry against.
+fn crc32_of_mapped(
+    bytes: crate::buffer::RawBytes<'_>,
+    mut ahead: impl FnMut(usize),
+) -> Result<u32> {
+    let mut hasher = crc32fast::Hasher::new();
+    for (k, piece) in bytes.chunks(1 << 20).enumerate() {
+        ahead(k);
+        piece.for_each_chunk(|bytes| {
+            hasher.update(bytes);
+            Ok(())
+        })?;
+        crate::interrupt::check()?;
+    }
+    Ok(hasher.finalize())
+}
+
 #[derive(Debug)]
 enum Inner {
     V1(v1::Dataset),

@@ -387,7 +387,8 @@ impl Contents {
         }
         // the description checksums of the entries the last valid commit
         // lists, from its rows (which must be the entries walked)
-        if let Some((commit_at, record)) = last_commit.filter(|_| version >= 3) {
+        if let Some((commit_at, record)) = last_commit.filter(|_| f::has_description_crcs(version))
+        {
             let listed = payload_at(file, commit_at, record)?
                 .and_then(|payload| parse_rows(&payload, version).ok())
                 .filter(|listed| {
@@ -791,32 +792,16 @@ impl Dataset {
         let payload = raw
             .get(start + RECORD_LEN, len)
             .ok_or_else(|| bad("an entry outside the file"))?;
-        if row.len >= LARGE_ENTRY {
-            advise(
-                &self.mapping,
-                row.offset,
-                (row.len + RECORD_LEN as u64).min(PREFETCH),
-                libc::MADV_WILLNEED,
-            );
-        }
-        let mut hasher = crc32fast::Hasher::new();
-        for (k, piece) in payload.chunks(1 << 20).enumerate() {
-            if k % 64 == 63 {
-                advise(
-                    &self.mapping,
-                    row.offset + RECORD_LEN as u64 + ((k as u64 + 1) << 20),
-                    PREFETCH,
-                    libc::MADV_WILLNEED,
-                );
+        // under MADV_RANDOM, a large entry is asked for 64 MiB at a time
+        let large = row.len >= LARGE_ENTRY;
+        let hashed = super::crc32_of_mapped(payload, |k| {
+            if large && k % 64 == 0 {
+                let from = row.offset + RECORD_LEN as u64 + ((k as u64) << 20);
+                advise(&self.mapping, from, PREFETCH, libc::MADV_WILLNEED);
             }
-            piece.for_each_chunk(|bytes| {
-                hasher.update(bytes);
-                Ok(())
-            })?;
-            crate::interrupt::check()?;
-        }
+        })?;
         self.mapping.check_intact()?;
-        Ok(hasher.finalize() == row.crc)
+        Ok(hashed == row.crc)
     }
 
     /// Entry `i`'s column values and per-field sample counts, as its
