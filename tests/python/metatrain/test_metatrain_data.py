@@ -510,15 +510,23 @@ def test_batches_from_workers_equal_batches_in_process(tiny, patched):
         assert tensor.untyped_storage().data_ptr() == storage.data_ptr()
 
 
-def test_a_batch_of_items_of_several_datasets_is_refused(tiny, ours):
+def test_a_batch_of_items_of_several_datasets_is_refused(tiny, ours, disk, patched):
     """metatrain's loaders batch one dataset at a time; a batch that mixes
     datasets, or blockmap items and others, is refused (it used to raise
-    a plain ValueError, or AttributeError for a foreign item)."""
+    a plain ValueError, or AttributeError for a foreign item), whichever
+    comes first (metatrain's collate took the batch when a DiskDataset
+    item came first)."""
+    from metatrain.utils.data.dataset import CollateFn
+
     other = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
     with pytest.raises(ValidationError, match="from 2 datasets"):
         _batch.collate(["energy"], [], [ours[0], other[1]])
     with pytest.raises(ValidationError, match="must all come from one blockmap dataset"):
         _batch.collate(["energy"], [], [ours[0], (1, 2)])
+    collate = CollateFn(["energy"], callables=[])
+    for batch in ([ours[0], disk[1]], [disk[1], ours[0]], [disk[1], disk[2], ours[0]]):
+        with pytest.raises(ValidationError, match="must all come from one blockmap dataset"):
+            collate(batch)
 
 
 class _Crafted:
@@ -570,6 +578,92 @@ def test_crafted_batch_pickles_are_refused_clearly(ours):
     for args in cases:
         with pytest.raises(FormatError, match="this pickle is not a blockmap batch"):
             pickle.loads(pickle.dumps(_Crafted(_batch._rebuild, *args)))
+
+
+def test_crafted_batch_contents_are_refused(tiny, patched):
+    """What a Batch pickle's buffer and lists hold is checked as it
+    arrives, not only where it lies: labels with a repeated row (those of
+    more than 32 values travel in the buffer and were made with
+    assume_unique), a bool (pbc) holding the byte 2, neighbour-list
+    options metatomic takes but no list has (a NaN, infinite or negative
+    cutoff, an int for a bool), and pairs of atoms the system does not
+    have all raise FormatError; the batch as sent still arrives."""
+    import pickle
+
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    blockmap.metatrain._dataset.opened.add(dataset)
+    from metatrain.utils.data.dataset import CollateFn
+
+    batch = CollateFn(["energy"], callables=callables(True))([dataset[i] for i in range(8)])
+    function, (buffer, systems, targets, extra) = batch.__reduce__()
+    back = pickle.loads(pickle.dumps(batch))
+    assert_maps_equal(back.targets["energy"], batch.targets["energy"])
+
+    def arrives(buffer=buffer, systems=systems, targets=targets):
+        crafted = _Crafted(_batch._rebuild, buffer, systems, targets, extra)
+        return pickle.loads(pickle.dumps(crafted))
+
+    def rows_of(labels):
+        names, (dtype, offset, shape) = labels
+        return offset, shape
+
+    def with_rows_repeated(labels):
+        offset, (count, size) = rows_of(labels)
+        assert count > 1 and count * size > _batch._SMALL
+        changed = buffer.clone()
+        row = size * 4
+        changed[offset + row : offset + 2 * row] = changed[offset : offset + row]
+        return changed
+
+    keys, blocks = targets["energy"]
+    gradient_samples = blocks[0][4][0][1][1]
+    lists = systems[0][1]
+    described, list_block = lists[0]
+    list_samples = list_block[1]
+    with pytest.raises(FormatError, match=r"labels \['sample', 'atom'\]: .*twice"):
+        arrives(buffer=with_rows_repeated(gradient_samples))
+    with pytest.raises(FormatError, match=r"labels \['first_atom', .*twice"):
+        arrives(buffer=with_rows_repeated(list_samples))
+    # keys of more than 32 values, pointing at those repeated rows
+    names, (dtype, offset, (count, size)) = gradient_samples
+    crafted_keys = (names, (dtype, offset, (count, size)))
+    with pytest.raises(FormatError, match="twice"):
+        arrives(
+            buffer=with_rows_repeated(gradient_samples),
+            targets={"energy": (crafted_keys, blocks)},
+        )
+
+    (types, positions, cell, pbc) = systems[0][0]
+    changed = buffer.clone()
+    changed[pbc[1]] = 2
+    with pytest.raises(FormatError, match="a bool tensor holds the byte 2"):
+        arrives(buffer=changed)
+
+    n_atoms = positions[2][0]
+    offset, (count, size) = rows_of(list_samples)
+    for atom in (n_atoms, -1, 10**6):
+        changed = buffer.clone()
+        changed[offset : offset + 4] = torch.tensor([atom], dtype=torch.int32).view(torch.uint8)
+        with pytest.raises(FormatError, match=f"names atom {atom} as its first_atom"):
+            arrives(buffer=changed)
+
+    cutoff, full_list, strict, requestors, unit = described
+    for options in (
+        (float("nan"), full_list, strict, requestors, unit),
+        (float("inf"), full_list, strict, requestors, unit),
+        (-cutoff, full_list, strict, requestors, unit),
+        (0.0, full_list, strict, requestors, unit),
+        (int(cutoff), full_list, strict, requestors, unit),
+        (cutoff, 2, strict, requestors, unit),
+        (cutoff, full_list, None, requestors, unit),
+        (cutoff, full_list, strict, (3,), unit),
+        (cutoff, full_list, strict, requestors, b"A"),
+    ):
+        crafted = [(systems[0][0], [(options, list_block)], systems[0][2]), *systems[1:]]
+        with pytest.raises(FormatError, match="neighbor list options need"):
+            arrives(systems=crafted)
+    # the batch as sent arrives
+    assert_maps_equal(arrives().targets["energy"], batch.targets["energy"])
 
 
 def test_a_spawned_worker_makes_blockmaps_batches(tiny, patched):
