@@ -754,9 +754,10 @@ def small_copy(tiny, path, count=6):
 def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatch):
     """A store file that is truncated, damaged (a byte of its lists
     changed), a dataset of fields, another dataset's file, computed by
-    another metatrain / vesin, or holding maps that are not neighbour lists
-    is computed again and replaced, never used: the lists equal the first
-    computation's each time."""
+    another metatrain / vesin or with other options and renamed (pairs up
+    to 5 A served for a 3 A cutoff), or holding maps that are not
+    neighbour lists is computed again and replaced, never used: the lists
+    equal the first computation's each time."""
     path = tmp_path / "data.bmdata"
     small_copy(tiny, path)
     store = _neighbors.store_path(str(path), (5.0, True, True))
@@ -791,6 +792,13 @@ def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatc
                         tensor.set_info(name, value)
                 writer.write(tensor)
 
+    def renamed(cutoff, full_list, strict):
+        # a store of other options (computed for this very dataset by this
+        # code, intact) under this store's name: its lists are not these
+        options = NeighborListOptions(cutoff=cutoff, full_list=full_list, strict=strict)
+        _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), options)
+        shutil.copy(_neighbors.store_path(str(path), (cutoff, full_list, strict)), store)
+
     energy = blockmap.Dataset(path).field("energy")
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0x40
@@ -801,6 +809,9 @@ def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatc
         "fields": lambda: fields_dataset(energy),
         "another dataset": lambda: shutil.copy(tiny / "zip.bmdata", store),
         "not lists": lambda: not_lists(energy, ""),
+        "another cutoff, renamed": lambda: renamed(3.0, True, True),
+        "a half list, renamed": lambda: renamed(5.0, False, True),
+        "a loose list, renamed": lambda: renamed(5.0, True, False),
         "another engine": foreign_engine,
     }
     for name, damage in cases.items():
