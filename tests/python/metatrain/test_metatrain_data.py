@@ -293,13 +293,59 @@ def test_atom_counts_that_disagree_with_the_systems_are_refused(tiny, tmp_path):
         return path
 
     wrong = written("wrong", lambda i: int(counts[i]) + (i == 2))
-    with pytest.raises(ValidationError, match=r"disagrees .* at 1 entries \(entry 2: "):
+    with pytest.raises(FormatError, match=r"disagrees .* at 1 entries \(entry 2: "):
         MetatrainDataset(wrong, fields=TARGETS)
-    with pytest.raises(ValidationError, match="holds float64 values, not integers"):
+    with pytest.raises(FormatError, match="holds float64 values, not integers"):
         MetatrainDataset(written("float", lambda i: float(counts[i])), fields=TARGETS)
+    with pytest.raises(FormatError, match="disagrees"):
+        MetatrainDataset(written("negative", lambda i: -1), fields=TARGETS)
     without = MetatrainDataset(written("without", None), fields=TARGETS)
     assert without.get_all_atom_counts().tolist() == counts[:4].tolist()
     assert without.get_all_atom_counts().dtype == np.int64
+
+
+def test_atom_counts_that_lie_with_the_systems_columns_are_refused_when_read(tiny, tmp_path):
+    """A dataset whose n_atoms and system n_samples columns lie together
+    (here: system maps with the cell block first, a valid system whose
+    first block has 3 rows, and n_atoms = 3) opens, but an entry whose
+    system has another atom count is refused when it is read: by
+    ``ds[i]``, ``get_num_atoms(i)``, ``system(i)``, and so in any batch the
+    atom-count sampler makes of it (it was served: get_num_atoms(0) gave 3
+    for an 8-atom system, and the sampler's batches held more atoms than
+    max_atoms)."""
+    from metatrain.utils.data.dataset import CollateFn
+    from metatrain.utils.data.samplers import MaxAtomDistributedBatchSampler
+
+    source = blockmap.Dataset(tiny / "zip.bmdata")
+    path = tmp_path / "lying.bmdata"
+    with blockmap.DatasetWriter(path) as writer:
+        for i in range(6):
+            entry = source[i]
+            system = entry.system
+            if i % 2 == 0:
+                # the same system, its blocks stored cell first
+                keys = blockmap.Labels(["array"], np.array([[1], [0]], dtype=np.int32))
+                system = blockmap.TensorMap(keys, [system.block(1), system.block(0)])
+            writer.write(
+                system=system, energy=entry.energy, columns={"n_atoms": len(system.block(0))}
+            )
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    atoms = [int(n) for n in source.column("n_atoms")[:6]]
+    assert dataset.get_all_atom_counts().tolist() == [3, *atoms[1:2], 3, *atoms[3:4], 3, atoms[5]]
+    for i in (0, 2, 4):
+        for read in (dataset.__getitem__, dataset.get_num_atoms, dataset.system):
+            with pytest.raises(FormatError, match=f"entry {i}'s system has {atoms[i]} atoms"):
+                read(i)
+    for i in (1, 3, 5):
+        assert dataset.get_num_atoms(i) == atoms[i] == len(dataset.system(i))
+        assert_maps_equal(dataset[i].energy, MetatrainDataset(tiny / "zip.bmdata")[i].energy)
+    # no batch is made of a lying entry
+    sampler = MaxAtomDistributedBatchSampler(dataset, max_atoms=20, shuffle=False)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=sampler, collate_fn=CollateFn(["energy"], callables=[])
+    )
+    with pytest.raises(FormatError, match="system has"):
+        list(loader)
 
 
 def test_indices_that_are_not_entries_are_refused(ours):
