@@ -31,7 +31,7 @@ import numpy as np
 
 from .._blockmap import DatasetWriter, Labels, TensorMap
 from ..dataset import Dataset
-from ..exceptions import BlockMapError
+from ..exceptions import BlockMapError, BlockMapIOError
 from ..metatensor_torch import from_metatensor_torch, to_metatensor_torch
 
 #: how many structures had their neighbour lists computed in this process
@@ -224,6 +224,10 @@ def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) ->
         for name, value in {**identity, "lists_crc32": _digest(maps)}.items():
             maps[0].set_info(name, value)
     try:
+        if os.path.exists(path) and not os.path.isfile(path):
+            # a FIFO (the dataset writer would open it and wait for a
+            # writer), a directory...: left alone
+            raise BlockMapIOError(f"'{path}' is not a regular file")
         with DatasetWriter(path) as writer:
             for tensor in maps:
                 writer.write(tensor)

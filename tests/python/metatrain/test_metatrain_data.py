@@ -94,6 +94,30 @@ def test_both_conversions_hold_the_zip_entries(tiny, disk):
     assert list(from_xyz[3].energy.block().samples.values[:, 0]) == [3]
 
 
+def test_from_diskdataset_writes_what_convert_writes(tiny, disk, tmp_path):
+    """Dataset.from_diskdataset and convert of a zip write the same fields
+    and columns (the atom counts derived as the systems are written, equal
+    to metatrain's own), so convert writes the zip once; without the
+    system field there is no atom count."""
+    direct = blockmap.Dataset.from_diskdataset(tiny / "data.zip", tmp_path / "direct.bmdata")
+    converted = blockmap.Dataset(tiny / "zip.bmdata")
+    assert direct.fields == converted.fields == ["system", "energy"]
+    assert direct.columns == converted.columns == ["n_atoms", "n_samples"]
+    np.testing.assert_array_equal(direct.column("n_atoms"), disk.get_all_atom_counts())
+    np.testing.assert_array_equal(direct.column("n_atoms"), converted.column("n_atoms"))
+    for i in (0, 17, 39):
+        for name in direct.fields:
+            assert blockmap.equal(getattr(direct[i], name), getattr(converted[i], name))
+    single = blockmap.Dataset.from_diskdataset(
+        tiny / "data.zip", tmp_path / "single.bmdata", target="system"
+    )
+    np.testing.assert_array_equal(single.column("n_atoms"), disk.get_all_atom_counts())
+    energy = blockmap.Dataset.from_diskdataset(
+        tiny / "data.zip", tmp_path / "energy.bmdata", target="energy"
+    )
+    assert energy.columns == ["n_samples"]
+
+
 def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
     with pytest.raises(MissingFileError, match="no such file"):
         blockmap.metatrain.convert(tmp_path / "absent.zip", tmp_path / "a.bmdata")
@@ -205,38 +229,289 @@ def test_convert_keeps_vector_targets_and_extra_data(tiny, tmp_path, patched):
                 assert x.samples.values[:, 0].tolist() == [i] * len(x.samples)
 
 
-def test_convert_killed_while_writing_leaves_nothing(tiny, tmp_path):
-    """A convert killed (SIGKILL) while it writes DEST from the zip's
-    first conversion leaves neither DEST nor that conversion behind, and
-    the next convert writes DEST."""
+#: a convert run by ``python -c``, killed (SIGKILL) from the inside at a
+#: chosen moment: ``item:K`` when the K-th entry (sample or system) of any
+#: file is about to be written, ``closed:K`` just after the K-th dataset
+#: writer is closed (its file put in place: the moment the hidden first
+#: step of a zip's conversion appeared), ``none`` not at all (killed from
+#: the outside by the test)
+KILLED_CONVERT = """
+import os, signal, sys
+import blockmap.dataset
+from blockmap.metatrain import _convert
+
+mode, source, dest, overwrite = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+kind, _, count = mode.partition(":")
+seen = {"item": 0, "closed": 0}
+
+def kill_at(what):
+    seen[what] += 1
+    if kind == what and seen[what] == int(count):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def progress(items, wanted, unit):
+    for item in items:
+        kill_at("item")
+        yield item
+
+class Writer:
+    def __init__(self, path, *args, **kwargs):
+        self.writer = blockmap.DatasetWriter(path, *args, **kwargs)
+
+    def __enter__(self):
+        self.writer.__enter__()
+        return self
+
+    def __exit__(self, *args):
+        result = self.writer.__exit__(*args)
+        kill_at("closed")
+        return result
+
+    def write(self, *args, **kwargs):
+        return self.writer.write(*args, **kwargs)
+
+    def close(self):
+        self.writer.close()
+        kill_at("closed")
+
+for module in (blockmap.dataset, _convert):
+    module._progress = progress
+    module.DatasetWriter = Writer
+print("started", flush=True)
+_convert.convert(source, dest, overwrite=overwrite)
+"""
+
+
+def _killed_converts(source, folder, moments, old=None):
+    """Run a convert of ``source`` into ``folder / "out.bmdata"`` killed at
+    each of ``moments`` (KILLED_CONVERT's modes, or seconds after it
+    started, killed from the outside), and check after each that every
+    file it writes is as it was (absent, or ``old``'s bytes) or complete,
+    and that nothing else is left in ``folder``. Returns what was seen."""
     import subprocess
     import sys
-    import textwrap
+    import time
 
-    dest = tmp_path / "out.bmdata"
-    code = textwrap.dedent(
-        """
-        import os, signal, sys
-        from blockmap.metatrain import _convert
+    dest = folder / "out.bmdata"
+    outputs = [dest, folder / "out.validation.bmdata", folder / "out.test.bmdata"]
+    seen = []
+    for moment in moments:
+        for path in outputs:
+            path.unlink(missing_ok=True)
+        if old is not None:
+            shutil.copy(old, dest)
+        mode = moment if isinstance(moment, str) else "none"
+        argv = [sys.executable, "-c", KILLED_CONVERT, mode, str(source), str(dest)]
+        with subprocess.Popen([*argv, "1" if old else "0"], stdout=subprocess.PIPE) as process:
+            if isinstance(moment, str):
+                process.wait(timeout=300)
+            else:
+                assert process.stdout.readline() == b"started\n"
+                time.sleep(moment)
+                process.kill()
+                process.wait(timeout=60)
+        state = []
+        for path in outputs:
+            if not path.exists():
+                state.append("absent")
+            elif old is not None and path == dest and path.read_bytes() == old.read_bytes():
+                state.append("old")
+            else:
+                written = blockmap.Dataset(path)
+                assert written.committed and len(written) > 0, (moment, path)
+                assert written.columns == ["n_atoms", "n_samples"], (moment, path)
+                MetatrainDataset(path, fields=TARGETS)
+                state.append("complete")
+        left = sorted(set(os.listdir(folder)) - {p.name for p in outputs})
+        assert left == [], (moment, left)
+        seen.append((moment, process.returncode, tuple(state)))
+    return seen
 
-        def progress(items, progress, what):
-            if what == "entries":
-                os.kill(os.getpid(), signal.SIGKILL)
-            return items
 
-        _convert._progress = progress
-        _convert.convert(sys.argv[1], sys.argv[2])
-        """
-    )
+def test_convert_of_a_zip_killed_at_any_moment_leaves_old_or_new(tiny, tmp_path):
+    """A zip's convert killed (SIGKILL) at many moments, from the inside
+    (before writing, at entries 1, 20 and 40, just after its dataset is put
+    in place) and from the outside (every tenth of a run's time) leaves
+    DEST as it was (absent, or the old file with overwrite) or complete,
+    and nothing beside it (a hidden first-step file was left behind when
+    killed just after it appeared: the zip was written twice)."""
+    import time
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    started = time.monotonic()
+    complete = _killed_converts(tiny / "data.zip", folder, ["none"])
+    took = time.monotonic() - started
+    assert complete == [("none", 0, ("complete", "absent", "absent"))]
+    inside = ["item:1", "item:20", "item:40", "closed:1"]
+    outside = [took * i / 10 for i in range(1, 11)]
+    seen = _killed_converts(tiny / "data.zip", folder, inside + outside)
+    for moment, code, _ in seen[: len(inside)]:
+        assert code == -9, moment
+    assert {state for _, _, state in seen} <= {
+        ("absent", "absent", "absent"),
+        ("complete", "absent", "absent"),
+    }
+    # over an old DEST (overwrite): old or complete
+    old = tmp_path / "old.bmdata"
+    small_copy(tiny, old, count=3)
+    seen = _killed_converts(tiny / "data.zip", folder, inside + outside[::3], old=old)
+    assert {state for _, _, state in seen} <= {
+        ("old", "absent", "absent"),
+        ("complete", "absent", "absent"),
+    }
+    assert seen[0][2][0] == "old" and seen[3][2][0] == "complete"
+
+
+@pytest.mark.slow
+def test_convert_of_options_killed_at_any_moment_leaves_old_or_new(tiny, tmp_path):
+    """An options file naming a training, a validation and a test set:
+    its convert killed at many moments leaves each file absent or complete
+    and nothing else; until the first file is put in place (all three are
+    written first), none is there."""
+    import time
+
+    options = tmp_path / "options.yaml"
+    text = (tiny / "options.yaml").read_text()
+    text = text.replace("validation_set: 0.1", VALIDATION_AND_TEST.format(xyz=tiny / "data.xyz"))
+    text = text.replace("test_set: 0.1\n", "")
+    options.write_text(text)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    started = time.monotonic()
+    assert _killed_converts(options, folder, ["none"])[0][2] == ("complete",) * 3
+    took = time.monotonic() - started
+    # 40 systems a file: items 1 and 40 of the training set, 1 of the test set
+    inside = ["item:1", "item:40", "item:81", "item:120", "closed:1", "closed:2"]
+    seen = _killed_converts(options, folder, inside + [took * i / 8 for i in range(2, 9)])
+    states = {state for _, _, state in seen}
+    for moment, _, state in seen[:4]:
+        assert state == ("absent",) * 3, moment
+    # closed in turn: the test set, the validation set, then the training set
+    assert seen[4][2] == ("absent", "absent", "complete")
+    assert seen[5][2] == ("absent", "complete", "complete")
+    assert states <= {
+        ("absent",) * 3,
+        ("absent", "absent", "complete"),
+        ("absent", "complete", "complete"),
+        ("complete",) * 3,
+    }
+
+
+VALIDATION_AND_TEST = """validation_set:
+  systems:
+    read_from: {xyz}
+    length_unit: angstrom
+  targets:
+    energy:
+      key: energy
+      unit: eV
+test_set:
+  systems:
+    read_from: {xyz}
+    length_unit: angstrom
+  targets:
+    energy:
+      key: energy
+      unit: eV"""
+
+
+#: each case of test_convert_refuses_what_is_not_a_regular_file, run in
+#: one process with a timeout (a regression hangs, then fails)
+NOT_REGULAR = """
+import os, sys, warnings
+warnings.simplefilter("ignore")
+import blockmap.metatrain
+from metatomic.torch import NeighborListOptions
+from blockmap.metatrain import _neighbors
+from blockmap.metatrain._dataset import MetatrainDataset
+
+folder, zip_path, xyz = sys.argv[1:4]
+fifo = os.path.join(folder, "fifo")
+os.mkfifo(fifo)
+for name in ("fifo.zip", "fifo.yaml", "fifo.xyz"):
+    os.symlink(fifo, os.path.join(folder, name))
+os.mkdir(os.path.join(folder, "folder.zip"))
+
+def options(systems, energy):
+    path = os.path.join(folder, "options.yaml")
+    with open(path, "w") as file:
+        file.write(
+            f"training_set:\\n  systems:\\n    read_from: {systems}\\n  targets:\\n"
+            f"    energy:\\n      read_from: {energy}\\n      key: energy\\n"
+        )
+    return path
+
+cases = {
+    "zip": (os.path.join(folder, "fifo.zip"), "out.bmdata", False),
+    "options file": (os.path.join(folder, "fifo.yaml"), "out.bmdata", False),
+    "systems' read_from": (options(os.path.join(folder, "fifo.xyz"), xyz), "out.bmdata", False),
+    "a target's read_from": (options(xyz, os.path.join(folder, "fifo.xyz")), "out.bmdata", False),
+    "dest": (zip_path, "fifo.bmdata", True),
+    "directory": (os.path.join(folder, "folder.zip"), "out.bmdata", False),
+}
+os.mkfifo(os.path.join(folder, "fifo.bmdata"))
+for case, (source, dest, overwrite) in cases.items():
+    try:
+        blockmap.metatrain.convert(source, os.path.join(folder, dest), overwrite=overwrite)
+        print(f"{case}: converted", flush=True)
+    except Exception as error:
+        print(f"{case}: {type(error).__name__}: {error}", flush=True)
+
+# a neighbour-list store's path that is a FIFO: kept in memory
+dataset = MetatrainDataset(zip_path.replace("data.zip", "zip.bmdata"), fields=["energy"])
+options = NeighborListOptions(cutoff=3.0, full_list=True, strict=True)
+store = _neighbors.store_path(os.path.join(folder, "copy.bmdata"), (3.0, True, True))
+dataset.path = os.path.join(folder, "copy.bmdata")
+os.mkfifo(store)
+found = _neighbors.ensure(dataset, options)
+print(f"store: {type(found.maps).__name__} of {len(found.maps)}", flush=True)
+"""
+
+
+def test_convert_refuses_what_is_not_a_regular_file(tiny, tmp_path):
+    """A FIFO without a writer as the zip, as the options file, as a
+    read_from of the options (the systems' or a target's), or as DEST,
+    and a directory as the source, are refused with BlockMapIOError,
+    without waiting on them (convert waited forever on a FIFO: only
+    os.path.exists was checked); a neighbour-list store whose path is a
+    FIFO is kept in memory. Run in a process of its own, with a timeout:
+    a regression fails instead of hanging."""
+    import subprocess
+    import sys
+
     done = subprocess.run(
-        [sys.executable, "-c", code, str(tiny / "data.zip"), str(dest)],
-        timeout=120,
+        [
+            sys.executable,
+            "-c",
+            NOT_REGULAR,
+            str(tmp_path),
+            str(tiny / "data.zip"),
+            str(tiny / "data.xyz"),
+        ],
         capture_output=True,
+        text=True,
+        timeout=240,
     )
-    assert done.returncode == -9, done.stderr.decode()
-    assert os.listdir(tmp_path) == []
-    blockmap.metatrain.convert(tiny / "data.zip", dest)
-    assert len(MetatrainDataset(dest)) == 40 and os.listdir(tmp_path) == ["out.bmdata"]
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    fifo = (
+        "BlockMapIOError: cannot read the {} '{}': it is not a regular file but a FIFO (named pipe)"
+    )
+    assert lines["zip"] == fifo.format("source", tmp_path / "fifo.zip")
+    assert lines["options file"] == fifo.format("source", tmp_path / "fifo.yaml")
+    assert lines["systems' read_from"] == fifo.format("training_set's file", tmp_path / "fifo.xyz")
+    assert lines["a target's read_from"] == fifo.format(
+        "training_set's file", tmp_path / "fifo.xyz"
+    )
+    assert lines["dest"] == (
+        f"BlockMapIOError: cannot write '{tmp_path / 'fifo.bmdata'}': it is not a regular file "
+        "but a FIFO (named pipe)"
+    )
+    assert lines["directory"].startswith("BlockMapIOError: ")
+    assert lines["directory"].endswith("it is not a regular file but a directory")
+    assert lines["store"] == "list of 40"
+    assert not (tmp_path / "out.bmdata").exists()
 
 
 def test_convert_paths_with_spaces_and_non_ascii(tiny, tmp_path):
