@@ -697,6 +697,19 @@ def _options(mta: Any, info: dict[str, str], name: str) -> Any:
     return neighbor_list_options(mta, cutoff, full_list, strict, requestors, length_unit)
 
 
+def describe_options(options: Any) -> tuple[float, bool, bool, tuple[str, ...], str]:
+    """``NeighborListOptions`` as plain values, the arguments of
+    :func:`neighbor_list_options` (``options`` made again from them is
+    equal, with the same requestors and length unit)."""
+    return (
+        float(options.cutoff),
+        bool(options.full_list),
+        bool(options.strict),
+        tuple(options.requestors()),
+        str(options.length_unit),
+    )
+
+
 def neighbor_list_options(
     mta: Any,
     cutoff: float,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from .._blockmap import Labels, join
-from .._systems import check_pair_atoms, neighbor_list_options
+from .._systems import check_pair_atoms, describe_options, neighbor_list_options
 from ..exceptions import ValidationError
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
@@ -316,14 +316,8 @@ def _pack_map(packer: _Packer, tensor: Any) -> Any:
 def _pack_system(packer: _Packer, system: Any) -> Any:
     lists = []
     for options in system.known_neighbor_lists():
-        described = (
-            float(options.cutoff),
-            bool(options.full_list),
-            bool(options.strict),
-            tuple(options.requestors()),
-            str(options.length_unit),
-        )
-        lists.append((described, _pack_block(packer, system.get_neighbor_list(options))))
+        block = _pack_block(packer, system.get_neighbor_list(options))
+        lists.append((describe_options(options), block))
     data = [(name, _pack_map(packer, system.get_data(name))) for name in system.known_data()]
     arrays = [packer.add(a) for a in (system.types, system.positions, system.cell, system.pbc)]
     return (arrays, lists, data)

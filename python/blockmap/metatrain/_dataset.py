@@ -21,9 +21,15 @@ from typing import Any
 import numpy as np
 
 from .._blockmap import Labels, TensorBlock, TensorMap
-from .._systems import POSITIONS, system_from_tensormaps
+from .._systems import POSITIONS, describe_options, system_from_tensormaps
 from ..dataset import Dataset
-from ..exceptions import BlockMapError, BlockMapIndexError, FormatError, ValidationError
+from ..exceptions import (
+    BlockMapError,
+    BlockMapIndexError,
+    BlockMapTypeError,
+    FormatError,
+    ValidationError,
+)
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
 
@@ -36,7 +42,7 @@ opened: weakref.WeakSet[MetatrainDataset] = weakref.WeakSet()
 
 #: set by blockmap.metatrain.install / uninstall: whether metatrain is
 #: patched in this process (a dataset pickled then patches the process that
-#: unpickles it, see MetatrainDataset.__setstate__)
+#: unpickles it, see _rebuild_dataset)
 patched = False
 
 
@@ -129,8 +135,15 @@ class MetatrainDataset:
     """
 
     def __init__(self, path: str | os.PathLike[str], fields: Any = None) -> None:
-        self.path = os.fspath(path)
-        self.data = Dataset(self.path)
+        self._setup(Dataset(os.fspath(path)), fields)
+
+    def _setup(self, data: Dataset, fields: Any) -> None:
+        """Serve ``data`` with ``fields`` (what ``__init__`` takes): every
+        attribute is derived here from the file, so that a pickle (which
+        sends the dataset and the fields, :meth:`__reduce__`) cannot bring
+        others."""
+        self.data = data
+        self.path = os.fspath(data.path)
         stored = list(self.data.fields) if not self.data._single else []
         if "system" not in stored:
             raise ValidationError(
@@ -165,7 +178,8 @@ class MetatrainDataset:
                         f"'{self.path}' has no field for the target {target!r} (key {key!r}): "
                         f"its fields are {others}"
                     )
-        # sample field name -> stored field index
+        # sample field name -> stored field name, and its index
+        self._mapping = mapping
         self._target_fields = {target: stored.index(key) for target, key in mapping.items()}
         self.sample_fields: tuple[str, ...] = ("system", *mapping, SYSTEM_INDEX)
         self._atom_counts = self._checked_atom_counts()
@@ -238,18 +252,18 @@ class MetatrainDataset:
             )
         return tensor
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_patched": patched}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # a DataLoader worker started by spawn or forkserver imports
-        # metatrain afresh: without the patches its CollateFn would take
-        # metatrain's own path on these items (right, but slow)
-        if state.pop("_patched", False) and not patched:
-            from . import install
-
-            install()
-        self.__dict__.update(state)
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it is made of: the dataset (a reference to the
+        file, checked against it on arrival), the fields, the neighbour
+        lists found so far (their options and a reference to their store,
+        or the lists kept in memory) and whether metatrain is patched here.
+        Everything else (atom counts, field indices, the lists stored with
+        the systems) is derived again from the file on arrival, where a
+        pickled state would have been taken as it came."""
+        stores = [
+            (describe_options(store.options), store.maps) for store in self.neighbors.values()
+        ]
+        return (_rebuild_dataset, (self.data, dict(self._mapping), stores, patched))
 
     def __len__(self) -> int:
         return len(self.data)
@@ -314,3 +328,37 @@ class MetatrainDataset:
 
     def __repr__(self) -> str:
         return f"MetatrainDataset('{self.path}', {len(self)} entries, fields={self.sample_fields})"
+
+
+def _rebuild_dataset(data: Any, mapping: Any, stores: Any, was_patched: Any) -> MetatrainDataset:
+    """A :class:`MetatrainDataset` from its pickle (:meth:`~MetatrainDataset.__reduce__`),
+    checked: a crafted pickle raises :class:`~blockmap.BlockMapTypeError`
+    or :class:`~blockmap.FormatError`."""
+    if (
+        not isinstance(data, Dataset)
+        or type(mapping) is not dict
+        or any(type(key) is not str or type(value) is not str for key, value in mapping.items())
+        or type(stores) is not list
+        or any(type(store) is not tuple or len(store) != 2 for store in stores)
+        or type(was_patched) is not bool
+    ):
+        raise BlockMapTypeError(
+            "this pickle is not a MetatrainDataset: it holds a dataset, a dict of str field "
+            "names, a list of (options, lists) and a bool"
+        )
+    # a DataLoader worker started by spawn or forkserver imports metatrain
+    # afresh: without the patches its CollateFn would take metatrain's own
+    # path on these items (right, but slow)
+    if was_patched and not patched:
+        from . import install
+
+        install()
+    dataset = MetatrainDataset.__new__(MetatrainDataset)
+    try:
+        dataset._setup(data, {target: {"key": key} for target, key in mapping.items()})
+        for described, maps in stores:
+            store = _neighbors.received(dataset, described, maps)
+            dataset.neighbors[_neighbors.options_key(store.options)] = store
+    except ValidationError as error:
+        raise FormatError(f"this pickle is not a MetatrainDataset: {error}") from None
+    return dataset

@@ -31,7 +31,7 @@ import numpy as np
 
 from .._blockmap import DatasetWriter, Labels, TensorMap
 from ..dataset import Dataset
-from ..exceptions import BlockMapError, BlockMapIOError
+from ..exceptions import BlockMapError, BlockMapIOError, ValidationError
 from ..metatensor_torch import from_metatensor_torch, to_metatensor_torch
 
 #: how many structures had their neighbour lists computed in this process
@@ -176,6 +176,38 @@ def _open(path: str, identity: dict[str, str]) -> Dataset | None:
         _LOG.info("the neighbour-list store %s is not used (%s): computed again", path, why)
         return None
     return stored
+
+
+def received(dataset: Any, described: Any, maps: Any) -> Store:
+    """The store of a pickled dataset (``dataset``, rebuilt from the file):
+    options described as :func:`blockmap._systems.describe_options` gives
+    them, and a reference to the store file (checked against the file by
+    its own reconstructor) or the lists kept in memory, whose recorded
+    identity must be this dataset's with these options (ValidationError
+    otherwise)."""
+    import metatomic.torch as mta
+
+    from .._systems import neighbor_list_options
+
+    if type(described) is not tuple or len(described) != 5:
+        raise ValidationError(f"neighbour-list options described as {described!r}"[:200])
+    options = neighbor_list_options(mta, *described)
+    identity = _identity(dataset, options)
+    count = len(dataset.data)
+    if isinstance(maps, Dataset):
+        whole = maps._single and len(maps) == count > 0
+    elif type(maps) is list and all(isinstance(m, TensorMap) for m in maps):
+        whole = len(maps) == count > 0
+    else:
+        raise ValidationError(f"neighbour lists held in a {type(maps).__name__}")
+    info = maps[0].info() if whole else {}
+    if not whole or any(info.get(name) != value for name, value in identity.items()):
+        raise ValidationError(
+            "neighbour lists that are not this dataset's with these options, as computed here"
+        )
+    if type(maps) is list and info.get("lists_crc32") != _digest(maps):
+        raise ValidationError("neighbour lists that are damaged or not lists")
+    return Store(options, maps)
 
 
 def ensure(dataset: Any, options: Any) -> Store | None:

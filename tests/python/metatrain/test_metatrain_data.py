@@ -987,6 +987,65 @@ def test_crafted_batch_contents_are_refused(tiny, patched):
     assert_maps_equal(arrives().targets["energy"], batch.targets["energy"])
 
 
+def test_crafted_dataset_pickles_are_refused(tiny, tmp_path, monkeypatch):
+    """A MetatrainDataset pickles as its dataset (a reference checked
+    against the file), its fields and its stores, and everything else is
+    derived from the file on arrival: a pickled state used to be taken as
+    it came (atom counts, field indices, stored lists of any content).
+    Crafted parts raise BlockMapTypeError or FormatError."""
+    import pickle
+
+    from blockmap.exceptions import BlockMapTypeError
+
+    path = tmp_path / "data.bmdata"
+    small_copy(tiny, path)
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    store = _neighbors.ensure(dataset, OPTIONS)
+    dataset._atom_counts = np.zeros(6, dtype=np.int64)  # not sent: derived again
+    back = pickle.loads(pickle.dumps(dataset))
+    assert back.get_all_atom_counts().tolist() == blockmap.Dataset(path).column("n_atoms").tolist()
+    assert back.sample_fields == dataset.sample_fields and back.path == dataset.path
+    assert list(back.neighbors) == [(5.0, True, True)]
+    assert torch.equal(back.neighbors[(5.0, True, True)].block(3).values, store.block(3).values)
+    # lists kept in memory travel as data, checked on arrival
+    dataset.neighbors[(5.0, True, True)] = _neighbors.Store(
+        OPTIONS, [store.maps[i] for i in range(6)]
+    )
+    back = pickle.loads(pickle.dumps(dataset))
+    assert type(back.neighbors[(5.0, True, True)].maps) is list
+
+    function, (data, mapping, stores, was_patched) = dataset.__reduce__()
+    described, maps = stores[0]
+    other = NeighborListOptions(cutoff=3.0, full_list=True, strict=True)
+    other_maps = _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), other).maps
+    damaged = [m.copy() for m in maps]
+    damaged[2] = damaged[3]
+    type_errors = [
+        ("path", mapping, stores, was_patched),
+        (data, [("energy", "energy")], stores, was_patched),
+        (data, {"energy": 1}, stores, was_patched),
+        (data, mapping, stores[0], was_patched),
+        (data, mapping, [described], was_patched),
+        (data, mapping, stores, 1),
+    ]
+    format_errors = [
+        ((data, {"dipole": "forces"}, stores, was_patched), "no field for the target"),
+        ((data, mapping, [((float("nan"), *described[1:]), maps)], was_patched), "cutoff"),
+        ((data, mapping, [(described[:3], maps)], was_patched), "options described"),
+        ((data, mapping, [(described, maps[:5])], was_patched), "not this dataset's"),
+        ((data, mapping, [(described, other_maps)], was_patched), "not this dataset's"),
+        ((data, mapping, [(described, damaged)], was_patched), "damaged"),
+        ((data, mapping, [(described, "maps")], was_patched), "held in a str"),
+        ((data, mapping, [(described, [1] * 6)], was_patched), "held in a list"),
+    ]
+    for args in type_errors:
+        with pytest.raises(BlockMapTypeError, match="this pickle is not a MetatrainDataset"):
+            pickle.loads(pickle.dumps(_Crafted(function, *args)))
+    for args, match in format_errors:
+        with pytest.raises(FormatError, match=f"this pickle is not a MetatrainDataset: .*{match}"):
+            pickle.loads(pickle.dumps(_Crafted(function, *args)))
+
+
 def test_a_spawned_worker_makes_blockmaps_batches(tiny, patched):
     """A worker started by spawn imports metatrain afresh: unpickling the
     dataset installs the patches there, so its batches come from
