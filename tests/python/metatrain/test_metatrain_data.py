@@ -579,7 +579,9 @@ def test_atom_counts_that_disagree_with_the_systems_are_refused(tiny, tmp_path):
     assert without.get_all_atom_counts().dtype == np.int64
 
 
-def test_atom_counts_that_lie_with_the_systems_columns_are_refused_when_read(tiny, tmp_path):
+def test_atom_counts_that_lie_with_the_systems_columns_are_refused_when_read(
+    tiny, tmp_path, monkeypatch
+):
     """A dataset whose n_atoms and system n_samples columns lie together
     (here: system maps with the cell block first, a valid system whose
     first block has 3 rows, and n_atoms = 3) opens, but an entry whose
@@ -614,6 +616,13 @@ def test_atom_counts_that_lie_with_the_systems_columns_are_refused_when_read(tin
     for i in (1, 3, 5):
         assert dataset.get_num_atoms(i) == atoms[i] == len(dataset.system(i))
         assert_maps_equal(dataset[i].energy, MetatrainDataset(tiny / "zip.bmdata")[i].energy)
+    # counts of -1 in both columns (a crafted index: the writer stores
+    # n_samples as it counts them) are refused at open
+    monkeypatch.setattr(blockmap.dataset.DatasetField, "column", lambda self, name: -np.ones(6))
+    monkeypatch.setattr(blockmap.Dataset, "column", lambda self, name: -np.ones(6, np.int64))
+    with pytest.raises(FormatError, match="the atom count of entry 0 is -1, not a count"):
+        MetatrainDataset(path, fields=TARGETS)
+    monkeypatch.undo()
     # no batch is made of a lying entry
     sampler = MaxAtomDistributedBatchSampler(dataset, max_atoms=20, shuffle=False)
     loader = torch.utils.data.DataLoader(
