@@ -4,9 +4,11 @@
 --keep-going docs target/docs/html``). The guides are the Markdown files of
 this folder, read as they are (MyST); the landing page is README.md, the
 changelog and the contributor's guide are the repository's own files,
-included. Two extensions of ``_ext/`` make the rest at each build: the API
-reference from the public modules (into ``api/``, which git ignores), and,
-once the pages are written, a check of every internal link and anchor.
+included. Three extensions of ``_ext/`` make the rest at each build, into
+folders of ``docs/`` that git ignores: the API reference from the public
+modules (``api/``), the example gallery from ``examples/``, each script run
+as a user runs it (``gallery/``), and, once the pages are written, a check
+of every internal link and anchor.
 """
 
 import re
@@ -28,6 +30,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "numpydoc",
     "api_pages",
+    "example_pages",
     "internal_links",
 ]
 

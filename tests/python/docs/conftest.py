@@ -2,7 +2,8 @@
 
 ``make test`` builds it with ``make docs`` and says where
 (``BLOCKMAP_DOCS_SITE``); run alone, these tests build it themselves with
-the same command into a temporary folder.
+the same command into a temporary folder (about 2 minutes: the examples
+run).
 """
 
 import os

@@ -1,6 +1,7 @@
 """The built documentation site holds what it promises: every public name of
 every public module in the API reference, every guide of docs/ as a page,
-every benchmark chart, and no broken internal link.
+every example with its output, every benchmark chart, and no broken internal
+link.
 
 The public names are found here from the modules themselves, independently
 of the generator of the reference (docs/_ext/api_pages.py), so a name the
@@ -227,6 +228,18 @@ def test_the_benchmark_page_shows_every_chart(site):
     assert charts and charts <= images
     for chart in charts:
         assert (site / "_images" / chart).is_file()
+
+
+def test_every_example_has_a_page_with_its_output(site):
+    scripts = sorted((ROOT / "examples").glob("*.py"))
+    assert len(scripts) >= 6
+    gallery = page(site / "gallery" / "index.html")
+    for script in scripts:
+        html = site / "gallery" / f"{script.stem}.html"
+        assert f"{script.stem}.html" in gallery.hrefs, script.name
+        text = " ".join(re.sub(r"<[^>]+>", " ", html.read_text()).split())
+        assert f"What python {script.name} prints" in text
+        assert any(href.endswith(script.name) for href in page(html).hrefs)  # the download
 
 
 def test_the_built_site_has_no_broken_internal_link(site):
