@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test docs wheels test-wheels clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test docs browser wheels test-wheels clean
 
 all: test
 
@@ -40,8 +40,8 @@ rust-test:
 # Every engine is installed here, so nothing may be skipped: with
 # BLOCKMAP_REQUIRE_ALL set, a skipped test fails the run (tests/python/conftest.py).
 # The tests of the site (tests/python/docs) check the one `make docs` built
-# (BLOCKMAP_DOCS_SITE).
-py-test: build docs
+# (BLOCKMAP_DOCS_SITE) and open it in Debian's chromium.
+py-test: build docs browser
 	BLOCKMAP_REQUIRE_ALL=1 BLOCKMAP_DOCS_SITE=$(abspath $(DOCS_OUT)) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build lint stubtest rust-test py-test
@@ -59,6 +59,19 @@ test-fast: build lint stubtest rust-test py-test
 DOCS_OUT ?= target/docs/html
 docs: build
 	$(PY) -m sphinx -b html -W --keep-going -q docs $(DOCS_OUT)
+
+# Debian's chromium and its driver, for the browser test of the site
+# (tests/python/docs/test_browser.py), installed when missing (as root, as
+# CI runs; elsewhere: `apt-get install chromium chromium-driver`).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "the browser test needs chromium and chromedriver:" \
+				"apt-get install chromium chromium-driver" >&2; exit 1; \
+		fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 demo: build
 	$(PY) -m bench demo
