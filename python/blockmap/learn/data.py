@@ -4,7 +4,7 @@
   own code (``metatensor_learn/data/_dataset.py``, loaded again as
   ``blockmap.learn.data._dataset``): the same constructors, ``from_dict``,
   errors and messages. Their samples are the named tuples of
-  :mod:`blockmap._namedtuple`, which pickle (so do the datasets, for
+  ``blockmap._namedtuple``, which pickle (so do the datasets, for
   spawn workers).
 - :func:`group`, :func:`group_and_join` and :class:`DataLoader` are
   blockmap's: ``group_and_join`` joins blockmap's maps with

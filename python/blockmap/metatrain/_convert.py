@@ -81,7 +81,7 @@ def convert(
         A ``DiskDataset`` zip (``.zip``), or an options file (``.yaml`` /
         ``.yml``): its ``training_set`` is written to ``dest``, its
         ``validation_set`` and ``test_set``, when they name files, next to
-        it (:func:`section_dest`).
+        it (``<dest stem>.validation.bmdata``, ``<dest stem>.test.bmdata``).
     dest : str or os.PathLike
         The new dataset (``.bmdata``).
     progress : bool, optional
