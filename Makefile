@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test wheels test-wheels clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test docs browser wheels test-wheels clean
 
 all: test
 
@@ -27,8 +27,8 @@ lint: $(STAMP)
 	cargo fmt --check
 	cargo clippy --all-targets -- -D warnings
 	cargo clippy --all-targets --features python -- -D warnings
-	$(VENV)/bin/ruff check python tests bench
-	$(VENV)/bin/ruff format --check python tests bench
+	$(VENV)/bin/ruff check python tests bench examples docs/conf.py docs/_ext
+	$(VENV)/bin/ruff format --check python tests bench examples docs/conf.py docs/_ext
 
 # the stubs must describe the built module (needs the build)
 stubtest: build
@@ -39,8 +39,10 @@ rust-test:
 
 # Every engine is installed here, so nothing may be skipped: with
 # BLOCKMAP_REQUIRE_ALL set, a skipped test fails the run (tests/python/conftest.py).
-py-test: build
-	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
+# The tests of the site (tests/python/docs) check the one `make docs` built
+# (BLOCKMAP_DOCS_SITE) and open it in Debian's chromium.
+py-test: build docs browser
+	BLOCKMAP_REQUIRE_ALL=1 BLOCKMAP_DOCS_SITE=$(abspath $(DOCS_OUT)) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build lint stubtest rust-test py-test
 
@@ -48,6 +50,28 @@ test: build lint stubtest rust-test py-test
 # timings of large runs).
 test-fast: PYTEST_ARGS = -m "not slow"
 test-fast: build lint stubtest rust-test py-test
+
+# The documentation site (docs/conf.py), into target/docs/html: README and
+# the guides of docs/, the API reference made from the public modules, each
+# script of examples/ run and shown with its output, the changelog; every
+# warning is an error, and every internal link and anchor is checked. About
+# 2 minutes on 2 cores, most of it the examples (metatrain's training).
+DOCS_OUT ?= target/docs/html
+docs: build
+	$(PY) -m sphinx -b html -W --keep-going -q docs $(DOCS_OUT)
+
+# Debian's chromium and its driver, for the browser test of the site
+# (tests/python/docs/test_browser.py), installed when missing (as root, as
+# CI runs; elsewhere: `apt-get install chromium chromium-driver`).
+browser:
+	@if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then \
+		if [ "$$(id -u)" != 0 ]; then \
+			echo "the browser test needs chromium and chromedriver:" \
+				"apt-get install chromium chromium-driver" >&2; exit 1; \
+		fi; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq chromium chromium-driver; \
+	fi
 
 demo: build
 	$(PY) -m bench demo
@@ -110,4 +134,4 @@ check-memory:
 	scripts/check-memory.sh
 
 clean:
-	rm -rf $(VENV) target dist
+	rm -rf $(VENV) target dist docs/api docs/gallery

@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         command += f" --markdown {args.markdown}"
         if args.chart is not None:
             command += f" --chart {args.chart}"
-        write_markdown(result, args.markdown, command)
+        write_markdown(result, args.markdown, command, chart=args.chart)
         print(f"markdown written to {args.markdown}")
     if args.chart is not None:
         write_chart(result, args.chart)

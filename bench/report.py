@@ -173,20 +173,25 @@ def write_section(path: Path, text: str, family: str = "torch") -> None:
     path.write_text(content)
 
 
-def write_markdown(result: BenchResult, path: Path, command: str) -> None:
+def write_markdown(
+    result: BenchResult, path: Path, command: str, chart: Path | None = None
+) -> None:
     """Write the report as a markdown page (``docs/benchmarks.md``) to
     ``path``, keeping the sections of :data:`SECTIONS` and
-    :data:`HAND_WRITTEN` it holds."""
+    :data:`HAND_WRITTEN` it holds; the page shows ``chart`` (the PNG of
+    :func:`write_chart`), when given."""
     content = path.read_text() if path.exists() else ""
     kept = {family: _section(content, family) for family in (*SECTIONS, *HAND_WRITTEN)}
-    _write_markdown(result, path, command)
+    _write_markdown(result, path, command, chart=chart)
     for family, section in kept.items():
         if section is not None:
             begin, end = markers(family)
             write_section(path, section[len(begin) + 1 : -len(end)], family)
 
 
-def _write_markdown(result: BenchResult, path: Path, command: str) -> None:
+def _write_markdown(
+    result: BenchResult, path: Path, command: str, chart: Path | None = None
+) -> None:
     with open(path, "w") as out:
         print("# Benchmarks\n", file=out)
         print(
@@ -216,16 +221,19 @@ def _write_markdown(result: BenchResult, path: Path, command: str) -> None:
             "library), hold better.\n",
             file=out,
         )
+        if chart is not None:
+            where = os.path.relpath(chart, path.parent)
+            print(f"![median times on W, log scale]({where})\n", file=out)
         print_report(result, out, markdown=True)
         # written here, so that regenerating this page keeps the link
         print("## Scaling\n", file=out)
         print(
             "How each operation's time grows with the number of blocks and with the "
             "bytes of the map, with log-log slopes, is in [scaling.md](scaling.md) "
-            "(`make scaling`, `python -m bench scaling`), charted in "
-            "[scaling.png](scaling.png).\n",
+            "(`make scaling`, `python -m bench scaling`):\n",
             file=out,
         )
+        print("![each operation's time against blocks and bytes](scaling.png)\n", file=out)
         print("## What is timed\n", file=out)
         print("| operation | library | timed call |\n|---|---|---|", file=out)
         for name in result.operations:

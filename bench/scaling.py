@@ -309,7 +309,7 @@ def report_lines(series: Series, operations: Sequence[str], markdown: bool) -> l
             ", ".join(slopes) or "-"
         )
         if markdown:
-            out += [f"#### {title}", "", "| " + " | ".join(header) + " |"]
+            out += [f"### {title}", "", "| " + " | ".join(header) + " |"]
             out.append("|---|" + "---:|" * (len(header) - 1))
             out += ["| " + " | ".join(row) + " |" for row in rows]
         else:
@@ -423,10 +423,10 @@ def write_markdown(
             f"either above {BLOCK_SLOPE_LIMIT} (blocks) or {BYTE_SLOPE_LIMIT} (bytes), the curve "
             "is flagged as growing faster than its work. metatensor-core runs within "
             f"{MT_BUDGET:.0f} s per operation and series: once over, its larger sizes "
-            "are skipped, and its repeats at a size once the budget is spent. "
-            "See the chart: [scaling.png](scaling.png).\n",
+            "are skipped, and its repeats at a size once the budget is spent.\n",
             file=out,
         )
+        print("![each operation's time against blocks and bytes](scaling.png)\n", file=out)
         for series in all_series:
             print(f"## Time against {_axis(series)}\n", file=out)
             for line in report_lines(series, operations, markdown=True):

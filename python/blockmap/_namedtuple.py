@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copyreg
 import keyword
+import operator
 import sys
 import threading
 import weakref
@@ -87,20 +88,14 @@ _OWN = frozenset(["_fields", "_make", "_replace", "_asdict"])
 
 def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
     # the class metatensor-learn's namedtuple makes, with the same names,
-    # arguments, repr and methods
+    # arguments, repr and methods; but no name is ever compiled into code
+    # (metatensor-learn's `eval`s a lambda of the argument names: a field
+    # named `_cls` or `_tuple_new`, or `_0` after a name that is not an
+    # identifier, made it a SyntaxError or a wrong `__new__`) nor into a
+    # format string (a `%` in a name broke its repr): every str name works
     if keyword.iskeyword(typename):
         raise ValueError(f"Type names cannot be a keyword: {typename!r}")
     typename = sys.intern(typename)
-
-    arg_names = []
-    fmt_names = []
-    for index, name in enumerate(field_names):
-        if name.isidentifier() and not keyword.iskeyword(name):
-            arg_names.append(name)
-            fmt_names.append(name)
-        else:
-            arg_names.append(f"_{index}")
-            fmt_names.append(f"'{name}'")
 
     seen = set()
     for name in field_names:
@@ -110,19 +105,37 @@ def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
 
     field_names = tuple(map(sys.intern, field_names))
     num_fields = len(field_names)
+    # the argument of each field, as metatensor-learn names it: the field's
+    # name when it is an identifier and not a keyword, `_<index>` otherwise
+    # (then only when no field has that name: the field's own name wins)
+    arg_names = [
+        name if name.isidentifier() and not keyword.iskeyword(name) else f"_{index}"
+        for index, name in enumerate(field_names)
+    ]
+    keywords: dict[str, int] = {}
+    for index, name in enumerate(arg_names):
+        if name == field_names[index]:
+            keywords[name] = index
+    for index, name in enumerate(arg_names):
+        keywords.setdefault(name, index)
+    # the repr's `name=` of each field, quoted when it is not an argument
+    # name (metatensor-learn's `'with space'=2`)
+    shown = [
+        f"{name}=" if name == arg_names[index] else f"'{name}'="
+        for index, name in enumerate(field_names)
+    ]
     arg_list = ", ".join(arg_names)
     if num_fields == 1:
         arg_list += ","
-    repr_fmt = "(" + ", ".join(f"{name}=%r" for name in fmt_names) + ")"
+    positions = {name: index for index, name in enumerate(field_names)}
     tuple_new = tuple.__new__
     tuple_getitem = tuple.__getitem__
 
-    # the argument names are identifiers or `_<index>`: nothing else reaches
-    # the code, which builds the tuple from them (as collections.namedtuple)
-    namespace = {"_tuple_new": tuple_new, "__builtins__": {}, "__name__": f"namedtuple_{typename}"}
-    code = f"lambda _cls, {arg_list}: _tuple_new(_cls, ({arg_list}))"
-    __new__ = eval(code, namespace)  # noqa: S307 - identifiers only, see above
-    __new__.__name__ = "__new__"
+    def __new__(_cls: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs and len(args) == num_fields:
+            return tuple_new(_cls, args)
+        return tuple_new(_cls, _bound(typename, field_names, arg_names, keywords, args, kwargs))
+
     __new__.__doc__ = f"Create new instance of {typename}({arg_list})"
 
     @classmethod  # type: ignore[misc]
@@ -144,7 +157,8 @@ def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
 
     def __repr__(self: Any) -> str:
         "Return a nicely formatted representation string"
-        return self.__class__.__name__ + repr_fmt % self
+        parts = ", ".join(map(operator.add, shown, map(repr, self)))
+        return f"{self.__class__.__name__}({parts})"
 
     def _asdict(self: Any) -> dict[str, Any]:
         "Return a new dict which maps field names to their values."
@@ -156,7 +170,7 @@ def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
 
     def __getitem__(self: Any, key: Any) -> Any:
         if isinstance(key, str):
-            return self._asdict()[key]
+            return tuple_getitem(self, positions[key])
         return tuple_getitem(self, key)
 
     def __reduce__(self: Any) -> tuple[Any, ...]:
@@ -200,6 +214,55 @@ def _make_class(typename: str, field_names: tuple[str, ...]) -> FieldsType:
     return result
 
 
+def _bound(
+    typename: str,
+    names: tuple[str, ...],
+    arg_names: list[str],
+    keywords: dict[str, int],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> list[Any]:
+    """The values of the fields, from the arguments of a call to the class,
+    bound as Python binds those of metatensor-learn's compiled ``__new__``
+    (``_cls, <arg_names>``), with its errors and messages."""
+    function = f"{typename}.__new__()"
+    count = len(arg_names)
+    missing = object()
+    values: list[Any] = list(args[:count]) + [missing] * (count - len(args))
+    for name, value in kwargs.items():
+        index = keywords.get(name)
+        if index is None:
+            raise TypeError(f"{function} got an unexpected keyword argument '{name}'")
+        if values[index] is not missing:
+            raise TypeError(f"{function} got multiple values for argument '{name}'")
+        values[index] = value
+    if len(args) > count:
+        takes = count + 1  # with _cls
+        plural = "" if takes == 1 else "s"
+        raise TypeError(
+            f"{function} takes {takes} positional argument{plural} but {len(args) + 1} were given"
+        )
+    absent = [
+        # an argument `_<index>` that a field of that name took is shown
+        # as the field's name
+        f"'{arg_names[index]}'" if keywords[arg_names[index]] == index else repr(names[index])
+        for index in range(count)
+        if values[index] is missing
+    ]
+    if absent:
+        if len(absent) == 1:
+            listed = absent[0]
+        elif len(absent) == 2:
+            listed = f"{absent[0]} and {absent[1]}"
+        else:
+            listed = ", ".join(absent[:-1]) + f", and {absent[-1]}"
+        plural = "" if len(absent) == 1 else "s"
+        raise TypeError(
+            f"{function} missing {len(absent)} required positional argument{plural}: {listed}"
+        )
+    return values
+
+
 def _rebuild(cls: Any, values: Any) -> Any:
     """An instance of the named tuple class ``cls`` (pickle's reconstructor)."""
     from .exceptions import BlockMapTypeError
@@ -213,9 +276,9 @@ def _rebuild(cls: Any, values: Any) -> Any:
     return cls._make(values)
 
 
-#: the most fields a pickled class may have: making a class compiles its
-#: ``__new__``, about 1.5 kB of memory per field (150 MB for 100,000 fields
-#: named in a 1 MB pickle)
+#: the most fields a pickled class may have: a class costs memory per
+#: field (its name, interned, and an attribute), which a pickle of a few
+#: bytes a name would otherwise multiply
 MAX_PICKLED_FIELDS = 10_000
 
 

@@ -34,6 +34,7 @@ that take or make a ``System`` import them when called.
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from collections.abc import Sequence
@@ -239,6 +240,12 @@ def tensormaps_from_mta(data: Any) -> dict[str, TensorMap]:
                 f"(samples {_PAIR_SAMPLES}, component '{_COMPONENT}', property "
                 f"'distance', values of the positions' dtype {float_dtype})"
             )
+        try:
+            check_pair_atoms(
+                block.samples.names, block.samples.values, len(system.block(0)), "system.mta"
+            )
+        except ValidationError as error:
+            raise FormatError(f"{error} (member '{member}')") from None
         pairs = TensorMap(Labels(["_"], np.zeros((1, 1), dtype=np.int32)), [block])
         for key, value in info.items():
             pairs.set_info(key, value)
@@ -287,6 +294,8 @@ def _options_info(text: bytes) -> dict[str, str]:
         )
     # metatomic writes the cutoff's float64 bits as an integer
     (cutoff,) = struct.unpack("<d", (bits % 2**64).to_bytes(8, "little"))
+    if not math.isfinite(cutoff) or cutoff <= 0:
+        raise FormatError(f"options.json: the cutoff is {cutoff}, not a finite positive length")
     return {
         "cutoff": repr(cutoff),
         "full_list": json.dumps(full_list),
@@ -647,7 +656,11 @@ def system_from_tensormaps(maps: Any, dtype: Any = None) -> Any:
             if list(tensor.keys.names) != ["_"] or len(tensor) != 1:
                 raise ValidationError(f"the map 'pairs/{index}' must have one block, key '_'")
             options = _options(mta, tensor.info(), f"pairs/{index}")
-            block = to_metatensor_torch(tensor.block(0))
+            stored = tensor.block(0)
+            check_pair_atoms(
+                stored.samples.names, _numpy(stored.samples.values), len(system), f"pairs/{index}"
+            )
+            block = to_metatensor_torch(stored)
             system.add_neighbor_list(options, block.to(dtype=float_dtype))
         for name, tensor in extra.items():
             system.add_data(name, to_metatensor_torch(tensor).to(dtype=float_dtype))
@@ -684,6 +697,19 @@ def _options(mta: Any, info: dict[str, str], name: str) -> Any:
     return neighbor_list_options(mta, cutoff, full_list, strict, requestors, length_unit)
 
 
+def describe_options(options: Any) -> tuple[float, bool, bool, tuple[str, ...], str]:
+    """``NeighborListOptions`` as plain values, the arguments of
+    :func:`neighbor_list_options` (``options`` made again from them is
+    equal, with the same requestors and length unit)."""
+    return (
+        float(options.cutoff),
+        bool(options.full_list),
+        bool(options.strict),
+        tuple(options.requestors()),
+        str(options.length_unit),
+    )
+
+
 def neighbor_list_options(
     mta: Any,
     cutoff: float,
@@ -693,7 +719,25 @@ def neighbor_list_options(
     length_unit: str,
 ) -> Any:
     """metatomic's ``NeighborListOptions`` (``mta``: ``metatomic.torch``)
-    with every requestor and the length unit."""
+    with every requestor and the length unit; the one place options are
+    made of stored or received values (a system's map info, a batch
+    pickle), so they are checked here: metatomic takes a cutoff that is
+    NaN, infinite or negative, and an int for a bool (ValidationError)."""
+    if (
+        type(cutoff) is not float
+        or not math.isfinite(cutoff)
+        or cutoff <= 0
+        or type(full_list) is not bool
+        or type(strict) is not bool
+        or not isinstance(requestors, (list, tuple))
+        or not all(type(r) is str for r in requestors)
+        or type(length_unit) is not str
+    ):
+        raise ValidationError(
+            "neighbor list options need a finite positive float cutoff, booleans full_list "
+            "and strict, str requestors and a str length unit, not "
+            f"{(cutoff, full_list, strict, requestors, length_unit)!r}"[:300]
+        )
     options = mta.NeighborListOptions(
         cutoff=cutoff,
         full_list=full_list,
@@ -704,3 +748,23 @@ def neighbor_list_options(
         options.add_requestor(requestor)
     options.length_unit = length_unit
     return options
+
+
+def check_pair_atoms(names: Sequence[str], samples: Any, n_atoms: int, what: str) -> None:
+    """Refuse a neighbor list whose pairs name atoms the system does not
+    have (metatomic's ``add_neighbor_list`` takes them): the columns
+    ``first_atom`` and ``second_atom`` of ``samples`` (numpy or torch
+    values) in ``[0, n_atoms)`` (ValidationError)."""
+    names = list(names)
+    if len(samples) == 0 or "first_atom" not in names or "second_atom" not in names:
+        return  # not a neighbor list: metatomic refuses it
+    values = np.asarray(samples)
+    first, second = names.index("first_atom"), names.index("second_atom")
+    atoms = values[:, first : first + 2] if second == first + 1 else values[:, [first, second]]
+    low, high = int(atoms.min()), int(atoms.max())
+    if low < 0 or high >= n_atoms:
+        bad = low if low < 0 else high
+        column = "first_atom" if bad in values[:, first] else "second_atom"
+        raise ValidationError(
+            f"{what}: a pair names atom {bad} as its {column}, and the system has {n_atoms} atoms"
+        )

@@ -2,7 +2,7 @@
 
 Registered with ``distributed.protocol.dask_serialize`` /
 ``dask_deserialize`` as soon as both blockmap and distributed are imported
-(in either order: see :func:`blockmap._hooks.when_imported`), so nothing
+(in either order: ``blockmap._hooks.when_imported``), so nothing
 needs to be done on the client or the workers. Every array travels as its
 own out-of-band frame on every path, including the scheduler's, where
 plain pickle would use protocol 4 and the copying ``.mts`` archive.

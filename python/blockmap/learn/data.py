@@ -4,7 +4,7 @@
   own code (``metatensor_learn/data/_dataset.py``, loaded again as
   ``blockmap.learn.data._dataset``): the same constructors, ``from_dict``,
   errors and messages. Their samples are the named tuples of
-  :mod:`blockmap._namedtuple`, which pickle (so do the datasets, for
+  ``blockmap._namedtuple``, which pickle (so do the datasets, for
   spawn workers).
 - :func:`group`, :func:`group_and_join` and :class:`DataLoader` are
   blockmap's: ``group_and_join`` joins blockmap's maps with
@@ -59,8 +59,29 @@ def group(batch: Sequence[Any]) -> Any:
     ------
     ValueError
         the samples do not all have the same number of fields
+    blockmap.ValidationError
+        the samples do not all have the same fields (whichever comes first)
     """
-    return _namedtuple.namedtuple("Batch", batch[0]._fields)(*zip(*batch, strict=True))
+    names = _fields(batch)
+    return _namedtuple.namedtuple("Batch", names)(*zip(*batch, strict=True))
+
+
+def _fields(batch: Sequence[Any]) -> tuple[str, ...]:
+    """The field names of the samples, refused unless every sample has the
+    first one's: grouped by position, samples of other fields (of two
+    datasets) would be put under the first sample's names, depending on
+    which comes first. A sample of another length is left to ``zip``'s
+    ``ValueError``, as in metatensor-learn."""
+    names: tuple[str, ...] = batch[0]._fields
+    first = type(batch[0])
+    for sample in batch:
+        if type(sample) is not first:
+            fields = getattr(sample, "_fields", None)
+            if fields is not None and fields != names and len(fields) == len(names):
+                raise exceptions.ValidationError(
+                    f"the samples of a batch must have the same fields: {names} and {fields}"
+                )
+    return names
 
 
 def group_and_join(
@@ -76,8 +97,9 @@ def group_and_join(
     :func:`blockmap.join` (``axis="samples"``, ``**join_kwargs``),
     metatensor-core's with ``metatensor.join`` and metatensor-torch's with
     ``metatensor.torch.join``; torch tensors are stacked with
-    :func:`torch.vstack`; anything else stays a tuple. Which applies is read
-    off the field's first value.
+    :func:`torch.vstack`; anything else stays a tuple. A field that mixes
+    these kinds (maps of two libraries, or of numpy and torch arrays, maps
+    or tensors with other values) is refused, whatever the samples' order.
 
     Parameters
     ----------
@@ -99,14 +121,16 @@ def group_and_join(
     ------
     ValueError
         the samples do not all have the same number of fields
+    blockmap.ValidationError
+        the samples do not all have the same fields
     blockmap.BlockMapTypeError
-        a field holds maps of several libraries (or maps and other
-        values), whichever comes first
+        a field holds maps of several libraries or array types, or maps or
+        tensors and other values, whichever comes first
     blockmap.BlockMapError
         blockmap's join refused the maps (different keys without
         ``different_keys``, metadata that differs)
     """
-    names = batch[0]._fields
+    names = _fields(batch)
     if fields_to_join is None:
         fields_to_join = names
     if join_kwargs is None:
@@ -116,52 +140,88 @@ def group_and_join(
         if name == "sample_id" or name not in fields_to_join:
             data.append(field)
             continue
-        first = field[0]
-        _check_one_library(name, field)
-        if isinstance(first, _blockmap.TensorMap):
+        kind = _one_kind(name, field)
+        if kind == "blockmap":
             data.append(_blockmap.join(field, axis="samples", **join_kwargs))
-        elif _is_metatensor_map(first):
+        elif kind == "metatensor-core":
             metatensor = sys.modules["metatensor"]
             data.append(metatensor.join(field, axis="samples", **join_kwargs))
-        elif isinstance(first, torch.ScriptObject) and first._type().name() == "TensorMap":
+        elif kind == "metatensor-torch":
             import metatensor.torch  # noqa: PLC0415 - loaded already, as its map is here
 
             data.append(metatensor.torch.join(field, axis="samples", **join_kwargs))
-        elif isinstance(first, torch.Tensor):
+        elif kind == "torch":
             data.append(torch.vstack(field))
         else:
             data.append(field)
     return _namedtuple.namedtuple("Batch", names)(*data)
 
 
-def _library(value: Any) -> str:
-    """Whose map ``value`` is (``"blockmap"``, ``"metatensor-core"``,
-    ``"metatensor-torch"``), or its type's name when it is no map."""
+#: what group_and_join joins or stacks, in the order its errors name them
+_JOINED = ("blockmap", "metatensor-core", "metatensor-torch", "torch")
+
+
+def _kind(value: Any) -> tuple[str, str | None]:
+    """What ``value`` is to ``group_and_join``: whose map (``"blockmap"``,
+    ``"metatensor-core"``, ``"metatensor-torch"``) with its array type
+    (``"numpy"``, ``"torch"``, or ``None`` for a map without blocks), a
+    torch tensor (``("torch", None)``), or its type's name."""
     if isinstance(value, _blockmap.TensorMap):
-        return "blockmap"
+        return ("blockmap", value._arrays)
     if _is_metatensor_map(value):
-        return "metatensor-core"
+        arrays = None
+        if len(value) > 0:
+            arrays = "torch" if isinstance(value.block(0).values, torch.Tensor) else "numpy"
+        return ("metatensor-core", arrays)
     if isinstance(value, torch.ScriptObject) and value._type().name() == "TensorMap":
-        return "metatensor-torch"
-    return type(value).__name__
+        return ("metatensor-torch", "torch")
+    if isinstance(value, torch.Tensor):
+        return ("torch", None)
+    return (type(value).__name__, None)
 
 
-def _check_one_library(name: str, field: Sequence[Any]) -> None:
-    """Refuse a field of maps that are not all of one library (each
-    library's join would refuse the others' with its own error, or not at
-    all)."""
-    libraries = ("blockmap", "metatensor-core", "metatensor-torch")
-    first = _library(field[0])
-    if first not in libraries:
-        return
-    others = sorted({_library(value) for value in field} - {first})
-    if others:
-        described = [f"{o} maps" if o in libraries else f"{o} values" for o in others]
-        raise exceptions.BlockMapTypeError(
-            f"the field {name!r} holds {first} maps and {', '.join(described)}: the maps "
-            "of a field are joined by one library, convert them to one first "
-            "(blockmap.metatensor / blockmap.metatensor_torch)"
+def _one_kind(name: str, field: Sequence[Any]) -> str:
+    """The one kind of the values of a field: a library whose maps are
+    joined, ``"torch"`` for tensors, or ``""`` for values kept as a tuple.
+    A field that mixes kinds is refused, whichever value comes first
+    (each library's join would refuse the others' maps with its own error,
+    torch.vstack other values with its own, or the field would be kept as
+    a tuple when another value came first; maps of numpy and torch arrays
+    would give the array type of the first)."""
+    kinds = {_kind(value) for value in field}
+    libraries = {library for library, _ in kinds}
+    arrays = {arrays for _, arrays in kinds} - {None}
+    joined = [library for library in _JOINED if library in libraries]
+    if not joined:
+        return ""
+    if len(libraries) == 1 and len(arrays) <= 1:
+        return joined[0]
+
+    def described(library: str) -> str:
+        if library == "torch":
+            return "torch tensors"
+        if library not in _JOINED:
+            return f"{library} values"
+        if len(libraries) == 1:
+            of = [a for a in ("numpy", "torch") if (library, a) in kinds]
+            return f"{library} maps of {' and of '.join(f'{a} arrays' for a in of)}"
+        return f"{library} maps"
+
+    others = sorted(libraries - set(_JOINED))
+    if others or "torch" in libraries:
+        remedy = (
+            "a field's values are joined (maps), stacked (tensors) or kept as they are "
+            "(other values) together: give every sample a value of one kind"
         )
+    else:
+        remedy = (
+            "the maps of a field are joined by one library, convert them to one first "
+            "(blockmap.metatensor / blockmap.metatensor_torch, map.to(arrays=...))"
+        )
+    raise exceptions.BlockMapTypeError(
+        f"the field {name!r} holds {' and '.join(described(k) for k in [*joined, *others])}: "
+        f"{remedy}"
+    )
 
 
 def _is_metatensor_map(value: Any) -> bool:

@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from .._blockmap import join
-from .._systems import neighbor_list_options
+from .._blockmap import Labels, join
+from .._systems import check_pair_atoms, describe_options, neighbor_list_options
+from ..exceptions import ValidationError
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
 from ._dataset import SYSTEM_INDEX, Sample, system_index_map
@@ -66,16 +67,17 @@ class Batch:
 
 
 def is_blockmap_batch(batch: Any) -> bool:
-    """Whether ``batch`` (the list a DataLoader collates) holds blockmap items."""
-    return bool(batch) and isinstance(batch[0], Sample)
+    """Whether ``batch`` (the list a DataLoader collates) holds blockmap
+    items: any of them, so that :func:`collate` refuses a batch that mixes
+    them with others whatever comes first (metatrain's collate took it
+    when another item came first)."""
+    return any(isinstance(item, Sample) for item in batch)
 
 
 def collate(target_keys: Any, callables: list[Any], batch: list[Sample]) -> Batch:
     """metatrain's ``CollateFn.__call__`` on a batch of blockmap items."""
-    dataset = batch[0]._dataset
+    dataset = getattr(batch[0], "_dataset", None)
     if any(not isinstance(item, Sample) or item._dataset is not dataset for item in batch):
-        from ..exceptions import ValidationError
-
         raise ValidationError(
             "the items of a batch must all come from one blockmap dataset (a "
             "MetatrainDataset, or a Subset of it): "
@@ -249,8 +251,11 @@ class _Arrival:
     def __init__(self, buffer: Any) -> None:
         import metatensor.torch as mtt
         import metatomic.torch as mta
+        import torch
 
         self.buffer = buffer
+        self.bool = torch.bool
+        self.int32 = torch.int32
         self.mtt = mtt
         self.mta = mta
         self.labels: dict[Any, Any] = {}
@@ -276,7 +281,14 @@ class _Arrival:
                 f"a tensor of {count} x {dtype} at byte {offset} of a buffer of "
                 f"{len(self.buffer)} bytes"
             )
-        return self.buffer[offset:end].view(dtype).view(shape)
+        raw = self.buffer[offset:end]
+        if dtype == self.bool and count:
+            # a bool tensor holds the bytes 0 and 1 only (one holding 2 is
+            # True to some operations and 2 to others)
+            high = int(raw.numpy().max())
+            if high > 1:
+                raise _bad(f"a bool tensor holds the byte {high}")
+        return raw.view(dtype).view(shape)
 
 
 def _pack_labels(packer: _Packer, labels: Any) -> Any:
@@ -304,20 +316,16 @@ def _pack_map(packer: _Packer, tensor: Any) -> Any:
 def _pack_system(packer: _Packer, system: Any) -> Any:
     lists = []
     for options in system.known_neighbor_lists():
-        described = (
-            float(options.cutoff),
-            bool(options.full_list),
-            bool(options.strict),
-            tuple(options.requestors()),
-            str(options.length_unit),
-        )
-        lists.append((described, _pack_block(packer, system.get_neighbor_list(options))))
+        block = _pack_block(packer, system.get_neighbor_list(options))
+        lists.append((describe_options(options), block))
     data = [(name, _pack_map(packer, system.get_data(name))) for name in system.known_data()]
     arrays = [packer.add(a) for a in (system.types, system.positions, system.cell, system.pbc)]
     return (arrays, lists, data)
 
 
-def _rebuild_labels(arrival: _Arrival, packed: Any) -> Any:
+def _rebuild_labels(arrival: _Arrival, packed: Any, pairs_of: int | None = None) -> Any:
+    """Labels as they arrive, checked: rows unique, and with ``pairs_of``
+    (a neighbour list's samples) atoms within the system's ``pairs_of``."""
     if len(packed) == 3:
         found = arrival.labels.get(packed)
         if found is None:
@@ -327,18 +335,41 @@ def _rebuild_labels(arrival: _Arrival, packed: Any) -> Any:
             tensor = torch.tensor(values, dtype=torch.int32).reshape(shape)
             # small: checked for duplicates (a damaged pickle's repeated
             # key is refused, not looked up wrongly)
-            found = arrival.mtt.Labels(list(names), tensor)
+            found = (arrival.mtt.Labels(list(names), tensor), tensor)
             arrival.labels[packed] = found
-        return found
+        labels, values = found
+        if pairs_of is not None:
+            _check_pairs(packed[0], values, pairs_of)
+        return labels
     names, ref = packed
-    return arrival.mtt.Labels(list(names), arrival.take(ref), assume_unique=True)
+    values = arrival.take(ref)
+    if values.dtype != arrival.int32 or values.dim() != 2 or values.shape[1] != len(names):
+        raise _bad(f"labels {names!r} of {values.dtype} values of shape {tuple(values.shape)}")
+    # checked unique by blockmap's Labels (one pass when the rows are
+    # sorted, a hash set otherwise: several times cheaper than
+    # metatensor-torch's check on unsorted rows), then made without
+    # checking again: a repeated row would make lookups and sums wrong
+    try:
+        Labels(list(names), values.numpy())
+    except ValidationError as error:
+        raise _bad(f"labels {list(names)}: {error}") from None
+    if pairs_of is not None:
+        _check_pairs(names, values, pairs_of)
+    return arrival.mtt.Labels(list(names), values, assume_unique=True)
 
 
-def _rebuild_block(arrival: _Arrival, packed: Any) -> Any:
+def _check_pairs(names: Any, values: Any, n_atoms: int) -> None:
+    try:
+        check_pair_atoms(names, values.numpy(), n_atoms, "a neighbour list")
+    except ValidationError as error:
+        raise _bad(str(error)) from None
+
+
+def _rebuild_block(arrival: _Arrival, packed: Any, pairs_of: int | None = None) -> Any:
     values, samples, components, properties, gradients = packed
     block = arrival.mtt.TensorBlock(
         values=arrival.take(values),
-        samples=_rebuild_labels(arrival, samples),
+        samples=_rebuild_labels(arrival, samples, pairs_of),
         components=[_rebuild_labels(arrival, c) for c in components],
         properties=_rebuild_labels(arrival, properties),
     )
@@ -357,7 +388,13 @@ def _rebuild_map(arrival: _Arrival, packed: Any) -> Any:
 def _rebuild_options(arrival: _Arrival, described: Any) -> Any:
     found = arrival.options.get(described)
     if found is None:
-        found = neighbor_list_options(arrival.mta, *described)
+        cutoff, full_list, strict, requestors, length_unit = described
+        try:
+            found = neighbor_list_options(
+                arrival.mta, cutoff, full_list, strict, requestors, length_unit
+            )
+        except ValidationError as error:
+            raise _bad(str(error)) from None
         arrival.options[described] = found
     return found
 
@@ -368,9 +405,11 @@ def _rebuild_system(arrival: _Arrival, packed: Any) -> Any:
     system = arrival.mta.System(
         types=take(types), positions=take(positions), cell=take(cell), pbc=take(pbc)
     )
+    # the system checked positions' shape (n, 3) against the types'
+    n_atoms = positions[2][0]
     for described, block in lists:
         system.add_neighbor_list(
-            _rebuild_options(arrival, described), _rebuild_block(arrival, block)
+            _rebuild_options(arrival, described), _rebuild_block(arrival, block, n_atoms)
         )
     for name, tensor in data:
         system.add_data(name, _rebuild_map(arrival, tensor))

@@ -16,14 +16,17 @@ refuses).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from typing import Any
 
 import numpy as np
 
 from .._blockmap import DatasetWriter, Labels, TensorBlock, TensorMap
-from ..dataset import Dataset, _progress
+from ..dataset import _convert_diskdataset, _progress
 from ..exceptions import (
+    BlockMapIOError,
     BlockMapTypeError,
     FormatError,
     MissingFileError,
@@ -78,7 +81,7 @@ def convert(
         A ``DiskDataset`` zip (``.zip``), or an options file (``.yaml`` /
         ``.yml``): its ``training_set`` is written to ``dest``, its
         ``validation_set`` and ``test_set``, when they name files, next to
-        it (:func:`section_dest`).
+        it (``<dest stem>.validation.bmdata``, ``<dest stem>.test.bmdata``).
     dest : str or os.PathLike
         The new dataset (``.bmdata``).
     progress : bool, optional
@@ -95,6 +98,10 @@ def convert(
     ------
     MissingFileError
         If ``source`` (or a file its options name) does not exist.
+    BlockMapIOError
+        If ``source``, a file its options name or ``dest`` is not a
+        regular file (a FIFO, a directory, a device), or a file cannot be
+        read or written.
     FormatError
         If ``source`` is not a DiskDataset zip or an options file metatrain reads.
     ValidationError
@@ -108,71 +115,96 @@ def convert(
             f"the destination '{dest}' must end in '.bmdata' (metatrain serves a "
             "dataset with blockmap by that suffix)"
         )
-    if not os.path.exists(source):
-        raise MissingFileError(f"no such file: '{source}'")
+    check_regular_file(source, "the source")
     directory = os.path.dirname(os.path.abspath(dest))
     if not os.path.isdir(directory):
         raise MissingFileError(f"the directory of '{dest}' does not exist")
     if source.endswith(".zip"):
-        jobs = [(dest, lambda path: _from_zip(source, path, progress))]
-    elif source.endswith((".yaml", ".yml")):
-        jobs = [
-            (section_dest(dest, section), _section_writer(config, progress))
-            for section, config in _options_sections(source)
-        ]
-    else:
+        _check_dests([dest], overwrite)
+        # written once, the atom counts derived as it goes: a kill at any
+        # moment leaves dest as it was, or complete, and nothing beside it
+        _convert_diskdataset(source, dest, target=None, progress=progress, require_system=True)
+        return [dest]
+    if not source.endswith((".yaml", ".yml")):
         raise FormatError(
             f"'{source}' is neither a DiskDataset zip (.zip) nor an options file (.yaml)"
         )
-    if not overwrite:
-        existing = [path for path, _ in jobs if os.path.exists(path)]
-        if existing:
+    sections = _options_sections(source)
+    paths = [section_dest(dest, section) for section, _ in sections]
+    _check_dests(paths, overwrite)
+    # every section written before any is put in place: a failure in any
+    # of them leaves every path as it was (each writer builds its file
+    # unnamed beside its path, and puts it in place when it is closed)
+    with contextlib.ExitStack() as stack:
+        writers = [stack.enter_context(DatasetWriter(path)) for path in paths]
+        for writer, (_, config) in zip(writers, sections, strict=True):
+            _from_readers(config, writer, progress)
+    return paths
+
+
+def _check_dests(paths: list[str], overwrite: bool) -> None:
+    """Refuse destinations that exist (unless ``overwrite``) or that are
+    not regular files (the dataset writer would open a FIFO and wait)."""
+    for path in paths:
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            continue
+        except OSError as error:
+            raise BlockMapIOError(f"cannot write '{path}': {error.strerror}") from None
+        if not stat.S_ISREG(mode):
+            raise BlockMapIOError(
+                f"cannot write '{path}': it is not a regular file but {_kind(mode)}"
+            )
+        if not overwrite:
             raise ValidationError(
-                f"'{existing[0]}' exists: remove it, or convert with overwrite=True "
+                f"'{path}' exists: remove it, or convert with overwrite=True "
                 "(`--overwrite` on the command line)"
             )
-    written: list[str] = []
-    try:
-        for path, write in jobs:
-            write(path)
-            written.append(path)
-    except BaseException:
-        # each file is written to a temporary name and renamed once
-        # complete: remove the ones this call completed, keep none half
-        for path in written:
-            os.remove(path)
-        raise
-    return written
 
 
-def _from_zip(source: str, dest: str, progress: bool) -> None:
-    """A DiskDataset zip, through :meth:`Dataset.from_diskdataset`, with
-    the ``n_atoms`` column added."""
-    # hidden, beside dest; removed as soon as it is open (its maps stay
-    # readable), so that a process killed while writing dest leaves it
-    # behind only during from_diskdataset, whose own writer leaves nothing
-    directory, name = os.path.split(dest)
-    temporary = os.path.join(directory, f".{name}.from-zip.tmp")
+def _kind(mode: int) -> str:
+    for test, kind in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return kind
+    return "of another kind"
+
+
+def open_regular_file(path: str, what: str) -> int:
+    """A descriptor of the regular file ``path``, opened without blocking
+    (a plain open of a FIFO without a writer waits forever) and refused
+    unless it is a regular file, as blockmap's own readers refuse them
+    (docs/format.md, "Inputs that are not regular files")."""
     try:
-        converted = Dataset.from_diskdataset(source, temporary, progress=progress)
-        if os.name == "posix":
-            os.remove(temporary)
-        if converted._single or "system" not in converted.fields:
-            raise FormatError(
-                f"'{source}' holds no systems ('<index>/system.mta'): not a dataset "
-                "metatrain trains from"
-            )
-        fields = list(converted.fields)
-        system = fields.index("system")
-        with DatasetWriter(dest) as writer:
-            for index in _progress(list(range(len(converted))), progress, "entries"):
-                maps = {name: converted._get(index, field=i) for i, name in enumerate(fields)}
-                n_atoms = len(converted._get(index, field=system).block(0).samples)
-                writer.write(**maps, columns={"n_atoms": n_atoms})
-        del converted
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise MissingFileError(f"no such file: {what} '{path}'") from None
+    except OSError as error:
+        # a socket (ENXIO), a file without read permission...
+        raise BlockMapIOError(f"cannot read {what} '{path}': {error.strerror}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError as error:
+        os.close(fd)
+        raise BlockMapIOError(f"cannot read {what} '{path}': {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise BlockMapIOError(
+            f"cannot read {what} '{path}': it is not a regular file but {_kind(mode)}"
+        )
+    # reads of a regular file never wait: O_NONBLOCK may stay
+    return fd
+
+
+def check_regular_file(path: str, what: str) -> None:
+    """Refuse ``path`` unless it is a regular file (:func:`open_regular_file`)."""
+    os.close(open_regular_file(path, what))
 
 
 def _options_sections(source: str) -> list[tuple[str, Any]]:
@@ -183,10 +215,12 @@ def _options_sections(source: str) -> list[tuple[str, Any]]:
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    try:
-        options = OmegaConf.load(source)
-    except Exception as error:  # yaml's and omegaconf's errors
-        raise FormatError(f"'{source}' is not an options file: {error}") from error
+    # read from the descriptor checked to be a regular file's
+    with open(open_regular_file(source, "the options file"), "rb") as file:
+        try:
+            options = OmegaConf.load(file)
+        except Exception as error:  # yaml's and omegaconf's errors
+            raise FormatError(f"'{source}' is not an options file: {error}") from error
     if not isinstance(options, DictConfig) or options.get("training_set") is None:
         raise ValidationError(
             f"the options file '{source}' has no training_set: nothing to convert"
@@ -213,19 +247,45 @@ def _options_sections(source: str) -> list[tuple[str, Any]]:
         read_from = config["systems"]["read_from"] if "systems" in config else None
         if not read_from:
             raise ValidationError(f"'{source}': its {section} names no systems (read_from)")
+        # every file metatrain's readers will open (the systems', each
+        # target's and extra data's, their gradients'): regular files only
+        for path in _read_from(config):
+            check_regular_file(path, f"the {section}'s file")
         sections.append((section, config))
     return sections
 
 
-def _section_writer(config: Any, progress: bool) -> Any:
-    def write(dest: str) -> None:
-        _from_readers(config, dest, progress)
+def _read_from(config: Any) -> list[str]:
+    """The distinct paths that the ``read_from`` keys of a dataset section
+    name, interpolations resolved."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
 
-    return write
+    try:
+        resolved = OmegaConf.to_container(config, resolve=True)
+    except OmegaConfBaseException as error:
+        raise FormatError(f"the options cannot be resolved: {error}") from error
+    found: list[str] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "read_from" and isinstance(item, str):
+                    if item not in found:
+                        found.append(item)
+                else:
+                    walk(item)
+        elif isinstance(value, list):
+            for item in value:
+                walk(item)
+
+    walk(resolved)
+    return found
 
 
-def _from_readers(config: Any, dest: str, progress: bool) -> None:
-    """A dataset section read by metatrain's own readers."""
+def _from_readers(config: Any, writer: DatasetWriter, progress: bool) -> None:
+    """A dataset section read by metatrain's own readers, written by
+    ``writer``."""
     import torch
     from metatrain.utils.data import read_extra_data, read_systems, read_targets
 
@@ -233,8 +293,6 @@ def _from_readers(config: Any, dest: str, progress: bool) -> None:
     from ..metatensor_torch import from_metatensor_torch
 
     read_from = config["systems"]["read_from"]
-    if not os.path.exists(read_from):
-        raise MissingFileError(f"the systems file '{read_from}' does not exist")
     try:
         systems = read_systems(filename=read_from, reader=config["systems"]["reader"])
         targets, _ = read_targets(conf=config["targets"])
@@ -255,16 +313,15 @@ def _from_readers(config: Any, dest: str, progress: bool) -> None:
     def stored(tensor: Any, index: int) -> TensorMap:
         return _fixed(from_metatensor_torch(tensor.to(dtype=torch.float64)), index)
 
-    with DatasetWriter(dest) as writer:
-        for index in _progress(list(range(len(systems))), progress, "systems"):
-            system = systems[index].to(dtype=torch.float64)
-            maps = {
-                "system" if name == "system" else f"system/{name}": tensor
-                for name, tensor in tensormaps_from_system(system).items()
-            }
-            for name, values in fields.items():
-                maps[name] = stored(values[index], index)
-            writer.write(**maps, columns={"n_atoms": len(system)})
+    for index in _progress(list(range(len(systems))), progress, "systems"):
+        system = systems[index].to(dtype=torch.float64)
+        maps = {
+            "system" if name == "system" else f"system/{name}": tensor
+            for name, tensor in tensormaps_from_system(system).items()
+        }
+        for name, values in fields.items():
+            maps[name] = stored(values[index], index)
+        writer.write(**maps, columns={"n_atoms": len(system)})
 
 
 def _fixed(tensor: TensorMap, index: int) -> TensorMap:

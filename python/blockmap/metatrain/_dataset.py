@@ -21,9 +21,15 @@ from typing import Any
 import numpy as np
 
 from .._blockmap import Labels, TensorBlock, TensorMap
-from .._systems import system_from_tensormaps
+from .._systems import POSITIONS, describe_options, system_from_tensormaps
 from ..dataset import Dataset
-from ..exceptions import BlockMapIndexError, ValidationError
+from ..exceptions import (
+    BlockMapError,
+    BlockMapIndexError,
+    BlockMapTypeError,
+    FormatError,
+    ValidationError,
+)
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
 
@@ -36,7 +42,7 @@ opened: weakref.WeakSet[MetatrainDataset] = weakref.WeakSet()
 
 #: set by blockmap.metatrain.install / uninstall: whether metatrain is
 #: patched in this process (a dataset pickled then patches the process that
-#: unpickles it, see MetatrainDataset.__setstate__)
+#: unpickles it, see _rebuild_dataset)
 patched = False
 
 
@@ -129,8 +135,15 @@ class MetatrainDataset:
     """
 
     def __init__(self, path: str | os.PathLike[str], fields: Any = None) -> None:
-        self.path = os.fspath(path)
-        self.data = Dataset(self.path)
+        self._setup(Dataset(os.fspath(path)), fields)
+
+    def _setup(self, data: Dataset, fields: Any) -> None:
+        """Serve ``data`` with ``fields`` (what ``__init__`` takes): every
+        attribute is derived here from the file, so that a pickle (which
+        sends the dataset and the fields, :meth:`__reduce__`) cannot bring
+        others."""
+        self.data = data
+        self.path = os.fspath(data.path)
         stored = list(self.data.fields) if not self.data._single else []
         if "system" not in stored:
             raise ValidationError(
@@ -165,7 +178,8 @@ class MetatrainDataset:
                         f"'{self.path}' has no field for the target {target!r} (key {key!r}): "
                         f"its fields are {others}"
                     )
-        # sample field name -> stored field index
+        # sample field name -> stored field name, and its index
+        self._mapping = mapping
         self._target_fields = {target: stored.index(key) for target, key in mapping.items()}
         self.sample_fields: tuple[str, ...] = ("system", *mapping, SYSTEM_INDEX)
         self._atom_counts = self._checked_atom_counts()
@@ -182,46 +196,79 @@ class MetatrainDataset:
         self.neighbors: dict[tuple[float, bool, bool], _neighbors.Store] = {}
 
     def _checked_atom_counts(self) -> np.ndarray:
-        """The atom count of every entry: the ``n_atoms`` column, refused
-        when it disagrees with the systems (the atom-count sampler would
-        make wrong batches), or the row count of the systems' positions (the
-        first block of a system's map) in a dataset written without it."""
+        """The atom count of every entry, from the index: the ``n_atoms``
+        column, refused when it disagrees with the ``n_samples`` column of
+        the systems (the row count of a system map's first block, the
+        positions as blockmap writes them) or is not a count; the
+        ``n_samples`` column in a dataset written without it.
+
+        Both columns are what the file says: a file whose columns lie
+        together (or whose system maps put the cell first) opens, and each
+        entry's count is checked against its system when the entry is read
+        (:meth:`_checked_system`): reading every entry here would read the
+        whole file at each open (docs/training.md)."""
         positions = self.data.field("system").column("n_samples").astype(np.int64)
-        if "n_atoms" not in self.data.columns:
-            return positions
-        counts = self.data.column("n_atoms")
-        if counts.dtype.kind not in "iu":
-            raise ValidationError(
-                f"'{self.path}': its n_atoms column holds {counts.dtype} values, not "
-                "integers; convert the dataset again"
+        counts = positions
+        if "n_atoms" in self.data.columns:
+            counts = self.data.column("n_atoms")
+            if counts.dtype.kind not in "iu":
+                raise FormatError(
+                    f"'{self.path}': its n_atoms column holds {counts.dtype} values, not "
+                    "integers; convert the dataset again"
+                )
+            wrong = np.flatnonzero(counts != positions)
+            if len(wrong):
+                first = int(wrong[0])
+                raise FormatError(
+                    f"'{self.path}': its n_atoms column disagrees with its systems at "
+                    f"{len(wrong)} entries (entry {first}: {int(counts[first])} against "
+                    f"{int(positions[first])} atoms); convert the dataset again"
+                )
+            counts = counts.astype(np.int64, copy=False)
+        negative = np.flatnonzero(counts < 0)
+        if len(negative):
+            first = int(negative[0])
+            raise FormatError(
+                f"'{self.path}': the atom count of entry {first} is {int(counts[first])}, not a "
+                "count; convert the dataset again"
             )
-        wrong = np.flatnonzero(counts != positions)
-        if len(wrong):
-            first = int(wrong[0])
-            raise ValidationError(
-                f"'{self.path}': its n_atoms column disagrees with its systems at "
-                f"{len(wrong)} entries (entry {first}: {int(counts[first])} against "
-                f"{int(positions[first])} atoms); convert the dataset again"
+        return counts
+
+    def _checked_system(self, index: int, tensor: TensorMap) -> TensorMap:
+        """Entry ``index``'s system map, refused unless its positions (the
+        block of key ``array = 0``) have the entry's atom count: what the
+        atom-count sampler batched by is what the batch holds."""
+        try:
+            count = len(tensor.block({"array": POSITIONS}))
+        except BlockMapError as error:
+            raise FormatError(
+                f"'{self.path}': entry {index}'s system is not a system's map ({error})"
+            ) from None
+        if count != self._atom_counts[index]:
+            raise FormatError(
+                f"'{self.path}': entry {index}'s system has {count} atoms, and the dataset's "
+                f"atom counts (its n_atoms and n_samples columns) say "
+                f"{int(self._atom_counts[index])}; convert the dataset again"
             )
-        return counts.astype(np.int64, copy=False)
+        return tensor
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_patched": patched}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        # a DataLoader worker started by spawn or forkserver imports
-        # metatrain afresh: without the patches its CollateFn would take
-        # metatrain's own path on these items (right, but slow)
-        if state.pop("_patched", False) and not patched:
-            from . import install
-
-            install()
-        self.__dict__.update(state)
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as what it is made of: the dataset (a reference to the
+        file, checked against it on arrival), the fields, the neighbour
+        lists found so far (their options and a reference to their store,
+        or the lists kept in memory) and whether metatrain is patched here.
+        Everything else (atom counts, field indices, the lists stored with
+        the systems) is derived again from the file on arrival, where a
+        pickled state would have been taken as it came."""
+        stores = [
+            (describe_options(store.options), store.maps) for store in self.neighbors.values()
+        ]
+        return (_rebuild_dataset, (self.data, dict(self._mapping), stores, patched))
 
     def __len__(self) -> int:
         return len(self.data)
 
-    def __getitem__(self, index: int) -> Sample:
+    def _index(self, index: Any) -> int:
         if not isinstance(index, (int, np.integer)):
             try:
                 index = operator.index(index)
@@ -234,6 +281,10 @@ class MetatrainDataset:
             raise BlockMapIndexError(
                 f"index {index} is out of range for a dataset of {len(self.data)} entries"
             )
+        return int(index)
+
+    def __getitem__(self, index: int) -> Sample:
+        index = self._index(index)
         get = self.data._get
         views: dict[str, Any] = {
             name: get(index, field=field) for name, field in self._target_fields.items()
@@ -241,7 +292,8 @@ class MetatrainDataset:
         views["system"] = {
             name: get(index, field=field) for name, field in self._system_fields.items()
         }
-        return Sample(self, int(index), views)
+        self._checked_system(index, views["system"]["system"])
+        return Sample(self, index, views)
 
     def __iter__(self) -> Any:
         for i in range(len(self)):
@@ -250,17 +302,22 @@ class MetatrainDataset:
     def system(self, index: int) -> Any:
         """Entry ``index``'s system, without neighbour lists."""
         field = self._system_fields["system"]
-        return system_from_tensormaps({"system": self.data._get(index, field=field)})
+        tensor = self._checked_system(index, self.data._get(index, field=field))
+        return system_from_tensormaps({"system": tensor})
 
     def get_all_atom_counts(self) -> np.ndarray:
         """The atom count of every entry (int64), from the ``n_atoms``
         column (or, in a dataset written without it, the row count of the
-        systems' positions); checked against the systems when opened."""
+        systems' positions), checked against the ``n_samples`` column when
+        opened and against each entry's system when the entry is read."""
         return self._atom_counts
 
     def get_num_atoms(self, i: int) -> int:
-        """The atom count of entry ``i``."""
-        return int(self.get_all_atom_counts()[i])
+        """The atom count of entry ``i``, checked against its system."""
+        index = self._index(i)
+        field = self._system_fields["system"]
+        self._checked_system(index, self.data._get(index, field=field))
+        return int(self._atom_counts[index])
 
     def get_target_info(self, target_config: Any, is_extra_data: bool = False) -> Any:
         """metatrain's target information, as ``DiskDataset.get_target_info``
@@ -271,3 +328,37 @@ class MetatrainDataset:
 
     def __repr__(self) -> str:
         return f"MetatrainDataset('{self.path}', {len(self)} entries, fields={self.sample_fields})"
+
+
+def _rebuild_dataset(data: Any, mapping: Any, stores: Any, was_patched: Any) -> MetatrainDataset:
+    """A :class:`MetatrainDataset` from its pickle (:meth:`~MetatrainDataset.__reduce__`),
+    checked: a crafted pickle raises :class:`~blockmap.BlockMapTypeError`
+    or :class:`~blockmap.FormatError`."""
+    if (
+        not isinstance(data, Dataset)
+        or type(mapping) is not dict
+        or any(type(key) is not str or type(value) is not str for key, value in mapping.items())
+        or type(stores) is not list
+        or any(type(store) is not tuple or len(store) != 2 for store in stores)
+        or type(was_patched) is not bool
+    ):
+        raise BlockMapTypeError(
+            "this pickle is not a MetatrainDataset: it holds a dataset, a dict of str field "
+            "names, a list of (options, lists) and a bool"
+        )
+    # a DataLoader worker started by spawn or forkserver imports metatrain
+    # afresh: without the patches its CollateFn would take metatrain's own
+    # path on these items (right, but slow)
+    if was_patched and not patched:
+        from . import install
+
+        install()
+    dataset = MetatrainDataset.__new__(MetatrainDataset)
+    try:
+        dataset._setup(data, {target: {"key": key} for target, key in mapping.items()})
+        for described, maps in stores:
+            store = _neighbors.received(dataset, described, maps)
+            dataset.neighbors[_neighbors.options_key(store.options)] = store
+    except ValidationError as error:
+        raise FormatError(f"this pickle is not a MetatrainDataset: {error}") from None
+    return dataset

@@ -8,8 +8,10 @@ second_atom, cell_shift_a/b/c`` in vesin's order, component ``xyz``,
 property ``distance``, float64 values). Its file is
 ``<dataset>.neighbors-<cutoff>-<full|half>-<strict|loose>.bmdata`` and the
 info of its first map names the dataset it was computed for (identity,
-entry count, checksum), the code that computed it (metatrain and vesin
-versions) and a CRC32 of the lists themselves (samples and values, checked
+entry count, checksum), the options it was computed with (cutoff,
+full_list, strict: a store renamed from other options is not used), the
+code that computed it (metatrain and vesin versions) and a CRC32 of the
+lists themselves (samples and values, checked
 on every open: the dataset format does not check the CRCs of what it
 reads): a store that does not match, or that is damaged or not a store, is
 computed again and replaced (written to a temporary name, renamed once
@@ -19,6 +21,7 @@ memory).
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import zlib
@@ -28,7 +31,7 @@ import numpy as np
 
 from .._blockmap import DatasetWriter, Labels, TensorMap
 from ..dataset import Dataset
-from ..exceptions import BlockMapError
+from ..exceptions import BlockMapError, BlockMapIOError, ValidationError
 from ..metatensor_torch import from_metatensor_torch, to_metatensor_torch
 
 #: how many structures had their neighbour lists computed in this process
@@ -62,13 +65,22 @@ def _engine() -> str:
     return f"metatrain {metatrain.__version__}, vesin {vesin.__version__}"
 
 
-def _identity(dataset: Any) -> dict[str, str]:
+def _identity(dataset: Any, options: Any) -> dict[str, str]:
+    """What a store's lists depend on, recorded in its first map's info and
+    checked when it is opened: the dataset (its identity, entry count and
+    checksum), the code that computes them, and the options that change
+    them (cutoff, full_list; strict too, as options compare by it). The
+    file name says the options as well, but a file can be renamed."""
     data = dataset.data
+    cutoff, full_list, strict = options_key(options)
     return {
         "dataset_id": str(data.id),
         "dataset_entries": str(len(data)),
         "dataset_checksum": str(data._checksum()),
         "engine": _engine(),
+        "cutoff": repr(cutoff),
+        "full_list": json.dumps(full_list),
+        "strict": json.dumps(strict),
     }
 
 
@@ -97,8 +109,8 @@ class Store:
             self._shared = (converted.components, converted.properties)
             return converted
         components, properties = self._shared
-        # pairs are unique as computed (metatrain makes them with
-        # assume_unique=True as well)
+        # unique: blockmap's reader checked them when it decoded the
+        # entry (a store whose pairs repeat is a FormatError, computed again)
         samples = mtt.Labels(
             list(block.samples.names),
             torch.from_numpy(np.array(block.samples.values, dtype=np.int32)),
@@ -150,8 +162,12 @@ def _open(path: str, identity: dict[str, str]) -> Dataset | None:
             why = f"it holds {len(stored)} entries"
         else:
             info = stored[0].info()
-            if any(info.get(name) != value for name, value in identity.items()):
-                why = "it was computed for another dataset or by another metatrain / vesin"
+            differs = [name for name, value in identity.items() if info.get(name) != value]
+            if differs:
+                why = (
+                    "it was computed for another dataset, with other options or by another "
+                    f"metatrain / vesin ({', '.join(differs)} differ)"
+                )
             elif not info.get("lists_crc32") or info.get("lists_crc32") != _digest(stored):
                 why = "its lists are damaged"
     except BlockMapError as error:
@@ -160,6 +176,38 @@ def _open(path: str, identity: dict[str, str]) -> Dataset | None:
         _LOG.info("the neighbour-list store %s is not used (%s): computed again", path, why)
         return None
     return stored
+
+
+def received(dataset: Any, described: Any, maps: Any) -> Store:
+    """The store of a pickled dataset (``dataset``, rebuilt from the file):
+    options described as :func:`blockmap._systems.describe_options` gives
+    them, and a reference to the store file (checked against the file by
+    its own reconstructor) or the lists kept in memory, whose recorded
+    identity must be this dataset's with these options (ValidationError
+    otherwise)."""
+    import metatomic.torch as mta
+
+    from .._systems import neighbor_list_options
+
+    if type(described) is not tuple or len(described) != 5:
+        raise ValidationError(f"neighbour-list options described as {described!r}"[:200])
+    options = neighbor_list_options(mta, *described)
+    identity = _identity(dataset, options)
+    count = len(dataset.data)
+    if isinstance(maps, Dataset):
+        whole = maps._single and len(maps) == count > 0
+    elif type(maps) is list and all(isinstance(m, TensorMap) for m in maps):
+        whole = len(maps) == count > 0
+    else:
+        raise ValidationError(f"neighbour lists held in a {type(maps).__name__}")
+    info = maps[0].info() if whole else {}
+    if not whole or any(info.get(name) != value for name, value in identity.items()):
+        raise ValidationError(
+            "neighbour lists that are not this dataset's with these options, as computed here"
+        )
+    if type(maps) is list and info.get("lists_crc32") != _digest(maps):
+        raise ValidationError("neighbour lists that are damaged or not lists")
+    return Store(options, maps)
 
 
 def ensure(dataset: Any, options: Any) -> Store | None:
@@ -173,7 +221,7 @@ def ensure(dataset: Any, options: Any) -> Store | None:
     if found is not None:
         return found  # type: ignore[no-any-return]
     path = store_path(dataset.path, key)
-    identity = _identity(dataset)
+    identity = _identity(dataset, options)
     stored = _open(path, identity)
     if stored is None:
         stored = _compute(dataset, options, path, identity)
@@ -208,6 +256,10 @@ def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) ->
         for name, value in {**identity, "lists_crc32": _digest(maps)}.items():
             maps[0].set_info(name, value)
     try:
+        if os.path.exists(path) and not os.path.isfile(path):
+            # a FIFO (the dataset writer would open it and wait for a
+            # writer), a directory...: left alone
+            raise BlockMapIOError(f"'{path}' is not a regular file")
         with DatasetWriter(path) as writer:
             for tensor in maps:
                 writer.write(tensor)

@@ -404,18 +404,85 @@ def test_group_and_join_refuses_maps_of_several_libraries_in_one_field():
         "metatensor-core": [to_metatensor(m) for m in ours],
         "metatensor-torch": [to_metatensor_torch(m) for m in ours],
     }
+    order = list(kinds)
     for first, maps in kinds.items():
         for second, others in kinds.items():
             if first == second:
                 continue
             samples = [bl.data.Dataset(x=[maps[0]])[0], bl.data.Dataset(x=[others[1]])[0]]
-            with pytest.raises(BlockMapTypeError, match=f"holds {first} maps and {second} maps"):
+            a, b = sorted([first, second], key=order.index)
+            with pytest.raises(BlockMapTypeError, match=f"holds {a} maps and {b} maps: the maps"):
                 bl.data.group_and_join(samples)
             # group does not join: it keeps them
             assert bl.data.group(samples).x[1] is others[1]
-        samples = [bl.data.Dataset(x=[maps[0]])[0], bl.data.Dataset(x=[3])[0]]
-        with pytest.raises(BlockMapTypeError, match=f"holds {first} maps and int values"):
-            bl.data.group_and_join(samples)
+
+
+def _field_of(values):
+    return [bl.data.Dataset(x=[value])[0] for value in values]
+
+
+MIXED_FIELDS = {
+    # the review's cases: an unjoined tuple when the map came second, the
+    # join's or torch.vstack's own errors when it came first
+    "None and a map": ([None], "blockmap maps and NoneType values"),
+    "an int and a map": ([3], "blockmap maps and int values"),
+    "a tensor and a map": ([torch.ones(2, 2)], "blockmap maps and torch tensors"),
+    "a tensor and an int": ("tensor and int", "torch tensors and int values"),
+    "a tensor and None": ("tensor and None", "torch tensors and NoneType values"),
+    "maps of numpy and torch arrays": (
+        "numpy map",
+        "blockmap maps of numpy arrays and of torch arrays",
+    ),
+    "a metatensor-core map and a str": ("core map and str", "metatensor-core maps and str values"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MIXED_FIELDS))
+def test_group_and_join_refuses_mixed_fields_whatever_the_order(case):
+    """A field that mixes kinds is refused with blockmap's error, the same
+    error for every order of the samples: the batch's type no longer
+    depends on the shuffle."""
+    import itertools
+
+    from blockmap.exceptions import BlockMapTypeError
+
+    maps = _blocks(blockmap, np.random.default_rng(6), 3, 1, "torch", with_gradients=False)
+    extra, message = MIXED_FIELDS[case]
+    if extra == "tensor and int":
+        values = [torch.ones(1, 2), 3, torch.zeros(1, 2)]
+    elif extra == "tensor and None":
+        values = [torch.ones(1, 2), None]
+    elif extra == "numpy map":
+        values = [maps[0].to(arrays="numpy"), maps[1], maps[2]]
+    elif extra == "core map and str":
+        values = [to_metatensor(maps[0].to(arrays="numpy")), "a"]
+    else:
+        values = [maps[0], *extra, maps[1]]
+    errors = set()
+    for order in itertools.permutations(values):
+        with pytest.raises(BlockMapTypeError, match=f"the field 'x' holds {message}:") as error:
+            bl.data.group_and_join(_field_of(order))
+        errors.add(str(error.value))
+        # not joined: group keeps them, in order
+        assert all(a is b for a, b in zip(bl.data.group(_field_of(order)).x, order, strict=True))
+    assert len(errors) == 1
+    # a field that is not joined keeps them
+    assert bl.data.group_and_join(_field_of(values), fields_to_join=[]).x == tuple(values)
+
+
+def test_group_refuses_samples_of_other_fields():
+    """Samples grouped by position must have the same fields: samples of
+    two datasets were grouped under the first one's names."""
+    from blockmap.exceptions import ValidationError
+
+    a = bl.data.Dataset(x=[1], y=[2])[0]
+    b = bl.data.Dataset(y=[3], x=[4])[0]
+    c = bl.data.Dataset(x=[5], y=[6])[0]
+    for group in (bl.data.group, bl.data.group_and_join):
+        for batch in ([a, b], [b, a]):
+            with pytest.raises(ValidationError, match="must have the same fields"):
+                group(batch)
+        assert group([a, c]) == ((1, 5), (2, 6))
 
 
 def test_group_and_join_keeps_other_objects_and_group_keeps_everything():

@@ -18,7 +18,7 @@ def test_regenerating_benchmarks_keeps_every_kept_section(tmp_path, monkeypatch)
         kept[family] = original[original.index(begin) : original.index(end) + len(end)]
     assert "| choice | code | measured |" in kept["design"]
 
-    def regenerate(result, path, command):
+    def regenerate(result, path, command, chart=None):
         path.write_text("# Benchmarks\n\nregenerated\n")
 
     # the bench command's own part of the page, rewritten without a run

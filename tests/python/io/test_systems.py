@@ -8,6 +8,7 @@ never left out; hostile zips are FormatErrors in bounded memory."""
 
 import io
 import json
+import re
 import struct
 import subprocess
 import sys
@@ -511,9 +512,43 @@ def test_neighbor_list_members_that_cannot_be_converted_are_format_errors():
         ),
         ({"data/charge.mts": b"PK\x05\x06" + bytes(18)}, "data/charge.mts"),
     ]
+    # a cutoff metatomic takes and no list has: NaN, infinite, negative, 0
+    for cutoff in (float("nan"), float("inf"), -3.0, 0.0):
+        bits = int.from_bytes(struct.pack("<d", cutoff), "little")
+        crafted = re.sub(rb'"cutoff": ?[0-9]+', f'"cutoff": {bits}'.encode(), options)
+        assert crafted != options
+        cases.append(
+            (
+                {"pairs/0/options.json": crafted, "pairs/0/data.mts": pairs},
+                "not a finite positive length",
+            )
+        )
+    # pairs of atoms the system does not have (metatomic takes them)
+    stored = blockmap.load_block_buffer(pairs)
+    n_atoms = len(SYSTEMS[0])
+    for row, match in (
+        ([0, n_atoms, 0, 0, 0], f"names atom {n_atoms} as its second_atom, and the system has"),
+        ([-1, 1, 0, 0, 0], "names atom -1 as its first_atom"),
+    ):
+        outside = blockmap.TensorBlock(
+            stored.values,
+            blockmap.Labels(stored.samples.names, np.array([row], dtype=np.int32)),
+            stored.components,
+            stored.properties,
+        )
+        cases.append(
+            (
+                {"pairs/0/options.json": options, "pairs/0/data.mts": _block_buffer(outside)},
+                match,
+            )
+        )
     for extra, match in cases:
         with pytest.raises(blockmap.FormatError, match=match):
             tensormaps_from_mta(_mta({**members, **extra}))
+
+
+def _block_buffer(block):
+    return bytes(blockmap.save_buffer(block))
 
 
 def test_maps_that_are_not_a_system_with_neighbors_are_refused():
@@ -543,6 +578,27 @@ def test_maps_that_are_not_a_system_with_neighbors_are_refused():
         # metatomic's own refusal (a neighbor list with the wrong samples)
         ({"system": system, "pairs/0": _renamed(pairs)}, "metatomic refuses"),
     ]
+    # options metatomic takes and no list has, pairs of atoms the system
+    # does not have (metatomic takes them too)
+    for cutoff in ("nan", "inf", "-1.0", "0.0", "1e400"):
+        crafted = pairs.copy()
+        crafted.set_info("cutoff", cutoff)
+        cases.append(({"system": system, "pairs/0": crafted}, "finite positive float cutoff"))
+    block = pairs.block(0)
+    outside = blockmap.TensorMap(
+        pairs.keys,
+        [
+            blockmap.TensorBlock(
+                block.values,
+                blockmap.Labels(block.samples.names, np.array([[7, 0, 0, 0, 0]], dtype=np.int32)),
+                block.components,
+                block.properties,
+            )
+        ],
+    )
+    for key, value in pairs.info().items():
+        outside.set_info(key, value)
+    cases.append(({"system": system, "pairs/0": outside}, "names atom 7 as its first_atom"))
     for bad, match in cases:
         with pytest.raises(blockmap.ValidationError, match=match):
             system_from_tensormaps(bad)

@@ -94,6 +94,30 @@ def test_both_conversions_hold_the_zip_entries(tiny, disk):
     assert list(from_xyz[3].energy.block().samples.values[:, 0]) == [3]
 
 
+def test_from_diskdataset_writes_what_convert_writes(tiny, disk, tmp_path):
+    """Dataset.from_diskdataset and convert of a zip write the same fields
+    and columns (the atom counts derived as the systems are written, equal
+    to metatrain's own), so convert writes the zip once; without the
+    system field there is no atom count."""
+    direct = blockmap.Dataset.from_diskdataset(tiny / "data.zip", tmp_path / "direct.bmdata")
+    converted = blockmap.Dataset(tiny / "zip.bmdata")
+    assert direct.fields == converted.fields == ["system", "energy"]
+    assert direct.columns == converted.columns == ["n_atoms", "n_samples"]
+    np.testing.assert_array_equal(direct.column("n_atoms"), disk.get_all_atom_counts())
+    np.testing.assert_array_equal(direct.column("n_atoms"), converted.column("n_atoms"))
+    for i in (0, 17, 39):
+        for name in direct.fields:
+            assert blockmap.equal(getattr(direct[i], name), getattr(converted[i], name))
+    single = blockmap.Dataset.from_diskdataset(
+        tiny / "data.zip", tmp_path / "single.bmdata", target="system"
+    )
+    np.testing.assert_array_equal(single.column("n_atoms"), disk.get_all_atom_counts())
+    energy = blockmap.Dataset.from_diskdataset(
+        tiny / "data.zip", tmp_path / "energy.bmdata", target="energy"
+    )
+    assert energy.columns == ["n_samples"]
+
+
 def test_convert_errors_and_nothing_half_written(tiny, tmp_path):
     with pytest.raises(MissingFileError, match="no such file"):
         blockmap.metatrain.convert(tmp_path / "absent.zip", tmp_path / "a.bmdata")
@@ -205,38 +229,289 @@ def test_convert_keeps_vector_targets_and_extra_data(tiny, tmp_path, patched):
                 assert x.samples.values[:, 0].tolist() == [i] * len(x.samples)
 
 
-def test_convert_killed_while_writing_leaves_nothing(tiny, tmp_path):
-    """A convert killed (SIGKILL) while it writes DEST from the zip's
-    first conversion leaves neither DEST nor that conversion behind, and
-    the next convert writes DEST."""
+#: a convert run by ``python -c``, killed (SIGKILL) from the inside at a
+#: chosen moment: ``item:K`` when the K-th entry (sample or system) of any
+#: file is about to be written, ``closed:K`` just after the K-th dataset
+#: writer is closed (its file put in place: the moment the hidden first
+#: step of a zip's conversion appeared), ``none`` not at all (killed from
+#: the outside by the test)
+KILLED_CONVERT = """
+import os, signal, sys
+import blockmap.dataset
+from blockmap.metatrain import _convert
+
+mode, source, dest, overwrite = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+kind, _, count = mode.partition(":")
+seen = {"item": 0, "closed": 0}
+
+def kill_at(what):
+    seen[what] += 1
+    if kind == what and seen[what] == int(count):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def progress(items, wanted, unit):
+    for item in items:
+        kill_at("item")
+        yield item
+
+class Writer:
+    def __init__(self, path, *args, **kwargs):
+        self.writer = blockmap.DatasetWriter(path, *args, **kwargs)
+
+    def __enter__(self):
+        self.writer.__enter__()
+        return self
+
+    def __exit__(self, *args):
+        result = self.writer.__exit__(*args)
+        kill_at("closed")
+        return result
+
+    def write(self, *args, **kwargs):
+        return self.writer.write(*args, **kwargs)
+
+    def close(self):
+        self.writer.close()
+        kill_at("closed")
+
+for module in (blockmap.dataset, _convert):
+    module._progress = progress
+    module.DatasetWriter = Writer
+print("started", flush=True)
+_convert.convert(source, dest, overwrite=overwrite)
+"""
+
+
+def _killed_converts(source, folder, moments, old=None):
+    """Run a convert of ``source`` into ``folder / "out.bmdata"`` killed at
+    each of ``moments`` (KILLED_CONVERT's modes, or seconds after it
+    started, killed from the outside), and check after each that every
+    file it writes is as it was (absent, or ``old``'s bytes) or complete,
+    and that nothing else is left in ``folder``. Returns what was seen."""
     import subprocess
     import sys
-    import textwrap
+    import time
 
-    dest = tmp_path / "out.bmdata"
-    code = textwrap.dedent(
-        """
-        import os, signal, sys
-        from blockmap.metatrain import _convert
+    dest = folder / "out.bmdata"
+    outputs = [dest, folder / "out.validation.bmdata", folder / "out.test.bmdata"]
+    seen = []
+    for moment in moments:
+        for path in outputs:
+            path.unlink(missing_ok=True)
+        if old is not None:
+            shutil.copy(old, dest)
+        mode = moment if isinstance(moment, str) else "none"
+        argv = [sys.executable, "-c", KILLED_CONVERT, mode, str(source), str(dest)]
+        with subprocess.Popen([*argv, "1" if old else "0"], stdout=subprocess.PIPE) as process:
+            if isinstance(moment, str):
+                process.wait(timeout=300)
+            else:
+                assert process.stdout.readline() == b"started\n"
+                time.sleep(moment)
+                process.kill()
+                process.wait(timeout=60)
+        state = []
+        for path in outputs:
+            if not path.exists():
+                state.append("absent")
+            elif old is not None and path == dest and path.read_bytes() == old.read_bytes():
+                state.append("old")
+            else:
+                written = blockmap.Dataset(path)
+                assert written.committed and len(written) > 0, (moment, path)
+                assert written.columns == ["n_atoms", "n_samples"], (moment, path)
+                MetatrainDataset(path, fields=TARGETS)
+                state.append("complete")
+        left = sorted(set(os.listdir(folder)) - {p.name for p in outputs})
+        assert left == [], (moment, left)
+        seen.append((moment, process.returncode, tuple(state)))
+    return seen
 
-        def progress(items, progress, what):
-            if what == "entries":
-                os.kill(os.getpid(), signal.SIGKILL)
-            return items
 
-        _convert._progress = progress
-        _convert.convert(sys.argv[1], sys.argv[2])
-        """
-    )
+def test_convert_of_a_zip_killed_at_any_moment_leaves_old_or_new(tiny, tmp_path):
+    """A zip's convert killed (SIGKILL) at many moments, from the inside
+    (before writing, at entries 1, 20 and 40, just after its dataset is put
+    in place) and from the outside (every tenth of a run's time) leaves
+    DEST as it was (absent, or the old file with overwrite) or complete,
+    and nothing beside it (a hidden first-step file was left behind when
+    killed just after it appeared: the zip was written twice)."""
+    import time
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    started = time.monotonic()
+    complete = _killed_converts(tiny / "data.zip", folder, ["none"])
+    took = time.monotonic() - started
+    assert complete == [("none", 0, ("complete", "absent", "absent"))]
+    inside = ["item:1", "item:20", "item:40", "closed:1"]
+    outside = [took * i / 10 for i in range(1, 11)]
+    seen = _killed_converts(tiny / "data.zip", folder, inside + outside)
+    for moment, code, _ in seen[: len(inside)]:
+        assert code == -9, moment
+    assert {state for _, _, state in seen} <= {
+        ("absent", "absent", "absent"),
+        ("complete", "absent", "absent"),
+    }
+    # over an old DEST (overwrite): old or complete
+    old = tmp_path / "old.bmdata"
+    small_copy(tiny, old, count=3)
+    seen = _killed_converts(tiny / "data.zip", folder, inside + outside[::3], old=old)
+    assert {state for _, _, state in seen} <= {
+        ("old", "absent", "absent"),
+        ("complete", "absent", "absent"),
+    }
+    assert seen[0][2][0] == "old" and seen[3][2][0] == "complete"
+
+
+@pytest.mark.slow
+def test_convert_of_options_killed_at_any_moment_leaves_old_or_new(tiny, tmp_path):
+    """An options file naming a training, a validation and a test set:
+    its convert killed at many moments leaves each file absent or complete
+    and nothing else; until the first file is put in place (all three are
+    written first), none is there."""
+    import time
+
+    options = tmp_path / "options.yaml"
+    text = (tiny / "options.yaml").read_text()
+    text = text.replace("validation_set: 0.1", VALIDATION_AND_TEST.format(xyz=tiny / "data.xyz"))
+    text = text.replace("test_set: 0.1\n", "")
+    options.write_text(text)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    started = time.monotonic()
+    assert _killed_converts(options, folder, ["none"])[0][2] == ("complete",) * 3
+    took = time.monotonic() - started
+    # 40 systems a file: items 1 and 40 of the training set, 1 of the test set
+    inside = ["item:1", "item:40", "item:81", "item:120", "closed:1", "closed:2"]
+    seen = _killed_converts(options, folder, inside + [took * i / 8 for i in range(2, 9)])
+    states = {state for _, _, state in seen}
+    for moment, _, state in seen[:4]:
+        assert state == ("absent",) * 3, moment
+    # closed in turn: the test set, the validation set, then the training set
+    assert seen[4][2] == ("absent", "absent", "complete")
+    assert seen[5][2] == ("absent", "complete", "complete")
+    assert states <= {
+        ("absent",) * 3,
+        ("absent", "absent", "complete"),
+        ("absent", "complete", "complete"),
+        ("complete",) * 3,
+    }
+
+
+VALIDATION_AND_TEST = """validation_set:
+  systems:
+    read_from: {xyz}
+    length_unit: angstrom
+  targets:
+    energy:
+      key: energy
+      unit: eV
+test_set:
+  systems:
+    read_from: {xyz}
+    length_unit: angstrom
+  targets:
+    energy:
+      key: energy
+      unit: eV"""
+
+
+#: each case of test_convert_refuses_what_is_not_a_regular_file, run in
+#: one process with a timeout (a regression hangs, then fails)
+NOT_REGULAR = """
+import os, sys, warnings
+warnings.simplefilter("ignore")
+import blockmap.metatrain
+from metatomic.torch import NeighborListOptions
+from blockmap.metatrain import _neighbors
+from blockmap.metatrain._dataset import MetatrainDataset
+
+folder, zip_path, xyz = sys.argv[1:4]
+fifo = os.path.join(folder, "fifo")
+os.mkfifo(fifo)
+for name in ("fifo.zip", "fifo.yaml", "fifo.xyz"):
+    os.symlink(fifo, os.path.join(folder, name))
+os.mkdir(os.path.join(folder, "folder.zip"))
+
+def options(systems, energy):
+    path = os.path.join(folder, "options.yaml")
+    with open(path, "w") as file:
+        file.write(
+            f"training_set:\\n  systems:\\n    read_from: {systems}\\n  targets:\\n"
+            f"    energy:\\n      read_from: {energy}\\n      key: energy\\n"
+        )
+    return path
+
+cases = {
+    "zip": (os.path.join(folder, "fifo.zip"), "out.bmdata", False),
+    "options file": (os.path.join(folder, "fifo.yaml"), "out.bmdata", False),
+    "systems' read_from": (options(os.path.join(folder, "fifo.xyz"), xyz), "out.bmdata", False),
+    "a target's read_from": (options(xyz, os.path.join(folder, "fifo.xyz")), "out.bmdata", False),
+    "dest": (zip_path, "fifo.bmdata", True),
+    "directory": (os.path.join(folder, "folder.zip"), "out.bmdata", False),
+}
+os.mkfifo(os.path.join(folder, "fifo.bmdata"))
+for case, (source, dest, overwrite) in cases.items():
+    try:
+        blockmap.metatrain.convert(source, os.path.join(folder, dest), overwrite=overwrite)
+        print(f"{case}: converted", flush=True)
+    except Exception as error:
+        print(f"{case}: {type(error).__name__}: {error}", flush=True)
+
+# a neighbour-list store's path that is a FIFO: kept in memory
+dataset = MetatrainDataset(zip_path.replace("data.zip", "zip.bmdata"), fields=["energy"])
+options = NeighborListOptions(cutoff=3.0, full_list=True, strict=True)
+store = _neighbors.store_path(os.path.join(folder, "copy.bmdata"), (3.0, True, True))
+dataset.path = os.path.join(folder, "copy.bmdata")
+os.mkfifo(store)
+found = _neighbors.ensure(dataset, options)
+print(f"store: {type(found.maps).__name__} of {len(found.maps)}", flush=True)
+"""
+
+
+def test_convert_refuses_what_is_not_a_regular_file(tiny, tmp_path):
+    """A FIFO without a writer as the zip, as the options file, as a
+    read_from of the options (the systems' or a target's), or as DEST,
+    and a directory as the source, are refused with BlockMapIOError,
+    without waiting on them (convert waited forever on a FIFO: only
+    os.path.exists was checked); a neighbour-list store whose path is a
+    FIFO is kept in memory. Run in a process of its own, with a timeout:
+    a regression fails instead of hanging."""
+    import subprocess
+    import sys
+
     done = subprocess.run(
-        [sys.executable, "-c", code, str(tiny / "data.zip"), str(dest)],
-        timeout=120,
+        [
+            sys.executable,
+            "-c",
+            NOT_REGULAR,
+            str(tmp_path),
+            str(tiny / "data.zip"),
+            str(tiny / "data.xyz"),
+        ],
         capture_output=True,
+        text=True,
+        timeout=240,
     )
-    assert done.returncode == -9, done.stderr.decode()
-    assert os.listdir(tmp_path) == []
-    blockmap.metatrain.convert(tiny / "data.zip", dest)
-    assert len(MetatrainDataset(dest)) == 40 and os.listdir(tmp_path) == ["out.bmdata"]
+    assert done.returncode == 0, done.stderr
+    lines = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    fifo = (
+        "BlockMapIOError: cannot read the {} '{}': it is not a regular file but a FIFO (named pipe)"
+    )
+    assert lines["zip"] == fifo.format("source", tmp_path / "fifo.zip")
+    assert lines["options file"] == fifo.format("source", tmp_path / "fifo.yaml")
+    assert lines["systems' read_from"] == fifo.format("training_set's file", tmp_path / "fifo.xyz")
+    assert lines["a target's read_from"] == fifo.format(
+        "training_set's file", tmp_path / "fifo.xyz"
+    )
+    assert lines["dest"] == (
+        f"BlockMapIOError: cannot write '{tmp_path / 'fifo.bmdata'}': it is not a regular file "
+        "but a FIFO (named pipe)"
+    )
+    assert lines["directory"].startswith("BlockMapIOError: ")
+    assert lines["directory"].endswith("it is not a regular file but a directory")
+    assert lines["store"] == "list of 40"
+    assert not (tmp_path / "out.bmdata").exists()
 
 
 def test_convert_paths_with_spaces_and_non_ascii(tiny, tmp_path):
@@ -293,13 +568,68 @@ def test_atom_counts_that_disagree_with_the_systems_are_refused(tiny, tmp_path):
         return path
 
     wrong = written("wrong", lambda i: int(counts[i]) + (i == 2))
-    with pytest.raises(ValidationError, match=r"disagrees .* at 1 entries \(entry 2: "):
+    with pytest.raises(FormatError, match=r"disagrees .* at 1 entries \(entry 2: "):
         MetatrainDataset(wrong, fields=TARGETS)
-    with pytest.raises(ValidationError, match="holds float64 values, not integers"):
+    with pytest.raises(FormatError, match="holds float64 values, not integers"):
         MetatrainDataset(written("float", lambda i: float(counts[i])), fields=TARGETS)
+    with pytest.raises(FormatError, match="disagrees"):
+        MetatrainDataset(written("negative", lambda i: -1), fields=TARGETS)
     without = MetatrainDataset(written("without", None), fields=TARGETS)
     assert without.get_all_atom_counts().tolist() == counts[:4].tolist()
     assert without.get_all_atom_counts().dtype == np.int64
+
+
+def test_atom_counts_that_lie_with_the_systems_columns_are_refused_when_read(
+    tiny, tmp_path, monkeypatch
+):
+    """A dataset whose n_atoms and system n_samples columns lie together
+    (here: system maps with the cell block first, a valid system whose
+    first block has 3 rows, and n_atoms = 3) opens, but an entry whose
+    system has another atom count is refused when it is read: by
+    ``ds[i]``, ``get_num_atoms(i)``, ``system(i)``, and so in any batch the
+    atom-count sampler makes of it (it was served: get_num_atoms(0) gave 3
+    for an 8-atom system, and the sampler's batches held more atoms than
+    max_atoms)."""
+    from metatrain.utils.data.dataset import CollateFn
+    from metatrain.utils.data.samplers import MaxAtomDistributedBatchSampler
+
+    source = blockmap.Dataset(tiny / "zip.bmdata")
+    path = tmp_path / "lying.bmdata"
+    with blockmap.DatasetWriter(path) as writer:
+        for i in range(6):
+            entry = source[i]
+            system = entry.system
+            if i % 2 == 0:
+                # the same system, its blocks stored cell first
+                keys = blockmap.Labels(["array"], np.array([[1], [0]], dtype=np.int32))
+                system = blockmap.TensorMap(keys, [system.block(1), system.block(0)])
+            writer.write(
+                system=system, energy=entry.energy, columns={"n_atoms": len(system.block(0))}
+            )
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    atoms = [int(n) for n in source.column("n_atoms")[:6]]
+    assert dataset.get_all_atom_counts().tolist() == [3, *atoms[1:2], 3, *atoms[3:4], 3, atoms[5]]
+    for i in (0, 2, 4):
+        for read in (dataset.__getitem__, dataset.get_num_atoms, dataset.system):
+            with pytest.raises(FormatError, match=f"entry {i}'s system has {atoms[i]} atoms"):
+                read(i)
+    for i in (1, 3, 5):
+        assert dataset.get_num_atoms(i) == atoms[i] == len(dataset.system(i))
+        assert_maps_equal(dataset[i].energy, MetatrainDataset(tiny / "zip.bmdata")[i].energy)
+    # counts of -1 in both columns (a crafted index: the writer stores
+    # n_samples as it counts them) are refused at open
+    monkeypatch.setattr(blockmap.dataset.DatasetField, "column", lambda self, name: -np.ones(6))
+    monkeypatch.setattr(blockmap.Dataset, "column", lambda self, name: -np.ones(6, np.int64))
+    with pytest.raises(FormatError, match="the atom count of entry 0 is -1, not a count"):
+        MetatrainDataset(path, fields=TARGETS)
+    monkeypatch.undo()
+    # no batch is made of a lying entry
+    sampler = MaxAtomDistributedBatchSampler(dataset, max_atoms=20, shuffle=False)
+    loader = torch.utils.data.DataLoader(
+        dataset, batch_sampler=sampler, collate_fn=CollateFn(["energy"], callables=[])
+    )
+    with pytest.raises(FormatError, match="system has"):
+        list(loader)
 
 
 def test_indices_that_are_not_entries_are_refused(ours):
@@ -510,15 +840,23 @@ def test_batches_from_workers_equal_batches_in_process(tiny, patched):
         assert tensor.untyped_storage().data_ptr() == storage.data_ptr()
 
 
-def test_a_batch_of_items_of_several_datasets_is_refused(tiny, ours):
+def test_a_batch_of_items_of_several_datasets_is_refused(tiny, ours, disk, patched):
     """metatrain's loaders batch one dataset at a time; a batch that mixes
     datasets, or blockmap items and others, is refused (it used to raise
-    a plain ValueError, or AttributeError for a foreign item)."""
+    a plain ValueError, or AttributeError for a foreign item), whichever
+    comes first (metatrain's collate took the batch when a DiskDataset
+    item came first)."""
+    from metatrain.utils.data.dataset import CollateFn
+
     other = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
     with pytest.raises(ValidationError, match="from 2 datasets"):
         _batch.collate(["energy"], [], [ours[0], other[1]])
     with pytest.raises(ValidationError, match="must all come from one blockmap dataset"):
         _batch.collate(["energy"], [], [ours[0], (1, 2)])
+    collate = CollateFn(["energy"], callables=[])
+    for batch in ([ours[0], disk[1]], [disk[1], ours[0]], [disk[1], disk[2], ours[0]]):
+        with pytest.raises(ValidationError, match="must all come from one blockmap dataset"):
+            collate(batch)
 
 
 class _Crafted:
@@ -570,6 +908,151 @@ def test_crafted_batch_pickles_are_refused_clearly(ours):
     for args in cases:
         with pytest.raises(FormatError, match="this pickle is not a blockmap batch"):
             pickle.loads(pickle.dumps(_Crafted(_batch._rebuild, *args)))
+
+
+def test_crafted_batch_contents_are_refused(tiny, patched):
+    """What a Batch pickle's buffer and lists hold is checked as it
+    arrives, not only where it lies: labels with a repeated row (those of
+    more than 32 values travel in the buffer and were made with
+    assume_unique), a bool (pbc) holding the byte 2, neighbour-list
+    options metatomic takes but no list has (a NaN, infinite or negative
+    cutoff, an int for a bool), and pairs of atoms the system does not
+    have all raise FormatError; the batch as sent still arrives."""
+    import pickle
+
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    blockmap.metatrain._dataset.opened.add(dataset)
+    from metatrain.utils.data.dataset import CollateFn
+
+    batch = CollateFn(["energy"], callables=callables(True))([dataset[i] for i in range(8)])
+    function, (buffer, systems, targets, extra) = batch.__reduce__()
+    back = pickle.loads(pickle.dumps(batch))
+    assert_maps_equal(back.targets["energy"], batch.targets["energy"])
+
+    def arrives(buffer=buffer, systems=systems, targets=targets):
+        crafted = _Crafted(_batch._rebuild, buffer, systems, targets, extra)
+        return pickle.loads(pickle.dumps(crafted))
+
+    def rows_of(labels):
+        names, (dtype, offset, shape) = labels
+        return offset, shape
+
+    def with_rows_repeated(labels):
+        offset, (count, size) = rows_of(labels)
+        assert count > 1 and count * size > _batch._SMALL
+        changed = buffer.clone()
+        row = size * 4
+        changed[offset + row : offset + 2 * row] = changed[offset : offset + row]
+        return changed
+
+    keys, blocks = targets["energy"]
+    gradient_samples = blocks[0][4][0][1][1]
+    lists = systems[0][1]
+    described, list_block = lists[0]
+    list_samples = list_block[1]
+    with pytest.raises(FormatError, match=r"labels \['sample', 'atom'\]: .*twice"):
+        arrives(buffer=with_rows_repeated(gradient_samples))
+    with pytest.raises(FormatError, match=r"labels \['first_atom', .*twice"):
+        arrives(buffer=with_rows_repeated(list_samples))
+    # keys of more than 32 values, pointing at those repeated rows
+    names, (dtype, offset, (count, size)) = gradient_samples
+    crafted_keys = (names, (dtype, offset, (count, size)))
+    with pytest.raises(FormatError, match="twice"):
+        arrives(
+            buffer=with_rows_repeated(gradient_samples),
+            targets={"energy": (crafted_keys, blocks)},
+        )
+
+    (types, positions, cell, pbc) = systems[0][0]
+    changed = buffer.clone()
+    changed[pbc[1]] = 2
+    with pytest.raises(FormatError, match="a bool tensor holds the byte 2"):
+        arrives(buffer=changed)
+
+    n_atoms = positions[2][0]
+    offset, (count, size) = rows_of(list_samples)
+    for atom in (n_atoms, -1, 10**6):
+        changed = buffer.clone()
+        changed[offset : offset + 4] = torch.tensor([atom], dtype=torch.int32).view(torch.uint8)
+        with pytest.raises(FormatError, match=f"names atom {atom} as its first_atom"):
+            arrives(buffer=changed)
+
+    cutoff, full_list, strict, requestors, unit = described
+    for options in (
+        (float("nan"), full_list, strict, requestors, unit),
+        (float("inf"), full_list, strict, requestors, unit),
+        (-cutoff, full_list, strict, requestors, unit),
+        (0.0, full_list, strict, requestors, unit),
+        (int(cutoff), full_list, strict, requestors, unit),
+        (cutoff, 2, strict, requestors, unit),
+        (cutoff, full_list, None, requestors, unit),
+        (cutoff, full_list, strict, (3,), unit),
+        (cutoff, full_list, strict, requestors, b"A"),
+    ):
+        crafted = [(systems[0][0], [(options, list_block)], systems[0][2]), *systems[1:]]
+        with pytest.raises(FormatError, match="neighbor list options need"):
+            arrives(systems=crafted)
+    # the batch as sent arrives
+    assert_maps_equal(arrives().targets["energy"], batch.targets["energy"])
+
+
+def test_crafted_dataset_pickles_are_refused(tiny, tmp_path, monkeypatch):
+    """A MetatrainDataset pickles as its dataset (a reference checked
+    against the file), its fields and its stores, and everything else is
+    derived from the file on arrival: a pickled state used to be taken as
+    it came (atom counts, field indices, stored lists of any content).
+    Crafted parts raise BlockMapTypeError or FormatError."""
+    import pickle
+
+    from blockmap.exceptions import BlockMapTypeError
+
+    path = tmp_path / "data.bmdata"
+    small_copy(tiny, path)
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    store = _neighbors.ensure(dataset, OPTIONS)
+    dataset._atom_counts = np.zeros(6, dtype=np.int64)  # not sent: derived again
+    back = pickle.loads(pickle.dumps(dataset))
+    assert back.get_all_atom_counts().tolist() == blockmap.Dataset(path).column("n_atoms").tolist()
+    assert back.sample_fields == dataset.sample_fields and back.path == dataset.path
+    assert list(back.neighbors) == [(5.0, True, True)]
+    assert torch.equal(back.neighbors[(5.0, True, True)].block(3).values, store.block(3).values)
+    # lists kept in memory travel as data, checked on arrival
+    dataset.neighbors[(5.0, True, True)] = _neighbors.Store(
+        OPTIONS, [store.maps[i] for i in range(6)]
+    )
+    back = pickle.loads(pickle.dumps(dataset))
+    assert type(back.neighbors[(5.0, True, True)].maps) is list
+
+    function, (data, mapping, stores, was_patched) = dataset.__reduce__()
+    described, maps = stores[0]
+    other = NeighborListOptions(cutoff=3.0, full_list=True, strict=True)
+    other_maps = _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), other).maps
+    damaged = [m.copy() for m in maps]
+    damaged[2] = damaged[3]
+    type_errors = [
+        ("path", mapping, stores, was_patched),
+        (data, [("energy", "energy")], stores, was_patched),
+        (data, {"energy": 1}, stores, was_patched),
+        (data, mapping, stores[0], was_patched),
+        (data, mapping, [described], was_patched),
+        (data, mapping, stores, 1),
+    ]
+    format_errors = [
+        ((data, {"dipole": "forces"}, stores, was_patched), "no field for the target"),
+        ((data, mapping, [((float("nan"), *described[1:]), maps)], was_patched), "cutoff"),
+        ((data, mapping, [(described[:3], maps)], was_patched), "options described"),
+        ((data, mapping, [(described, maps[:5])], was_patched), "not this dataset's"),
+        ((data, mapping, [(described, other_maps)], was_patched), "not this dataset's"),
+        ((data, mapping, [(described, damaged)], was_patched), "damaged"),
+        ((data, mapping, [(described, "maps")], was_patched), "held in a str"),
+        ((data, mapping, [(described, [1] * 6)], was_patched), "held in a list"),
+    ]
+    for args in type_errors:
+        with pytest.raises(BlockMapTypeError, match="this pickle is not a MetatrainDataset"):
+            pickle.loads(pickle.dumps(_Crafted(function, *args)))
+    for args, match in format_errors:
+        with pytest.raises(FormatError, match=f"this pickle is not a MetatrainDataset: .*{match}"):
+            pickle.loads(pickle.dumps(_Crafted(function, *args)))
 
 
 def test_a_spawned_worker_makes_blockmaps_batches(tiny, patched):
@@ -660,9 +1143,10 @@ def small_copy(tiny, path, count=6):
 def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatch):
     """A store file that is truncated, damaged (a byte of its lists
     changed), a dataset of fields, another dataset's file, computed by
-    another metatrain / vesin, or holding maps that are not neighbour lists
-    is computed again and replaced, never used: the lists equal the first
-    computation's each time."""
+    another metatrain / vesin or with other options and renamed (pairs up
+    to 5 A served for a 3 A cutoff), or holding maps that are not
+    neighbour lists is computed again and replaced, never used: the lists
+    equal the first computation's each time."""
     path = tmp_path / "data.bmdata"
     small_copy(tiny, path)
     store = _neighbors.store_path(str(path), (5.0, True, True))
@@ -697,6 +1181,13 @@ def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatc
                         tensor.set_info(name, value)
                 writer.write(tensor)
 
+    def renamed(cutoff, full_list, strict):
+        # a store of other options (computed for this very dataset by this
+        # code, intact) under this store's name: its lists are not these
+        options = NeighborListOptions(cutoff=cutoff, full_list=full_list, strict=strict)
+        _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), options)
+        shutil.copy(_neighbors.store_path(str(path), (cutoff, full_list, strict)), store)
+
     energy = blockmap.Dataset(path).field("energy")
     flipped = bytearray(good)
     flipped[len(good) // 2] ^= 0x40
@@ -707,6 +1198,9 @@ def test_a_damaged_or_foreign_store_is_computed_again(tiny, tmp_path, monkeypatc
         "fields": lambda: fields_dataset(energy),
         "another dataset": lambda: shutil.copy(tiny / "zip.bmdata", store),
         "not lists": lambda: not_lists(energy, ""),
+        "another cutoff, renamed": lambda: renamed(3.0, True, True),
+        "a half list, renamed": lambda: renamed(5.0, False, True),
+        "a loose list, renamed": lambda: renamed(5.0, True, False),
         "another engine": foreign_engine,
     }
     for name, damage in cases.items():

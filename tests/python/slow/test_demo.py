@@ -125,3 +125,7 @@ def test_small_bench_runs_every_operation_and_draws_the_chart(tmp_path):
     assert "failed" not in result.stdout
     assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     assert chart.stat().st_size > 10_000
+    # the page shows the charts (images on the documentation site, not links)
+    text = markdown.read_text()
+    assert "\n![median times on W, log scale](bench.png)\n" in text
+    assert "\n![each operation's time against blocks and bytes](scaling.png)\n" in text

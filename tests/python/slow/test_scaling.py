@@ -62,3 +62,5 @@ def test_quick_scaling_report_has_every_operation_and_library(tmp_path):
     assert "log-log slope" in text
     assert "failed" not in result.stdout
     assert chart.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    # the page shows its chart (an image on the documentation site, not a link)
+    assert "\n![each operation's time against blocks and bytes](scaling.png)\n" in text
