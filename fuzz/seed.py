@@ -8,15 +8,30 @@ metatensor-core (0.2) and numpy (the project's .venv):
 Seeds are small maps, blocks and labels written by blockmap and by
 metatensor-core, a few hand-made variants (DEFLATE entries, big-endian and
 Fortran-ordered arrays, NPY version 2.0), the NPY entries of all of them
-(for npy_header), and pickle headers with their buffers (for pickle_load,
-in the encoding that fuzz_targets/pickle_load.rs documents).
+(for npy_header), pickle headers with their buffers (for pickle_load, in
+the encoding that fuzz_targets/pickle_load.rs documents), and dataset
+files (for dataset_v2): of format version 3 written by blockmap, of
+version 2 copied from tests/data/datasets/, and the files of the
+imitation cases (an entry whose data ends with an earlier commit's
+trailer, or with a whole commit record and trailer placed where they name
+themselves, its writer killed before its commit).
+
+Only the folders of these targets are replaced (mutate_mapped's seeds are
+not written here); name targets to write theirs only:
+
+    .venv/bin/python fuzz/seed.py dataset_v2
 """
 
 import hashlib
 import io
+import os
 import pathlib
 import shutil
+import struct
+import sys
+import tempfile
 import zipfile
+import zlib
 
 import numpy as np
 
@@ -173,16 +188,139 @@ def pickle_seed(obj):
     return SEPARATOR.join(parts)
 
 
-def main():
-    if ROOT.exists():
-        shutil.rmtree(ROOT)
-    corpora = {name: {} for name in ["npy_header", "load_archive", "pickle_load"]}
+STORED_DATASETS = ROOT.parent.parent / "tests" / "data" / "datasets"
+
+
+def _dataset_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def _map_of_bytes(data):
+    """A map of one block whose values are ``data`` (a multiple of 64
+    bytes): its entry's arrays end with them, and a file cut after the
+    entry ends with them."""
+    values = np.frombuffer(data, dtype=np.float64).reshape(-1, 4).copy()
+    block = blockmap.TensorBlock(
+        values=values,
+        samples=blockmap.Labels.range("s", len(values)),
+        components=[],
+        properties=blockmap.Labels.range("p", 4),
+    )
+    return blockmap.TensorMap(blockmap.Labels.range("k", 1), [block])
+
+
+def _trailer(commit_at, count):
+    head = b"BMDSEND2" + struct.pack("<QQ", commit_at, count)
+    return head + struct.pack("<II", zlib.crc32(head), 0)
+
+
+def _uncommitted(path, entry):
+    """The bytes of the dataset at ``path`` with ``entry`` appended and its
+    writer stopped before its commit (as a SIGKILL would)."""
+    writer = blockmap.DatasetWriter(path, append=True)
+    writer.write(entry)
+    data = _dataset_bytes(path)
+    writer.close()
+    return data
+
+
+def dataset_seeds(folder):
+    """(name, bytes) of dataset files: small, of every kind the reader
+    meets."""
+    maps = [tensor(blockmap, dtype) for dtype in ("f8", "f4", "i4")]
+    path = os.path.join(folder, "d")
+
+    def two_sessions(first, second):
+        with blockmap.DatasetWriter(path) as writer:
+            for i in range(first):
+                writer.write(maps[i % 3])
+        head = _dataset_bytes(path)
+        with blockmap.DatasetWriter(path, append=True) as writer:
+            for i in range(second):
+                writer.write(maps[(first + i) % 3])
+        return head
+
+    with blockmap.DatasetWriter(path) as writer:
+        for m in maps:
+            writer.write(m)
+    yield "v3-single", _dataset_bytes(path)
+    with blockmap.DatasetWriter(path) as writer:
+        for i in range(2):
+            writer.write(system=maps[i], energy=maps[2], columns={"n": i, "w": 0.5 * i})
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        writer.write(system=maps[2], energy=maps[0], columns={"n": 7, "w": 1.5})
+    yield "v3-fields", _dataset_bytes(path)
+    with blockmap.DatasetWriter(path) as writer:
+        writer.write(maps[0])
+        writer.commit()
+        writer.write(maps[1])
+        writer.write(maps[2])
+        yield "v3-recovered", _dataset_bytes(path)
+    blockmap.DatasetWriter(path).close()
+    yield "v3-empty", _dataset_bytes(path)
+    # an entry whose data ends with the first commit's trailer
+    head = two_sessions(2, 1)
+    yield "v3-trailer-imitation", _uncommitted(path, _map_of_bytes(bytes(96) + head[-32:]))
+    # ... or with a whole commit record and its trailer, where they name
+    # themselves: the first commit's (5 rows: 192 bytes with its trailer)
+    head = two_sessions(5, 2)
+    commit_at, _ = struct.unpack_from("<QQ", head, len(head) - 24)
+    record = head[commit_at : len(head) - 32]
+    size = 1024
+    shutil.copy(path, path + ".probe")
+    probe = _uncommitted(path + ".probe", _map_of_bytes(bytes(size)))
+    offset, length = blockmap.Dataset(path + ".probe")._slot(-1)
+    (desc_len,) = struct.unpack_from("<Q", probe, offset + 16)
+    data_at = -(-(offset + 24 + desc_len) // 64) * 64
+    forged_at = data_at + size - len(record) - 32
+    assert forged_at % 64 == 0, forged_at
+    crafted = bytes(size - len(record) - 32) + record + _trailer(forged_at, 5)
+    yield "v3-commit-imitation", _uncommitted(path, _map_of_bytes(crafted))
+    for name in ("v2-committed", "v2-appended", "v2-recovered", "v2-empty"):
+        yield name, _dataset_bytes(STORED_DATASETS / f"{name}.bmds")
+
+
+TARGETS = ["npy_header", "load_archive", "pickle_load", "dataset_v2"]
+
+
+def main(targets):
+    unknown = set(targets) - set(TARGETS)
+    if unknown:
+        raise SystemExit(f"no seeds for {sorted(unknown)}: the targets are {TARGETS}")
+    corpora = {name: {} for name in targets}
 
     def add(target, name, data):
+        if target not in corpora:
+            return
         digest = hashlib.sha1(data).hexdigest()[:10]
         if digest not in {hashlib.sha1(d).hexdigest()[:10] for d in corpora[target].values()}:
             corpora[target][name] = data
 
+    if set(targets) & {"npy_header", "load_archive", "pickle_load"}:
+        archive_seeds(add)
+    if "dataset_v2" in targets:
+        with tempfile.TemporaryDirectory() as folder:
+            for name, data in dataset_seeds(folder):
+                add("dataset_v2", name, data)
+
+    total = 0
+    for target, seeds in corpora.items():
+        folder = ROOT / target
+        if folder.exists():
+            shutil.rmtree(folder)
+        folder.mkdir(parents=True)
+        for name, data in sorted(seeds.items()):
+            (folder / name).write_bytes(data)
+            total += len(data)
+        print(f"{target}: {len(seeds)} seeds, {sum(map(len, seeds.values()))} bytes, "
+              f"largest {max(map(len, seeds.values()))}")
+    print(f"total {total} bytes")
+
+
+def archive_seeds(add):
+    """The seeds of npy_header, load_archive and pickle_load, given to
+    ``add(target, name, data)``."""
     archives = {}
     for name, kind, obj in blockmap_objects():
         archives[f"blockmap-{name}"] = save_blockmap(obj)
@@ -212,17 +350,6 @@ def main():
         np.lib.format.write_array(out, np.arange(6.0).reshape(2, 3), version=version)
         add("npy_header", f"numpy-version-{version[0]}", out.getvalue())
 
-    total = 0
-    for target, seeds in corpora.items():
-        folder = ROOT / target
-        folder.mkdir(parents=True)
-        for name, data in sorted(seeds.items()):
-            (folder / name).write_bytes(data)
-            total += len(data)
-        print(f"{target}: {len(seeds)} seeds, {sum(map(len, seeds.values()))} bytes, "
-              f"largest {max(map(len, seeds.values()))}")
-    print(f"total {total} bytes")
-
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:] or TARGETS)

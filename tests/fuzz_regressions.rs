@@ -76,6 +76,34 @@ fn every_input_is_handled() {
         let (header, buffers) = pickle_parts(&bytes);
         let _ = pickle::load(header, buffers);
     }
+    for (name, bytes) in inputs("dataset_v2") {
+        read_dataset(&name, &bytes);
+    }
+}
+
+/// The bytes as a dataset file: opened, every field of every entry, the
+/// columns and the checksum read (`Ok` or an error, never a panic).
+fn read_dataset(name: &str, bytes: &[u8]) {
+    use blockmap::dataset::Dataset;
+    let path = std::env::temp_dir().join(format!(
+        "blockmap-fuzz-regression-{}-{name}",
+        std::process::id()
+    ));
+    std::fs::write(&path, bytes).unwrap();
+    if let Ok(dataset) = Dataset::open(&path, blockmap::MapMode::ReadOnly) {
+        let schema = dataset.schema();
+        for (column, _) in &schema.columns {
+            let _ = dataset.column(column);
+        }
+        let _ = dataset.checksum(dataset.len());
+        for i in 0..dataset.len() {
+            for field in 0..schema.fields.len() {
+                let _ = dataset.get_field(i64::try_from(i).unwrap(), field, None);
+            }
+        }
+    }
+    let _ = blockmap::dataset::verify(&path);
+    std::fs::remove_file(&path).unwrap();
 }
 
 fn assert_invalid(result: Result<Data>, expected: &str) {

@@ -122,7 +122,7 @@ def load_labels_buffer(buffer: Buffer) -> Labels:
     """Load Labels from a bytes-like object holding a ``.npy`` file."""
 
 def verify(file: str | os.PathLike[str]) -> None:
-    """Check a ``.mts`` file completely."""
+    """Check a ``.mts`` file or a dataset file completely."""
 
 def _as_torch(obj: Any, flagged: list[int]) -> Any: ...
 def _reconstruct(version: int, *args: Any) -> Any:

@@ -33,7 +33,9 @@ The file layout is documented in docs/format.md ("Datasets").
 from __future__ import annotations
 
 import collections
+import operator
 import os
+import sys
 import threading
 import weakref
 from collections.abc import Iterable, Iterator
@@ -139,6 +141,44 @@ def _map_from_reference(
 _READ_AHEAD = 256
 
 
+def _index(index: Any) -> int:
+    """An entry's index, as a user means it whichever library it comes
+    from: a Python int, a numpy integer scalar or 0-d array, a 0-d torch
+    tensor of an integer dtype, or any other object with ``__index__``; a
+    bool of any library is refused (``torch.tensor(True)`` is not entry
+    1), and so is anything else, with :class:`~blockmap.BlockMapTypeError`.
+    Bounds (negative from the end) are checked by the core."""
+
+    def refused(what: str) -> BlockMapTypeError:
+        return BlockMapTypeError(f"dataset indices must be integers or slices, not {what}")
+
+    if isinstance(index, (bool, np.bool_)):
+        raise refused("bool")
+    if isinstance(index, (np.ndarray, np.generic)):
+        if index.ndim != 0 or index.dtype.kind not in "iu":
+            shape = f"of shape {index.shape} " if index.ndim else ""
+            raise refused(f"a numpy array {shape}of dtype {index.dtype}")
+        return int(index)
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(index, torch.Tensor):
+        if (
+            index.dim() != 0
+            or index.dtype == torch.bool
+            or index.is_floating_point()
+            or index.is_complex()
+        ):
+            shape = f"of shape {tuple(index.shape)} " if index.dim() else ""
+            raise refused(f"a torch tensor {shape}of {index.dtype}")
+        return int(index.item())
+    if not hasattr(index, "__index__"):
+        raise refused(type(index).__name__)
+    try:
+        position: int = operator.index(index)
+    except TypeError as error:
+        raise refused(f"{type(index).__name__} ({error})") from None
+    return position
+
+
 def _entry_type(fields: tuple[str, ...]) -> type:
     """The named tuple of an entry with these fields: one type per tuple of
     names (:mod:`blockmap._namedtuple`, metatensor-learn's named tuples
@@ -174,13 +214,7 @@ class Dataset(_Dataset):
     """
 
     def _integer(self, index: Any) -> int:
-        if isinstance(index, bool) or not hasattr(index, "__index__"):
-            raise BlockMapTypeError(
-                f"dataset indices must be integers or slices, not {type(index).__name__}"
-            )
-        # bounds (negative from the end) are checked by the core
-        position: int = index.__index__()
-        return position
+        return _index(index)
 
     @overload
     def __getitem__(self, index: SupportsIndex) -> TensorMap: ...
@@ -327,9 +361,13 @@ class Dataset(_Dataset):
 
     @staticmethod
     def upgrade(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        """Write the dataset at ``src`` (format version 1 or 2) as a new
-        dataset of format version 2 at ``dst``, replaced once complete: on
-        failure ``dst`` keeps what it held.
+        """Write the dataset at ``src`` (format version 1, 2 or 3) as a new
+        dataset of format version 3 at ``dst``, replaced once complete: on
+        failure ``dst`` keeps what it held. Each entry is checked against
+        the CRC32 of all its bytes before it is copied (a read checks its
+        description only): a damaged entry fails the upgrade, naming it,
+        rather than being copied under a new, valid checksum
+        (:func:`blockmap.verify` lists every problem of a file).
 
         Parameters
         ----------
@@ -341,7 +379,8 @@ class Dataset(_Dataset):
         Raises
         ------
         FormatError
-            If ``src`` is not a valid dataset.
+            If ``src`` is not a valid dataset, or one of its entries is
+            damaged.
         BlockMapIOError
             If a file cannot be read or written, or ``dst`` is locked.
         """
@@ -416,7 +455,9 @@ class Dataset(_Dataset):
         progress: bool = False,
     ) -> Dataset:
         """Write the ``.mts`` files ``paths`` (in that order) into a new
-        dataset at ``path``, and open it. Each file is read once, mapped.
+        dataset at ``path``, and open it. Each file is read once, its CRCs
+        checked (a damaged file is a :class:`~blockmap.FormatError`, not an
+        entry with a new checksum).
 
         Parameters
         ----------
@@ -440,7 +481,8 @@ class Dataset(_Dataset):
             If a file cannot be read, the dataset cannot be written, or
             ``path`` is locked by another writer.
         FormatError
-            If a file is not a valid ``.mts`` archive of a map.
+            If a file is not a valid ``.mts`` archive of a map, or is
+            damaged.
         BlockMapTypeError
             If ``paths`` is not an iterable of paths.
         BlockMapMemoryError
@@ -451,7 +493,9 @@ class Dataset(_Dataset):
         paths = list(_iterate(paths, "paths"))
         with DatasetWriter(path) as writer:
             for file in _progress(paths, progress, "files"):
-                writer.write(load(file, mmap=True))
+                # read, not mapped: a mapped load checks no CRC, and the
+                # entry written gets a new one
+                writer.write(load(file))
         return cls(path)
 
     @classmethod
@@ -668,7 +712,7 @@ class DatasetField:
                 self.dataset._get(i, field=self.index)
                 for i in range(*index.indices(len(self.dataset)))
             ]
-        return self.dataset._get(self.dataset._integer(index), field=self.index)
+        return self.dataset._get(_index(index), field=self.index)
 
     def __iter__(self) -> Iterator[TensorMap]:
         for i in range(len(self.dataset)):
@@ -681,9 +725,7 @@ class DatasetField:
     ) -> TensorMap:
         """This field's map of entry ``index``, with only the blocks whose
         keys match ``keys`` (see :meth:`Dataset.load`)."""
-        return self.dataset._get(
-            self.dataset._integer(index), keys=keys, arrays=arrays, field=self.index
-        )
+        return self.dataset._get(_index(index), keys=keys, arrays=arrays, field=self.index)
 
     def column(self, name: str) -> np.ndarray:
         """Column ``name`` of the dataset; ``n_samples`` is this field's."""

@@ -1,6 +1,9 @@
-//! The byte layout of dataset format version 2 (docs/format.md,
-//! "Datasets"): the file header, the record header, the trailer, and the
-//! encodings of the records' payloads, with their bounded decoders.
+//! The byte layout of dataset format versions 2 and 3 (docs/format.md,
+//! "Datasets"): the file header, the record header, the commit rows, the
+//! trailer, and the encodings of the records' payloads, with their bounded
+//! decoders. Version 3 differs from version 2 in one field: a commit row's
+//! last four bytes, zero in version 2, hold the CRC32 of the entry's
+//! description, which every read checks.
 //!
 //! Every decoder reads from bytes copied out of the file (the aliasing
 //! rule, buffer/mod.rs) through [`Cursor`], which checks each length
@@ -11,12 +14,14 @@ use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 
-/// The first 8 bytes of a version-2 dataset file (not a zip signature: a
+/// The first 8 bytes of a version-2 or 3 dataset file (not a zip signature: a
 /// zip tool does not take it for an archive; the `\r\n` and `\x1a` catch
 /// text-mode transfers, as PNG's signature does).
 pub const MAGIC: [u8; 8] = crate::io::zip::DATASET_MAGIC;
-/// The version this module writes.
-pub const VERSION: u32 = 2;
+/// The version new files are written in (an append keeps its file's).
+pub const VERSION: u32 = 3;
+/// The first version of this layout (version 1 is a zip: `v1.rs`).
+pub const FIRST_VERSION: u32 = 2;
 /// The file header's length: magic, version, identity, zeros.
 pub const HEADER_LEN: usize = 64;
 /// Records start on multiples of this.
@@ -82,32 +87,102 @@ pub fn parse_record(bytes: &[u8]) -> Option<Record> {
     Some(Record { kind, crc, len })
 }
 
-pub fn file_header(id: &str) -> [u8; HEADER_LEN] {
+pub fn file_header(id: &str, version: u32) -> [u8; HEADER_LEN] {
     let mut out = [0u8; HEADER_LEN];
     out[..8].copy_from_slice(&MAGIC);
-    out[8..12].copy_from_slice(&VERSION.to_le_bytes());
+    out[8..12].copy_from_slice(&version.to_le_bytes());
     out[12..44].copy_from_slice(id.as_bytes());
     out
 }
 
-/// The identity of a version-2 file header.
-pub fn parse_file_header(bytes: &[u8]) -> Result<String> {
+/// The identity and version of a file header (version 2 or 3).
+pub fn parse_file_header(bytes: &[u8]) -> Result<(String, u32)> {
     if bytes.len() < HEADER_LEN || bytes[..8] != MAGIC {
         return Err(Error::format(
             "not a blockmap dataset file: it does not start with its header",
         ));
     }
     let version = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-    if version != VERSION {
+    if !(FIRST_VERSION..=VERSION).contains(&version) {
         return Err(Error::format(format!(
-            "dataset file of version {version}: this blockmap reads versions 1 and {VERSION}"
+            "dataset file of version {version}: this blockmap reads versions 1 to {VERSION}"
         )));
     }
     let id = &bytes[12..44];
     if !id.iter().all(u8::is_ascii_hexdigit) || bytes[44..HEADER_LEN].iter().any(|&b| b != 0) {
         return Err(Error::format("dataset file: bad header"));
     }
-    Ok(String::from_utf8_lossy(id).into_owned())
+    Ok((String::from_utf8_lossy(id).into_owned(), version))
+}
+
+/// Whether entries of files of `version` carry the CRC32 of their
+/// description in their commit row (checked at every read).
+pub fn has_description_crcs(version: u32) -> bool {
+    version >= 3
+}
+
+/// One entry's place in the file and its checksums: a row of a COMMIT
+/// record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    /// the entry record's first byte (its header)
+    pub offset: u64,
+    /// its payload's length
+    pub len: u64,
+    /// the CRC32 of its payload
+    pub crc: u32,
+    /// the CRC32 of its description ([`description_crc`]; version 3: 0 in
+    /// a file of version 2, which does not store it)
+    pub desc_crc: u32,
+}
+
+/// A row's bytes: u64 record offset, u64 payload length, u32 payload
+/// CRC32, u32 description CRC32 (version 3) or zero (version 2).
+pub const ROW_LEN: usize = 24;
+
+impl Row {
+    pub fn encode(&self, version: u32, out: &mut Vec<u8>) {
+        put_u64(out, self.offset);
+        put_u64(out, self.len);
+        put_u32(out, self.crc);
+        put_u32(
+            out,
+            if has_description_crcs(version) {
+                self.desc_crc
+            } else {
+                0
+            },
+        );
+    }
+
+    /// A row of a file of `version` (its place in the file not checked).
+    pub fn decode(c: &mut Cursor<'_>, version: u32) -> Result<Row> {
+        let offset = c.u64()?;
+        let len = c.u64()?;
+        let crc = c.u32()?;
+        let desc_crc = c.u32()?;
+        if !has_description_crcs(version) && desc_crc != 0 {
+            // zero in version 2: a later writer's use of them is refused,
+            // not misread
+            return Err(c.bad("a row's reserved bytes are not zero"));
+        }
+        Ok(Row {
+            offset,
+            len,
+            crc,
+            desc_crc,
+        })
+    }
+}
+
+/// The CRC32 of an entry's description as its row holds it (version 3):
+/// over the payload's first 8 bytes (the description's length, `len`) and
+/// the description.
+pub fn description_crc(len: u64, description: &[u8]) -> u32 {
+    let mut hasher = crc32fast::Hasher::new();
+    hasher.update(&len.to_le_bytes());
+    hasher.update(description);
+    hasher.finalize()
 }
 
 pub fn trailer(commit_at: u64, count: u64) -> [u8; TRAILER_LEN] {
@@ -491,13 +566,19 @@ mod tests {
     #[test]
     fn headers_round_trip_and_refuse_damage() {
         let id = "0123456789abcdef0123456789abcdef";
-        assert_eq!(parse_file_header(&file_header(id)).unwrap(), id);
-        let mut bad = file_header(id);
-        bad[8] = 3;
-        assert!(parse_file_header(&bad)
-            .unwrap_err()
-            .to_string()
-            .contains("version 3"));
+        for version in [2, 3] {
+            assert_eq!(
+                parse_file_header(&file_header(id, version)).unwrap(),
+                (id.to_string(), version)
+            );
+        }
+        for version in [0, 1, 4] {
+            let bad = file_header(id, version);
+            assert!(parse_file_header(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains(&format!("version {version}")));
+        }
         let header = record_header(Kind::Entry, 7, 1 << 40);
         assert_eq!(
             parse_record(&header),

@@ -2,9 +2,11 @@
 //! in one file, read by mapping it, appended to without rewriting it (see
 //! docs/format.md, "Datasets").
 //!
-//! Files of format version 2 (`v2.rs`, its bytes in `format.rs`) are read
-//! and written; files of version 1 (`v1.rs`, a zip of `.mts` archives) are
-//! read only, and [`upgrade`] converts them.
+//! Files of format versions 2 and 3 (`v2.rs`, their bytes in `format.rs`)
+//! are read and written (new files in version 3, appends in their file's
+//! version); files of version 1 (`v1.rs`, a zip of `.mts` archives) are
+//! read only. [`upgrade`] writes any of them as version 3, [`verify`]
+//! checks any of them whole.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -20,10 +22,12 @@ mod format;
 mod lock;
 mod v1;
 mod v2;
+mod verify;
 
 pub use format::{ColumnType, Schema, Value, SINGLE_FIELD};
 pub use lock::Timeout;
 pub use v2::{Entry, Writer};
+pub use verify::{file_version, verify, Report};
 
 /// Where one entry lies in the file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,14 +62,27 @@ fn io_error(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> Error {
 }
 
 /// Read `len` bytes at `offset` (fewer at the end of the file); callers
-/// bound `len` by the file's length.
+/// bound `len` by the file's length. An offset past what a file can hold
+/// (2**63 and more, which `pread` refuses) reads nothing, as one past the
+/// file's end does.
 fn read_at(file: &File, offset: u64, len: usize) -> Result<Vec<u8>> {
+    let len = if i64::try_from(offset).is_ok() {
+        len
+    } else {
+        0
+    };
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(len)?;
     bytes.resize(len, 0);
     let mut done = 0;
     while done < len {
-        match file.read_at(&mut bytes[done..], offset + done as u64) {
+        let Some(at) = offset
+            .checked_add(done as u64)
+            .filter(|&at| i64::try_from(at).is_ok())
+        else {
+            break;
+        };
+        match file.read_at(&mut bytes[done..], at) {
             Ok(0) => break,
             Ok(n) => done += n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => crate::interrupt::check()?,
@@ -74,6 +91,26 @@ fn read_at(file: &File, offset: u64, len: usize) -> Result<Vec<u8>> {
     }
     bytes.truncate(done);
     Ok(bytes)
+}
+
+/// The CRC32 of `bytes` of a file's mapping (memory another program may
+/// write: hashed through copies), a MiB at a time, answering Ctrl-C
+/// between pieces; `ahead(k)` is called before piece `k` (read-ahead
+/// advice). What `verify` and `upgrade` check an entry against.
+fn crc32_of_mapped(
+    bytes: crate::buffer::RawBytes<'_>,
+    mut ahead: impl FnMut(usize),
+) -> Result<u32> {
+    let mut hasher = crc32fast::Hasher::new();
+    for (k, piece) in bytes.chunks(1 << 20).enumerate() {
+        ahead(k);
+        piece.for_each_chunk(|bytes| {
+            hasher.update(bytes);
+            Ok(())
+        })?;
+        crate::interrupt::check()?;
+    }
+    Ok(hasher.finalize())
 }
 
 #[derive(Debug)]
@@ -121,11 +158,11 @@ impl Dataset {
         &self.path
     }
 
-    /// The format version of its file (1 or 2).
+    /// The format version of its file (1, 2 or 3).
     pub fn version(&self) -> u32 {
         match &self.inner {
-            Inner::V1(_) => 1,
-            Inner::V2(_) => format::VERSION,
+            Inner::V1(_) => v1::VERSION,
+            Inner::V2(d) => d.version(),
         }
     }
 
@@ -281,6 +318,24 @@ impl Dataset {
         }
     }
 
+    /// Check entry `index` (a position) against the checksum of all its
+    /// bytes, which reads do not (version 2 and 3: its payload's CRC32;
+    /// version 1: its archive's, from the central directory): a
+    /// [`Error::Format`] naming it when they differ.
+    pub fn check_entry(&self, index: usize) -> Result<()> {
+        let intact = match &self.inner {
+            Inner::V1(d) => d.archive_intact(index)?,
+            Inner::V2(d) => d.payload_intact(index)?,
+        };
+        if intact {
+            return Ok(());
+        }
+        Err(Error::format(format!(
+            "entry {index} of '{}' is damaged: its bytes do not match their CRC32",
+            self.path.display()
+        )))
+    }
+
     /// A CRC32 of the first `count` entries' places in the file and of
     /// their content checksums: what a reference to this dataset checks
     /// the file it opens against.
@@ -316,9 +371,12 @@ fn v1_has_no_columns(path: &Path) -> Error {
     ))
 }
 
-/// Write the dataset at `src` (either version) as a new version-2 dataset
-/// at `dst`, entry by entry, with its fields and columns. `dst` is replaced
-/// at the end only: on failure it keeps what it held.
+/// Write the dataset at `src` (any version) as a new dataset of version 3
+/// at `dst`, entry by entry, with its fields and columns. Each entry is
+/// checked against the checksum of all its bytes before it is copied
+/// ([`Dataset::check_entry`]): a damaged entry fails the upgrade (a copy
+/// would give it a new, valid checksum). `dst` is replaced at the end
+/// only: on failure it keeps what it held.
 pub fn upgrade(src: &Path, dst: &Path, timeout: Timeout) -> Result<()> {
     let source = Dataset::open(src, MapMode::ReadOnly)?;
     let schema = source.schema();
@@ -336,6 +394,16 @@ pub fn upgrade(src: &Path, dst: &Path, timeout: Timeout) -> Result<()> {
     };
     for i in 0..source.len() {
         crate::interrupt::check()?;
+        if i % 256 == 0 {
+            source.prefetch(i, 256);
+        }
+        source.check_entry(i).map_err(|e| match e {
+            Error::Format(message) => Error::Format(format!(
+                "{message}; Dataset.upgrade copies no damaged entry (blockmap.verify lists \
+                 every problem of the file)"
+            )),
+            other => other,
+        })?;
         let index = i64::try_from(i).map_err(|_| Error::internal("index"))?;
         let maps = (0..schema.fields.len())
             .map(|field| source.get_field(index, field, None))

@@ -62,7 +62,7 @@ fn every_fixture_round_trips_and_appends() {
     }
     writer.close().unwrap();
     let first = Dataset::open(&path, MapMode::ReadOnly).unwrap();
-    assert_eq!((first.version(), first.len()), (2, 3));
+    assert_eq!((first.version(), first.len()), (3, 3));
     assert!(first.committed());
     let mut writer = Writer::append(&path, None).unwrap();
     assert_eq!(writer.id(), first.id());
@@ -459,7 +459,7 @@ fn labels_references_into_entries_or_forward_are_refused() {
 /// the bytes of a crafted entry around a valid header, schema and commit.
 fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
     use super::format::{align_up, file_header, put_u64, record_header, trailer, Kind};
-    let mut file = file_header("0123456789abcdef0123456789abcdef").to_vec();
+    let mut file = file_header("0123456789abcdef0123456789abcdef", 2).to_vec();
     let schema = single().encode();
     file.extend_from_slice(&record_header(
         Kind::Schema,
@@ -576,8 +576,11 @@ fn gradients_nested_deep_stop_at_the_limit() {
     assert_eq!(text.matches("gradient 'g'").count(), 17, "{text}");
 }
 
+/// A commit whose rows are not where its entries are is not the file's
+/// last commit: the file is opened by walking its records, which finds
+/// every entry.
 #[test]
-fn commit_rows_that_overlap_or_leave_the_file_are_refused() {
+fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     let dir = scratch("rows");
     let path = dir.path();
     let mut writer = Writer::create(&path, None).unwrap();
@@ -618,11 +621,19 @@ fn commit_rows_that_overlap_or_leave_the_file_are_refused() {
         let crc = crc32fast::hash(&bytes[payload_at..payload_at + payload_len]);
         bytes[commit_at + 4..commit_at + 8].copy_from_slice(&crc.to_le_bytes());
         std::fs::write(&bad_path, &bytes).unwrap();
-        let error = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err();
-        assert!(matches!(error, Error::Format(_)), "{what}: {error:?}");
+        let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+        assert!(!dataset.committed(), "{what}");
+        assert_eq!(dataset.len(), 2, "{what}");
+        for i in 0..2 {
+            assert_eq!(dataset.get(i, None).unwrap(), fixtures::small_map());
+        }
+        let report = verify(&bad_path).unwrap();
         assert!(
-            error.to_string().contains("entry's range"),
-            "{what}: {error}"
+            report
+                .problems
+                .iter()
+                .any(|p| p.contains("its row 1 names")),
+            "{what}: {report:?}"
         );
     }
 }
@@ -667,6 +678,35 @@ fn prefetch_asks_for_at_most_64_mib() {
     assert_eq!(inner.prefetch_range(5, 256), None);
 }
 
+/// The offset of the COMMIT record a file's trailer names, and its
+/// payload's length.
+fn last_commit_of(bytes: &[u8]) -> (usize, usize) {
+    let n = bytes.len();
+    let commit = usize::try_from(u64::from_le_bytes(
+        bytes[n - 24..n - 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    let len = usize::try_from(u64::from_le_bytes(
+        bytes[commit + 8..commit + 16].try_into().unwrap(),
+    ))
+    .unwrap();
+    (commit, len)
+}
+
+/// Make the description CRC of row `row` of the last commit match the
+/// description of the entry at `entry`, and the commit's CRC its payload
+/// (the bytes of a crafted file, whose checksums are right).
+fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
+    let desc_len = u64::from_le_bytes(bytes[entry + 16..entry + 24].try_into().unwrap());
+    let desc = &bytes[entry + 24..entry + 24 + usize::try_from(desc_len).unwrap()];
+    let crc = super::format::description_crc(desc_len, desc);
+    let (commit, len) = last_commit_of(bytes);
+    let at = commit + 16 + 24 + 24 * row + 20;
+    bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[commit + 16..commit + 16 + len]);
+    bytes[commit + 4..commit + 8].copy_from_slice(&crc.to_le_bytes());
+}
+
 #[test]
 fn reserved_bytes_that_are_not_zero_are_refused() {
     let dir = scratch("reserved");
@@ -692,24 +732,30 @@ fn reserved_bytes_that_are_not_zero_are_refused() {
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     let error = dataset.get(0, None).unwrap_err();
+    assert!(error.to_string().contains("CRC32"), "{error}");
+    // with the description's CRC made right: refused for what it holds
+    fix_description_crc(&mut bytes, 0, entry);
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    assert!(dataset.committed());
+    let error = dataset.get(0, None).unwrap_err();
     assert!(error.to_string().contains("reserved"), "{error}");
-    // the commit row's last four bytes, its CRC made right
-    let mut bytes = good;
-    let n = bytes.len();
-    let commit = usize::try_from(u64::from_le_bytes(
-        bytes[n - 24..n - 16].try_into().unwrap(),
-    ))
-    .unwrap();
-    let len = usize::try_from(u64::from_le_bytes(
-        bytes[commit + 8..commit + 16].try_into().unwrap(),
-    ))
-    .unwrap();
+    // a version-2 commit row's last four bytes, its CRC made right: that
+    // commit is not taken on its word, the records are walked
+    let mut bytes = std::fs::read(stored("v2-committed.bmds")).unwrap();
+    let (commit, len) = last_commit_of(&bytes);
     bytes[commit + 16 + 24 + 20] = 1;
     let crc = crc32fast::hash(&bytes[commit + 16..commit + 16 + len]);
     bytes[commit + 4..commit + 8].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&bad_path, &bytes).unwrap();
-    let error = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap_err();
-    assert!(error.to_string().contains("reserved"), "{error}");
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    assert_eq!((dataset.version(), dataset.len()), (2, 3));
+    assert!(!dataset.committed());
+    let report = verify(&bad_path).unwrap();
+    assert!(
+        report.problems.iter().any(|p| p.contains("reserved")),
+        "{report:?}"
+    );
 }
 
 #[test]
@@ -735,7 +781,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
         let upgraded = dir.0.join(format!("{name}.v2"));
         upgrade(&stored(name), &upgraded, None).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
-        assert_eq!((new.version(), new.len()), (2, count));
+        assert_eq!((new.version(), new.len()), (3, count));
         assert!(new.schema().single);
         for i in 0..count {
             assert_eq!(
@@ -839,4 +885,565 @@ fn a_columns_record_without_its_commit_is_skipped() {
     assert!(dataset.committed());
     assert_eq!(dataset.len(), 3);
     assert_eq!(dataset.n_samples(0).unwrap().len(), 3);
+}
+
+/// A map of one block whose values are `bytes` (a multiple of 64 bytes):
+/// an entry whose arrays end with them, 64-byte aligned in the file, so
+/// that a file cut after it ends with them.
+fn map_of_bytes(bytes: &[u8]) -> TensorMap {
+    assert_eq!(bytes.len() % 64, 0);
+    let values: Vec<f64> = bytes
+        .chunks_exact(8)
+        .map(|b| f64::from_bits(u64::from_le_bytes(b.try_into().unwrap())))
+        .collect();
+    let rows = values.len() / 4;
+    let block = crate::TensorBlock::new(
+        crate::Array::from_slice(vec![rows, 4], &values).unwrap(),
+        Labels::range("s", i32::try_from(rows).unwrap()).unwrap(),
+        vec![],
+        Labels::range("p", 4).unwrap(),
+    )
+    .unwrap();
+    TensorMap::new(Labels::single(), vec![block]).unwrap()
+}
+
+/// Where the arrays of the last entry of the file at `path` start.
+fn last_data_at(path: &Path) -> u64 {
+    let dataset = Dataset::open(path, MapMode::ReadOnly).unwrap();
+    let map = dataset.get(-1, None).unwrap();
+    let start = dataset.mapping().unwrap().as_ptr() as u64;
+    map.blocks()[0].values().buffer().as_ptr() as u64 - start
+}
+
+/// Two committed sessions (5 maps, then 7), and the bytes of the first
+/// commit's trailer and COMMIT record (header and payload).
+fn two_sessions(path: &Path) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>) {
+    let kinds = [
+        fixtures::small_map(),
+        fixtures::tensor(DType::F4),
+        fixtures::map_with_an_empty_block(),
+    ];
+    let maps: Vec<TensorMap> = (0..12).map(|i| kinds[i % 3].clone()).collect();
+    let mut writer = Writer::create(path, None).unwrap();
+    for map in &maps[..5] {
+        writer.write(map).unwrap();
+    }
+    writer.close().unwrap();
+    let first = std::fs::read(path).unwrap();
+    let trailer = first[first.len() - 32..].to_vec();
+    let (commit, len) = last_commit_of(&first);
+    let record = first[commit..commit + 16 + len].to_vec();
+    let mut writer = Writer::append(path, None).unwrap();
+    for map in &maps[5..] {
+        writer.write(map).unwrap();
+    }
+    writer.close().unwrap();
+    (maps, trailer, record)
+}
+
+/// An entry whose data ends with a copy of an earlier commit's trailer, at
+/// the end of a file whose writer was killed before its commit: the file
+/// opens with every entry (walked), not as that earlier commit, and an
+/// append keeps them all.
+#[test]
+fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
+    let dir = scratch("imitation");
+    let path = dir.path();
+    let (maps, trailer, _) = two_sessions(&path);
+    let mut bytes = vec![0u8; 128];
+    bytes[96..].copy_from_slice(&trailer);
+    let crafted = map_of_bytes(&bytes);
+    let mut writer = Writer::append(&path, None).unwrap();
+    writer.write(&crafted).unwrap();
+    // killed: no commit
+    drop(writer);
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(
+        &file[file.len() - 32..],
+        &trailer[..],
+        "the file ends with it"
+    );
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert!(!dataset.committed());
+    assert_eq!(dataset.len(), 13);
+    for (i, map) in maps.iter().chain([&crafted]).enumerate() {
+        assert_eq!(&dataset.get(index(i), None).unwrap(), map, "entry {i}");
+    }
+    assert!(verify(&path).unwrap().is_ok());
+    let mut writer = Writer::append(&path, None).unwrap();
+    writer.write(&maps[0]).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert!(dataset.committed());
+    assert_eq!(dataset.len(), 14);
+    assert_eq!(dataset.get(12, None).unwrap(), crafted);
+    assert_eq!(dataset.get(13, None).unwrap(), maps[0]);
+    assert!(verify(&path).unwrap().is_ok());
+}
+
+/// An entry whose data ends with a whole commit record and its trailer,
+/// placed where they name themselves (adjacent, CRCs right): listing the
+/// entries of an earlier commit (an entry record lies between them and
+/// it), or all of them with this entry's row cut short (its record says
+/// otherwise): neither is taken for the last commit.
+#[test]
+fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
+    use super::format::{record_header, trailer as make_trailer, Kind};
+    let dir = scratch("imitation-commit");
+    let path = dir.path();
+    let (maps, _, first_commit) = two_sessions(&path);
+    let second = std::fs::read(&path).unwrap();
+    let (commit, len) = last_commit_of(&second);
+    let second_commit = second[commit..commit + 16 + len].to_vec();
+    // where the crafted entry's arrays go: found on a copy first (the same
+    // file, the same entry: the same place)
+    let probe = dir.0.join("probe");
+    let size = 1024;
+    for variant in 0..2 {
+        std::fs::copy(&path, &probe).unwrap();
+        let mut writer = Writer::append(&probe, None).unwrap();
+        writer.write(&map_of_bytes(&vec![0u8; size])).unwrap();
+        drop(writer);
+        let data_at = last_data_at(&probe);
+        let entry_at = Dataset::open(&probe, MapMode::ReadOnly)
+            .unwrap()
+            .slot(-1)
+            .unwrap()
+            .offset;
+        // the forged commit at the end of the arrays, on a 64-byte boundary
+        // (counts of 5 and 13 rows: a commit record and its trailer whose
+        // length is a multiple of 64, which end the entry's arrays)
+        let (payload, count) = if variant == 0 {
+            (first_commit[16..].to_vec(), 5u64)
+        } else {
+            // the second commit's rows and one for the crafted entry, cut
+            // short to end before the forged commit
+            let mut payload = second_commit[16..].to_vec();
+            let count = 13u64;
+            payload[..8].copy_from_slice(&count.to_le_bytes());
+            payload.extend_from_slice(&entry_at.to_le_bytes());
+            payload.extend_from_slice(&64u64.to_le_bytes());
+            payload.extend_from_slice(&[0; 8]);
+            (payload, count)
+        };
+        let forged_len = 16 + payload.len() + 32;
+        let forged_at = data_at + (size - forged_len) as u64;
+        assert_eq!(forged_at % 64, 0, "the test's layout");
+        let mut bytes = vec![0u8; size - forged_len];
+        bytes.extend_from_slice(&record_header(
+            Kind::Commit,
+            crc32fast::hash(&payload),
+            payload.len() as u64,
+        ));
+        bytes.extend_from_slice(&payload);
+        bytes.extend_from_slice(&make_trailer(forged_at, count));
+        let crafted = map_of_bytes(&bytes);
+        let real = dir.0.join(format!("real-{variant}"));
+        std::fs::copy(&path, &real).unwrap();
+        let mut writer = Writer::append(&real, None).unwrap();
+        writer.write(&crafted).unwrap();
+        drop(writer);
+        let file = std::fs::read(&real).unwrap();
+        assert_eq!(file.len() as u64, forged_at + forged_len as u64);
+        let dataset = Dataset::open(&real, MapMode::ReadOnly).unwrap();
+        assert!(!dataset.committed(), "variant {variant}");
+        assert_eq!(dataset.len(), 13, "variant {variant}");
+        for (i, map) in maps.iter().chain([&crafted]).enumerate() {
+            assert_eq!(&dataset.get(index(i), None).unwrap(), map, "entry {i}");
+        }
+        assert!(verify(&real).unwrap().is_ok());
+        let mut writer = Writer::append(&real, None).unwrap();
+        writer.write(&maps[1]).unwrap();
+        writer.close().unwrap();
+        let dataset = Dataset::open(&real, MapMode::ReadOnly).unwrap();
+        assert_eq!((dataset.len(), dataset.committed()), (14, true));
+        assert_eq!(dataset.get(12, None).unwrap(), crafted);
+    }
+}
+
+/// The bytes a failed write left are cut off before anything else is
+/// written: a later entry never has them after it, where a walk of the
+/// records would take what its data holds (here, 64-byte fake entry
+/// records, one per 64 bytes) for entries.
+#[test]
+fn a_failed_write_leaves_nothing_a_walk_could_meet() {
+    use super::format::{record_header, Kind};
+    let dir = scratch("failed");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.commit().unwrap();
+    let committed = std::fs::metadata(&path).unwrap().len();
+    // a complete fake ENTRY record in each 64 bytes: a header, then 48
+    // bytes whose CRC it holds
+    let fake_payload = [7u8; 48];
+    let mut unit = record_header(Kind::Entry, crc32fast::hash(&fake_payload), 48).to_vec();
+    unit.extend_from_slice(&fake_payload);
+    // 8 MiB: streamed, its write stopped (as Ctrl-C or a full disk would)
+    // after 1 MiB of its arrays
+    let big = map_of_bytes(&unit.repeat(8 << 14));
+    let mut chunks = 0;
+    let error = crate::interrupt::with_checker(
+        move || {
+            chunks += 1;
+            chunks > 256
+        },
+        || writer.write(&big).unwrap_err(),
+    );
+    assert!(matches!(error, Error::Interrupted), "{error:?}");
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), committed);
+    // an entry of 200 kB, past where the stopped entry's arrays started
+    let medium = map_of_bytes(&vec![1u8; 200 << 10]);
+    writer.write(&medium).unwrap();
+    // killed: no commit
+    drop(writer);
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!(dataset.len(), 2);
+    assert_eq!(dataset.get(1, None).unwrap(), medium);
+    assert!(verify(&path).unwrap().is_ok());
+}
+
+/// Files of version 3 carry each entry's description CRC: one flipped bit
+/// anywhere but in an entry's arrays either fails the read that meets it
+/// or leaves what is read as written (a damaged commit record: the walk
+/// finds the entries); never another map.
+#[test]
+fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
+    let dir = scratch("bits");
+    let path = dir.path();
+    let maps = [
+        fixtures::small_map(),
+        fixtures::tensor(DType::I2),
+        fixtures::map_with_an_empty_block(),
+    ];
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&maps[0]).unwrap();
+    writer.commit().unwrap();
+    writer.write(&maps[1]).unwrap();
+    writer.write(&maps[2]).unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    // the arrays of each entry: after its description, to its end
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let arrays: Vec<(usize, usize)> = (0..3)
+        .map(|i| {
+            let slot = dataset.slot(i).unwrap();
+            let at = usize::try_from(slot.offset).unwrap();
+            let desc_len = usize::try_from(u64::from_le_bytes(
+                good[at + 16..at + 24].try_into().unwrap(),
+            ))
+            .unwrap();
+            let start =
+                usize::try_from(super::format::align_up((at + 24 + desc_len) as u64)).unwrap();
+            (start, at + usize::try_from(slot.len).unwrap())
+        })
+        .collect();
+    drop(dataset);
+    let bad_path = dir.0.join("bad");
+    let (mut refused, mut read) = (0, 0);
+    for at in 0..good.len() {
+        if arrays
+            .iter()
+            .any(|&(start, end)| (start..end).contains(&at))
+        {
+            continue;
+        }
+        let mut bytes = good.clone();
+        bytes[at] ^= 1 << (at % 8);
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let Ok(dataset) = Dataset::open(&bad_path, MapMode::ReadOnly) else {
+            refused += 1;
+            continue;
+        };
+        for (i, expected) in maps.iter().enumerate().take(dataset.len()) {
+            match dataset.get(index(i), None) {
+                Ok(map) => {
+                    assert_eq!(&map, expected, "byte {at}, entry {i}");
+                    read += 1;
+                }
+                Err(e) => {
+                    assert!(matches!(e, Error::Format(_)), "byte {at}: {e:?}");
+                    refused += 1;
+                }
+            }
+        }
+    }
+    assert!(refused > 0 && read > 0);
+}
+
+/// `verify` reports each damage in a line of its own, and upgrade copies
+/// no damaged entry.
+#[test]
+fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
+    let dir = scratch("verify");
+    let path = dir.path();
+    let maps = [fixtures::small_map(), fixtures::tensor(DType::F8)];
+    let mut writer = Writer::create(&path, None).unwrap();
+    for map in maps.iter().chain(&maps) {
+        writer.write(map).unwrap();
+    }
+    writer.close().unwrap();
+    let report = verify(&path).unwrap();
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!(
+        (report.version, report.entries, report.committed),
+        (3, 4, true)
+    );
+    let good = std::fs::read(&path).unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    let last = dataset.slot(3).unwrap();
+    let first = dataset.slot(0).unwrap();
+    drop(dataset);
+    let mut bytes = good.clone();
+    // entry 3's last array byte, entry 0's first description byte after
+    // its length
+    bytes[usize::try_from(last.offset + last.len).unwrap() - 1] ^= 0x10;
+    bytes[usize::try_from(first.offset).unwrap() + 24] ^= 0x01;
+    let bad_path = dir.0.join("bad");
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let report = verify(&bad_path).unwrap();
+    let text = report.problems.join("\n");
+    assert!(
+        text.contains("entry 3 ") && text.contains("CRC32"),
+        "{text}"
+    );
+    assert!(
+        text.contains("entry 0 ") && text.contains("description"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("entry 1 ") && !text.contains("entry 2 "),
+        "{text}"
+    );
+    let error = report.into_result(&bad_path).unwrap_err();
+    assert!(matches!(error, Error::Format(_)));
+    assert!(error.to_string().lines().count() >= 3, "{error}");
+    // upgrade: refused at entry 0, the destination untouched
+    let dst = dir.0.join("dst");
+    std::fs::write(&dst, b"kept").unwrap();
+    let error = upgrade(&bad_path, &dst, None).unwrap_err();
+    assert!(matches!(error, Error::Format(_)), "{error:?}");
+    assert!(error.to_string().contains("entry 0"), "{error}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
+    // only the array byte damaged: refused at entry 3
+    let mut bytes = good.clone();
+    bytes[usize::try_from(last.offset + last.len).unwrap() - 1] ^= 0x10;
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let error = upgrade(&bad_path, &dst, None).unwrap_err();
+    assert!(error.to_string().contains("entry 3"), "{error}");
+    assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
+    // a file cut in an entry (an interrupted write) has no problem
+    let cut_path = dir.0.join("cut");
+    std::fs::write(
+        &cut_path,
+        &good[..usize::try_from(last.offset).unwrap() + 100],
+    )
+    .unwrap();
+    let report = verify(&cut_path).unwrap();
+    assert!(report.is_ok(), "{report:?}");
+    assert_eq!((report.entries, report.committed), (3, false));
+    // not a dataset at all
+    std::fs::write(&bad_path, b"something else").unwrap();
+    assert!(matches!(verify(&bad_path), Err(Error::Format(_))));
+}
+
+/// Offsets of 2**63 and more (where `pread` fails) in the trailer or a
+/// commit's schema offset: no error of the system, the file walked.
+#[test]
+fn offsets_past_what_a_file_holds_are_walked_past() {
+    let dir = scratch("huge-offsets");
+    let path = dir.path();
+    let mut writer = Writer::create(&path, None).unwrap();
+    writer.write(&fixtures::small_map()).unwrap();
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let bad_path = dir.0.join("bad");
+    for huge in [1u64 << 63, u64::MAX - 63, (1 << 63) + 64] {
+        // the trailer's commit offset, its CRC made right
+        let mut bytes = good.clone();
+        let n = bytes.len();
+        let count = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap());
+        bytes[n - 32..].copy_from_slice(&super::format::trailer(huge, count));
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+        assert_eq!((dataset.len(), dataset.committed()), (1, false));
+        // the commit's schema offset, its CRC made right
+        let mut bytes = good.clone();
+        let (commit, len) = last_commit_of(&bytes);
+        bytes[commit + 24..commit + 32].copy_from_slice(&huge.to_le_bytes());
+        let crc = crc32fast::hash(&bytes[commit + 16..commit + 16 + len]);
+        bytes[commit + 4..commit + 8].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&bad_path, &bytes).unwrap();
+        let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+        assert_eq!((dataset.len(), dataset.committed()), (1, false));
+        assert_eq!(dataset.get(0, None).unwrap(), fixtures::small_map());
+        assert!(!verify(&bad_path).unwrap().is_ok());
+    }
+    // reads at such offsets read nothing
+    let file = std::fs::File::open(&path).unwrap();
+    assert!(read_at(&file, 1 << 63, 16).unwrap().is_empty());
+    assert!(read_at(&file, u64::MAX, 16).unwrap().is_empty());
+}
+
+/// Stored files of version 2 (tests/data/datasets/, never regenerated)
+/// open, read, append in version 2, and upgrade to version 3.
+#[test]
+fn version_2_files_read_append_in_version_2_and_upgrade() {
+    let dir = scratch("v2");
+    for (name, count, committed) in [
+        ("v2-committed.bmds", 3, true),
+        ("v2-appended.bmds", 4, true),
+        ("v2-recovered.bmds", 3, false),
+        ("v2-empty.bmds", 0, true),
+    ] {
+        let source = Dataset::open(&stored(name), MapMode::ReadOnly).unwrap();
+        assert_eq!(
+            (source.version(), source.len(), source.committed()),
+            (2, count, committed),
+            "{name}"
+        );
+        assert!(verify(&stored(name)).unwrap().is_ok(), "{name}");
+        let schema = source.schema();
+        let copy = dir.0.join(name);
+        std::fs::copy(stored(name), &copy).unwrap();
+        let mut writer = Writer::append(&copy, None).unwrap();
+        assert_eq!(writer.version(), 2);
+        let extra = fixtures::small_map();
+        let entry = Entry {
+            fields: schema.fields.iter().map(|f| (f.as_str(), &extra)).collect(),
+            columns: schema
+                .columns
+                .iter()
+                .map(|(c, k)| {
+                    (
+                        c.as_str(),
+                        match k {
+                            ColumnType::Int => Value::Int(7),
+                            ColumnType::Float => Value::Float(0.5),
+                        },
+                    )
+                })
+                .collect(),
+            single: schema.single,
+        };
+        writer.write_entry(&entry).unwrap();
+        writer.close().unwrap();
+        let appended = Dataset::open(&copy, MapMode::ReadOnly).unwrap();
+        assert_eq!((appended.version(), appended.len()), (2, count + 1));
+        assert!(appended.committed());
+        assert!(verify(&copy).unwrap().is_ok(), "{name}");
+        for i in 0..count {
+            for field in 0..schema.fields.len() {
+                assert_eq!(
+                    appended.get_field(index(i), field, None).unwrap(),
+                    source.get_field(index(i), field, None).unwrap()
+                );
+            }
+        }
+        assert_eq!(appended.get_field(index(count), 0, None).unwrap(), extra);
+        // the bytes before the append are as they were
+        let before = std::fs::read(stored(name)).unwrap();
+        let after = std::fs::read(&copy).unwrap();
+        if committed {
+            assert_eq!(&after[..before.len()], &before[..]);
+        }
+        let upgraded = dir.0.join(format!("{name}.v3"));
+        upgrade(&copy, &upgraded, None).unwrap();
+        let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
+        assert_eq!((new.version(), new.len()), (3, count + 1));
+        assert_eq!(new.schema(), appended.schema());
+        for (name, _) in &schema.columns {
+            assert_eq!(new.column(name).unwrap(), appended.column(name).unwrap());
+        }
+    }
+}
+
+/// A version-1 file whose last map's data ends with a copy of its earlier
+/// commit's end records (a writer killed before its commit): opened with
+/// every map, not as that earlier commit.
+#[test]
+fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
+    let dir = scratch("v1-imitation");
+    let good = std::fs::read(stored("v1-committed.bmds")).unwrap();
+    let whole = Dataset::open(&stored("v1-committed.bmds"), MapMode::ReadOnly).unwrap();
+    let Inner::V1(inner) = &whole.inner else {
+        panic!("version 1");
+    };
+    let last = *inner.slots().last().unwrap();
+    // the end records: after the central directory, to the end of the file
+    let tail_start = good.windows(4).rposition(|w| w == b"PK\x06\x06").unwrap();
+    let tail = &good[tail_start..];
+    // map 3, appended after the commit: a local header (STORED, its CRC
+    // and sizes) and data that ends with the tail
+    let archive = &good
+        [usize::try_from(last.offset).unwrap()..usize::try_from(last.offset + last.len).unwrap()];
+    let mut data = archive.to_vec();
+    data.extend_from_slice(tail);
+    let name = b"maps/3.mts";
+    let mut header = Vec::new();
+    header.extend_from_slice(b"PK\x03\x04");
+    header.extend_from_slice(&20u16.to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(&[0; 4]);
+    header.extend_from_slice(&crc32fast::hash(&data).to_le_bytes());
+    header.extend_from_slice(&u32::try_from(data.len()).unwrap().to_le_bytes());
+    header.extend_from_slice(&u32::try_from(data.len()).unwrap().to_le_bytes());
+    header.extend_from_slice(&u16::try_from(name.len()).unwrap().to_le_bytes());
+    header.extend_from_slice(&0u16.to_le_bytes());
+    header.extend_from_slice(name);
+    let mut bytes = good.clone();
+    bytes.extend_from_slice(&header);
+    bytes.extend_from_slice(&data);
+    assert_eq!(&bytes[bytes.len() - tail.len()..], tail);
+    let bad_path = dir.0.join("data");
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    assert!(!dataset.committed());
+    assert_eq!(dataset.len(), 4);
+    for i in 0..3 {
+        assert_eq!(dataset.get(i, None).unwrap(), whole.get(i, None).unwrap());
+    }
+    // map 3 is no archive (a map and end records): the one problem
+    let report = verify(&bad_path).unwrap();
+    assert!(
+        !report.problems.is_empty() && report.problems.iter().all(|p| p.starts_with("map 3 ")),
+        "{report:?}"
+    );
+}
+
+/// Damage between the last commit's last entry and the commit (that
+/// entry's header): the commit is kept, every other entry reads, the
+/// damaged one fails its reads, and an append keeps them all.
+#[test]
+fn damage_before_the_last_commit_keeps_the_commit() {
+    let dir = scratch("damaged-tail");
+    let path = dir.path();
+    let maps: Vec<TensorMap> = (0..4).map(|_| fixtures::small_map()).collect();
+    let mut writer = Writer::create(&path, None).unwrap();
+    for map in &maps {
+        writer.write(map).unwrap();
+    }
+    writer.close().unwrap();
+    let last = Dataset::open(&path, MapMode::ReadOnly)
+        .unwrap()
+        .slot(3)
+        .unwrap()
+        .offset;
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[usize::try_from(last).unwrap() + 1] ^= 0x20;
+    std::fs::write(&path, &bytes).unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!((dataset.len(), dataset.committed()), (4, true));
+    for i in 0..3 {
+        assert_eq!(dataset.get(i, None).unwrap(), maps[0]);
+    }
+    assert!(matches!(dataset.get(3, None), Err(Error::Format(_))));
+    assert!(!verify(&path).unwrap().is_ok());
+    let mut writer = Writer::append(&path, None).unwrap();
+    writer.write(&maps[0]).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!((dataset.len(), dataset.committed()), (5, true));
+    assert_eq!(dataset.get(4, None).unwrap(), maps[0]);
 }

@@ -118,6 +118,11 @@ fn local_at(file: &File, offset: u64, file_len: u64) -> Result<Option<LocalHeade
 impl Contents {
     /// Open the dataset file `file` (of `file_len` bytes).
     pub fn read(file: &File, file_len: u64) -> Result<Contents> {
+        // (the end records are found by their signature, from the file's
+        // end: `committed` takes them for the last commit only where they
+        // close the central directory that directly follows the index it
+        // names, which a map's data holding a copy of an earlier commit's
+        // end records does not)
         let json = local_at(file, 0, file_len)?
             .filter(|header| header.name == JSON_NAME)
             .ok_or_else(|| {
@@ -133,8 +138,13 @@ impl Contents {
             usize::try_from(tail_len).unwrap_or(0),
         )?;
         if let Some(end) = zip::parse_end(&tail, file_len) {
-            if let Some(contents) = Self::committed(file, file_len, &id, &end)? {
-                return Ok(contents);
+            match Self::committed(file, file_len, &id, &end) {
+                Ok(Some(contents)) => return Ok(contents),
+                // end records that are not the file's last commit
+                // (damaged, or a map's bytes that look like them): the walk
+                // decides
+                Ok(None) | Err(Error::Format(_)) => {}
+                Err(other) => return Err(other),
             }
         }
         Self::recover(file, file_len, id, &json)
@@ -178,6 +188,20 @@ impl Contents {
             usize::try_from(index.size).map_err(|_| bad("index"))?,
         )?;
         let slots = parse_index(&bytes, count, index_at)?;
+        // the records of this commit lie one after the other up to the end
+        // of the file: the index, the central directory, the ZIP64 end
+        // record and its locator, the end record and its comment
+        let records_end = end.cd_offset.checked_add(end.cd_size).and_then(|e| {
+            e.checked_add(
+                (zip::ZIP64_END_LEN + zip::ZIP64_LOCATOR_LEN + zip::END_LEN) as u64
+                    + end.comment.len() as u64,
+            )
+        });
+        if index_data.checked_add(index.size) != Some(end.cd_offset)
+            || records_end != Some(file_len)
+        {
+            return Ok(None);
+        }
         // the central directory is read only by a writer that appends
         Ok(Some(Contents {
             id: id.to_string(),
@@ -364,6 +388,43 @@ impl Dataset {
     /// Where map `i` lies, a position the dataset's `position` gave.
     pub fn slot(&self, i: usize) -> Slot {
         self.contents.slots[i]
+    }
+
+    /// Whether map `i`'s archive hashes to the CRC32 its central directory
+    /// (or its local header, in a recovered file) holds.
+    pub fn archive_intact(&self, i: usize) -> Result<bool> {
+        let crc = self.crcs()?[i];
+        let archive = self.archive_at(i)?;
+        let hashed = super::crc32_of_mapped(archive.raw(), |_| {})?;
+        self.mapping.check_intact()?;
+        Ok(hashed == crc)
+    }
+
+    /// Check every map: its archive against the CRC32 its central
+    /// directory holds, each entry of the archive against its own, and the
+    /// map loaded; `problem` is given one line per problem.
+    pub fn verify(&self, problem: &mut dyn FnMut(String)) -> Result<()> {
+        if let Err(e) = self.crcs() {
+            problem(format!("its central directory: {e}"));
+        }
+        for i in 0..self.len() {
+            crate::interrupt::check()?;
+            let at = self.contents.slots[i].offset;
+            if self.crcs.get().is_some() && !self.archive_intact(i)? {
+                problem(format!(
+                    "map {i} (archive at byte {at}): its bytes do not match their CRC32"
+                ));
+            }
+            let archive = self.archive_at(i)?;
+            match io::load_buffer_selected(archive, Kind::Tensor, true, None) {
+                Ok(_) => {}
+                Err(e @ (Error::Io { .. } | Error::Interrupted | Error::OutOfMemory(_))) => {
+                    return Err(e)
+                }
+                Err(e) => problem(format!("map {i} (archive at byte {at}): {e}")),
+            }
+        }
+        Ok(())
     }
 
     /// The archive of map `i`, a position the dataset's `position` gave.

@@ -1,8 +1,11 @@
-//! Dataset format version 2 (docs/format.md, "Datasets"): a 64-byte file
-//! header, then records on 64-byte boundaries (SCHEMA, LABELS, ENTRY,
+//! Dataset format versions 2 and 3 (docs/format.md, "Datasets"): a 64-byte
+//! file header, then records on 64-byte boundaries (SCHEMA, LABELS, ENTRY,
 //! COLUMNS, COMMIT), each commit followed by a trailer that ends the
 //! file. Opening reads the trailer and the COMMIT record (the rows); the
-//! COLUMNS record is read when a column is first asked for.
+//! COLUMNS record is read when a column is first asked for. Version 3's
+//! rows also hold the CRC32 of each entry's description, checked at every
+//! read; version 2's do not (its files keep opening, reading and
+//! appending, in version 2).
 //!
 //! An entry is a pre-parsed description of its maps (offsets, shapes,
 //! dtypes, label references) followed by their arrays, 64-byte aligned in
@@ -12,14 +15,25 @@
 //! already stored) are stored once in LABELS records and referenced by
 //! file offset; the reader caches the labels of these records, so equal
 //! labels share memory across reads.
+//!
+//! Entries hold data users write, which may hold anything, the bytes of
+//! this format's records included: nothing is recognised by its content
+//! alone. The trailer at the end of the file is taken for the last commit
+//! only where it closes the COMMIT record it names, and where nothing but
+//! records of commits lies between the last entry that record lists and
+//! it ([`Contents::last_commit`]); records are otherwise found by walking
+//! them from the file header, each from the end of the one before; and
+//! the writer cuts off the bytes of a write that failed before anything
+//! else is written after them (so that no walk meets them).
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+pub use super::format::Row;
 use super::format::{
-    self as f, align_up, ColumnType, Cursor, Kind, Schema, Value, RECORD_LEN, TRAILER_LEN,
+    self as f, align_up, ColumnType, Cursor, Kind, Schema, Value, RECORD_LEN, ROW_LEN, TRAILER_LEN,
 };
 use super::{io_error, lock, read_at, Slot, Timeout};
 use crate::arc::{ForkMutex, SetOnce};
@@ -46,23 +60,12 @@ const LARGE_ENTRY: u64 = 1 << 20;
 /// Labels records the reader keeps decoded (cleared whole when full).
 const LABELS_CACHE: usize = 4096;
 
-/// One entry's place in the file and its checksum (a row of the commit).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Row {
-    /// the entry record's first byte (its header)
-    pub offset: u64,
-    /// its payload's length
-    pub len: u64,
-    /// the CRC32 of its payload
-    pub crc: u32,
-}
-
-const ROW_LEN: usize = 24;
-
-/// What a version-2 file holds, found by opening it.
+/// What a version-2 or 3 file holds, found by opening it.
 #[derive(Debug, Clone)]
 pub struct Contents {
     pub id: String,
+    /// the file's format version (2 or 3)
+    pub version: u32,
     pub schema: Option<Schema>,
     /// where the schema record lies (0: none yet)
     pub schema_at: u64,
@@ -82,8 +85,17 @@ fn bad(what: impl std::fmt::Display) -> Error {
     Error::format(format!("dataset file: {what}"))
 }
 
-/// The record header at `at` and whether its payload lies in the file.
-fn record_at(file: &File, at: u64, file_len: u64) -> Result<Option<f::Record>> {
+/// The record header at `at` when one is there and its payload lies in
+/// the file (`None` otherwise). `at` comes from the file: it is bounded by
+/// the file's length before anything is read (an offset of 2**63 or more
+/// is no record, not an error of the system's `pread`).
+pub(super) fn record_at(file: &File, at: u64, file_len: u64) -> Result<Option<f::Record>> {
+    if at
+        .checked_add(RECORD_LEN as u64)
+        .is_none_or(|end| end > file_len)
+    {
+        return Ok(None);
+    }
     let bytes = read_at(file, at, RECORD_LEN)?;
     let Some(record) = f::parse_record(&bytes) else {
         return Ok(None);
@@ -131,6 +143,9 @@ impl<'a> Window<'a> {
     /// The record header at `at` and whether its payload lies in the file
     /// (as [`record_at`]).
     fn record(&mut self, at: u64, file_len: u64) -> Result<Option<f::Record>> {
+        if at >= file_len {
+            return Ok(None);
+        }
         let Some(record) = f::parse_record(self.get(at, RECORD_LEN)?) else {
             return Ok(None);
         };
@@ -143,7 +158,7 @@ impl<'a> Window<'a> {
 }
 
 /// The payload of a record whose header was checked, its CRC verified.
-fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>> {
+pub(super) fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>> {
     let len = usize::try_from(record.len).map_err(|_| bad("a record too large"))?;
     let bytes = read_at(file, at + RECORD_LEN as u64, len)?;
     Ok((bytes.len() == len && crc32fast::hash(&bytes) == record.crc).then_some(bytes))
@@ -153,26 +168,46 @@ fn payload_at(file: &File, at: u64, record: f::Record) -> Result<Option<Vec<u8>>
 /// CRC, read a piece at a time (an entry may be gigabytes: recovery reads
 /// it in constant memory).
 fn payload_intact(file: &File, at: u64, record: f::Record) -> Result<bool> {
+    Ok(hash_payload(file, at, record)?.is_some())
+}
+
+/// The CRC32 of the description of the entry whose record is at `at`
+/// when its payload hashes to its CRC (`None` otherwise), read a piece at
+/// a time: what recovery knows of an entry no valid commit lists.
+pub(super) fn hash_payload(file: &File, at: u64, record: f::Record) -> Result<Option<u32>> {
     const PIECE: u64 = 1 << 20;
     let mut hasher = crc32fast::Hasher::new();
+    let mut description = crc32fast::Hasher::new();
+    // the description's length and the description: the payload's first
+    // 8 + length bytes (as many as there are)
+    let mut description_end = 8u64.min(record.len);
     let start = at + RECORD_LEN as u64;
     let mut done = 0u64;
     while done < record.len {
         let n = usize::try_from((record.len - done).min(PIECE)).unwrap_or(0);
         let piece = read_at(file, start + done, n)?;
         if piece.len() != n {
-            return Ok(false);
+            return Ok(None);
+        }
+        if done == 0 && piece.len() >= 8 {
+            let mut raw = [0u8; 8];
+            raw.copy_from_slice(&piece[..8]);
+            description_end = u64::from_le_bytes(raw).saturating_add(8).min(record.len);
         }
         hasher.update(&piece);
+        if done < description_end {
+            let upto = usize::try_from((description_end - done).min(n as u64)).unwrap_or(n);
+            description.update(&piece[..upto]);
+        }
         done += n as u64;
         crate::interrupt::check()?;
     }
-    Ok(hasher.finalize() == record.crc)
+    Ok((hasher.finalize() == record.crc).then(|| description.finalize()))
 }
 
 /// The column values and per-field sample counts at the start of an entry
 /// payload's description.
-fn entry_values(payload_head: &[u8], n: usize) -> Result<Vec<u64>> {
+pub(super) fn entry_values(payload_head: &[u8], n: usize) -> Result<Vec<u64>> {
     let mut c = Cursor::new(payload_head, "entry");
     let desc_len = c.u64()?;
     if desc_len < (n as u64) * 8 {
@@ -181,69 +216,118 @@ fn entry_values(payload_head: &[u8], n: usize) -> Result<Vec<u64>> {
     (0..n).map(|_| c.u64()).collect()
 }
 
+/// A commit record's payload, decoded.
+struct Commit {
+    schema_at: u64,
+    schema: Option<Schema>,
+    rows: Vec<Row>,
+    columns_at: u64,
+}
+
 impl Contents {
-    /// Open a version-2 file of `file_len` bytes.
+    /// Open a version-2 or 3 file of `file_len` bytes: from its last
+    /// commit when the file ends with it, by walking its records otherwise.
     pub fn read(file: &File, file_len: u64) -> Result<Contents> {
         let header = read_at(file, 0, f::HEADER_LEN)?;
-        let id = f::parse_file_header(&header)?;
-        if file_len >= (f::HEADER_LEN + TRAILER_LEN) as u64 {
-            let tail = read_at(file, file_len - TRAILER_LEN as u64, TRAILER_LEN)?;
-            if let Some((at, count)) = f::parse_trailer(&tail) {
-                if let Some(contents) = Self::committed(file, file_len, &id, at, count)? {
-                    return Ok(contents);
-                }
-            }
+        let (id, version) = f::parse_file_header(&header)?;
+        match Self::last_commit(file, file_len, &id, version) {
+            Ok(Some((contents, true))) => Ok(contents),
+            // a commit record the trailer closes, but something between its
+            // last entry and it is not a commit's: a copy of a commit
+            // record and its trailer inside an entry's data (the walk then
+            // finds as many entries as it lists, or more: the entry holding
+            // the copy at least), or damage there (the walk stops at it,
+            // before the last entry the record lists: the record is kept,
+            // and the damaged entry fails its reads alone)
+            Ok(Some((contents, false))) => match Self::recover(file, file_len, id, version) {
+                Ok(walked) if walked.rows.len() >= contents.rows.len() => Ok(walked),
+                Ok(_) | Err(Error::Format(_)) => Ok(contents),
+                Err(other) => Err(other),
+            },
+            // no commit at the end (a writer interrupted), or a trailer
+            // that does not close one (damaged, or bytes of an entry's data
+            // that look like one): the walk decides
+            Ok(None) | Err(Error::Format(_)) => Self::recover(file, file_len, id, version),
+            Err(other) => Err(other),
         }
-        Self::recover(file, file_len, id)
     }
 
-    /// The contents the commit record at `at` describes (`None`: no valid
-    /// commit record there).
-    fn committed(
+    /// The contents the commit record that the file's trailer closes
+    /// describes, and whether that record follows the last entry it lists
+    /// as a commit does. `None` (or a format error) when the file's last
+    /// 32 bytes are not a trailer, or not one that closes a commit: the
+    /// trailer must directly follow the COMMIT record it names, whose CRC
+    /// and count must match. An entry's data that ends with a copy of an
+    /// earlier trailer is not one. The flag is false unless the last entry
+    /// the record lists is where it says, and only records of commits (an
+    /// earlier commit of the same entries, COLUMNS records, the SCHEMA and
+    /// LABELS records an interrupted write left) lie between that entry
+    /// and the record: an entry's data that ends with a copy of a whole
+    /// commit record and its trailer, placed where they name themselves,
+    /// lies after an entry record no commit lists.
+    pub(super) fn last_commit(
         file: &File,
         file_len: u64,
         id: &str,
-        at: u64,
-        count: u64,
-    ) -> Result<Option<Contents>> {
+        version: u32,
+    ) -> Result<Option<(Contents, bool)>> {
+        let Some(trailer_at) = file_len
+            .checked_sub(TRAILER_LEN as u64)
+            .filter(|&t| t >= f::HEADER_LEN as u64)
+        else {
+            return Ok(None);
+        };
+        let tail = read_at(file, trailer_at, TRAILER_LEN)?;
+        let Some((at, count)) = f::parse_trailer(&tail) else {
+            return Ok(None);
+        };
+        if at % f::ALIGN != 0 || at < f::HEADER_LEN as u64 || at >= trailer_at {
+            return Ok(None);
+        }
         let Some(record) = record_at(file, at, file_len)? else {
             return Ok(None);
         };
-        if record.kind != Kind::Commit {
+        if record.kind != Kind::Commit || at + RECORD_LEN as u64 + record.len != trailer_at {
             return Ok(None);
         }
         let Some(payload) = payload_at(file, at, record)? else {
             return Ok(None);
         };
-        let (schema_at, schema, rows, columns_at) = parse_commit(file, file_len, at, &payload)?;
-        if rows.len() as u64 != count {
-            return Err(bad("the trailer and the commit disagree on the count"));
+        let commit = parse_commit(file, file_len, at, &payload, version)?;
+        if commit.rows.len() as u64 != count {
+            return Ok(None);
         }
+        let chained = only_commits_between(file, file_len, &commit, at, count)?;
         // no entry, no COLUMNS record: every column is empty
-        let n = schema
+        let n = commit
+            .schema
             .as_ref()
             .map_or(0, |s| s.columns.len() + s.fields.len());
-        let columns = (columns_at == 0).then(|| vec![Vec::new(); n]);
-        Ok(Some(Contents {
+        let columns = (commit.columns_at == 0).then(|| vec![Vec::new(); n]);
+        let contents = Contents {
             id: id.to_string(),
-            schema,
-            schema_at,
-            rows,
+            version,
+            schema: commit.schema,
+            schema_at: commit.schema_at,
+            rows: commit.rows,
             columns,
-            columns_at,
+            columns_at: commit.columns_at,
             committed: true,
             end: file_len,
-        }))
+        };
+        Ok(Some((contents, chained)))
     }
 
     /// Walk the records from the header, keeping every complete entry (a
     /// file whose last writer did not commit). Entries listed by a valid
     /// commit record met on the way are not hashed again.
-    fn recover(file: &File, file_len: u64, id: String) -> Result<Contents> {
+    #[allow(clippy::too_many_lines)] // one walk, in order
+    fn recover(file: &File, file_len: u64, id: String, version: u32) -> Result<Contents> {
         let mut at = f::HEADER_LEN as u64;
         let mut end = at;
         let mut rows = Vec::new();
         let mut verified = 0usize;
+        let mut last_commit = None;
         let mut schema: Option<(u64, Schema)> = None;
         let mut window = Window::new(file);
         while let Some(record) = window.record(at, file_len)? {
@@ -257,11 +341,16 @@ impl Contents {
                         offset: at,
                         len: record.len,
                         crc: record.crc,
+                        desc_crc: 0,
                     });
                 }
                 Kind::Schema => {
+                    // complete (it fits in the file), it was written whole:
+                    // a damaged one is an error, not the end of the walk,
+                    // which would leave no entry (and an append would cut
+                    // them all off)
                     let Some(payload) = payload_at(file, at, record)? else {
-                        break;
+                        return Err(bad("a damaged schema record"));
                     };
                     match &schema {
                         None => schema = Some((at, Schema::decode(&payload)?)),
@@ -272,15 +361,19 @@ impl Contents {
                     // a commit whose trailer follows it in full
                     let trailer_at = at + RECORD_LEN as u64 + record.len;
                     let tail = read_at(file, trailer_at, TRAILER_LEN)?;
-                    if f::parse_trailer(&tail) == Some((at, rows.len() as u64))
-                        && payload_intact(file, at, record)?
-                    {
-                        verified = rows.len();
-                        at = align_up(trailer_at + TRAILER_LEN as u64);
-                        end = at.min(file_len);
-                        continue;
+                    if f::parse_trailer(&tail) != Some((at, rows.len() as u64)) {
+                        break;
                     }
-                    break;
+                    if payload_intact(file, at, record)? {
+                        verified = rows.len();
+                        last_commit = Some((at, record));
+                    }
+                    // a damaged commit record closed by its trailer is
+                    // passed over: the entries it lists are hashed, as
+                    // those after the last commit
+                    at = align_up(trailer_at + TRAILER_LEN as u64);
+                    end = at.min(file_len);
+                    continue;
                 }
                 // a COLUMNS record is followed by its COMMIT; one alone
                 // (a commit interrupted) is skipped: recovery reads the
@@ -290,23 +383,45 @@ impl Contents {
             at = next;
             // a record is complete once its payload is in the file; the
             // padding after the last one may be missing
-            end = (at).min(file_len);
-            if record.kind == Kind::Labels {
-                end = at.min(file_len);
+            end = at.min(file_len);
+        }
+        // the description checksums of the entries the last valid commit
+        // lists, from its rows (which must be the entries walked)
+        if let Some((commit_at, record)) = last_commit.filter(|_| f::has_description_crcs(version))
+        {
+            let listed = payload_at(file, commit_at, record)?
+                .and_then(|payload| parse_rows(&payload, version).ok())
+                .filter(|listed| {
+                    listed.len() == verified
+                        && listed
+                            .iter()
+                            .zip(&rows)
+                            .all(|(a, b)| (a.offset, a.len, a.crc) == (b.offset, b.len, b.crc))
+                });
+            match listed {
+                Some(listed) => {
+                    for (row, from) in rows.iter_mut().zip(listed) {
+                        row.desc_crc = from.desc_crc;
+                    }
+                }
+                // the commit lists other entries than the walk found: none
+                // is taken on its word
+                None => verified = 0,
             }
         }
         // entries after the last commit: kept up to the first whose
         // payload does not hash to its header's CRC
         let mut keep = verified;
-        for row in &rows[verified..] {
+        for row in &mut rows[verified..] {
             let record = f::Record {
                 kind: Kind::Entry,
                 crc: row.crc,
                 len: row.len,
             };
-            if !payload_intact(file, row.offset, record)? {
+            let Some(desc_crc) = hash_payload(file, row.offset, record)? else {
                 break;
-            }
+            };
+            row.desc_crc = desc_crc;
             keep += 1;
         }
         if keep < rows.len() {
@@ -336,6 +451,7 @@ impl Contents {
         }
         Ok(Contents {
             id,
+            version,
             schema,
             schema_at,
             rows,
@@ -369,6 +485,57 @@ impl Contents {
     }
 }
 
+/// Whether only records of commits lie between the last entry `commit`
+/// lists (found where its row says) and the commit record at `at`: an
+/// earlier commit of the same `count` entries closed by its trailer,
+/// COLUMNS records (the last one `commit`'s own), the schema, and LABELS
+/// records (an interrupted write's, which recovery kept). The records are
+/// walked from the end of that entry, each from the end of the one before
+/// (a handful, read 16 bytes at a time), so that an entry record (whose
+/// data could hold a copy of any of these) is never among them.
+fn only_commits_between(
+    file: &File,
+    file_len: u64,
+    commit: &Commit,
+    at: u64,
+    count: u64,
+) -> Result<bool> {
+    let mut here = match commit.rows.last() {
+        Some(last) => {
+            let Some(record) = record_at(file, last.offset, file_len)? else {
+                return Ok(false);
+            };
+            if record.kind != Kind::Entry || record.len != last.len || record.crc != last.crc {
+                return Ok(false);
+            }
+            align_up(last.offset + RECORD_LEN as u64 + last.len)
+        }
+        None => f::HEADER_LEN as u64,
+    };
+    let mut previous = 0;
+    while here < at {
+        let Some(record) = record_at(file, here, file_len)? else {
+            return Ok(false);
+        };
+        let end = here + RECORD_LEN as u64 + record.len;
+        previous = here;
+        here = match record.kind {
+            Kind::Entry => return Ok(false),
+            Kind::Schema if here != commit.schema_at => return Ok(false),
+            Kind::Commit => {
+                let tail = read_at(file, end, TRAILER_LEN)?;
+                if f::parse_trailer(&tail) != Some((here, count)) {
+                    return Ok(false);
+                }
+                align_up(end + TRAILER_LEN as u64)
+            }
+            Kind::Schema | Kind::Labels | Kind::Columns => align_up(end),
+        };
+        crate::interrupt::check()?;
+    }
+    Ok(here == at && (commit.columns_at == 0 || previous == commit.columns_at))
+}
+
 /// The `n` columns of `count` values of a COLUMNS record's payload (the
 /// record at `at`): u32 column count, then each column 64-byte aligned in
 /// the file.
@@ -397,14 +564,34 @@ fn parse_columns(payload: &[u8], at: u64, count: usize, n: usize) -> Result<Vec<
     Ok(columns)
 }
 
+/// The rows of a commit record's payload, unchecked (their places are
+/// checked by [`parse_commit`]).
+pub(super) fn parse_rows(payload: &[u8], version: u32) -> Result<Vec<Row>> {
+    let mut c = Cursor::new(payload, "commit");
+    let count = usize::try_from(c.u64()?).map_err(|_| c.bad("count"))?;
+    c.take(16)?;
+    if count.saturating_mul(ROW_LEN) > c.rest().len() {
+        return Err(c.bad("a count larger than the record"));
+    }
+    let mut rows = Vec::with_capacity(count);
+    for _ in 0..count {
+        rows.push(Row::decode(&mut c, version)?);
+    }
+    if !c.rest().is_empty() {
+        return Err(c.bad("bytes after its rows"));
+    }
+    Ok(rows)
+}
+
 /// The schema, rows and COLUMNS record offset of a commit record's
-/// payload (the record at `at`).
+/// payload (the record at `at`), every offset checked.
 fn parse_commit(
     file: &File,
     file_len: u64,
     at: u64,
     payload: &[u8],
-) -> Result<(u64, Option<Schema>, Vec<Row>, u64)> {
+    version: u32,
+) -> Result<Commit> {
     let mut c = Cursor::new(payload, "commit");
     let count = c.u64()?;
     let schema_at = c.u64()?;
@@ -429,26 +616,18 @@ fn parse_commit(
     if (count == 0) != (columns_at == 0) {
         return Err(c.bad("a COLUMNS record offset without entries, or entries without it"));
     }
-    let mut rows = Vec::with_capacity(count);
+    let rows = parse_rows(payload, version)?;
     let mut previous_end = f::HEADER_LEN as u64;
-    for _ in 0..count {
-        let offset = c.u64()?;
-        let len = c.u64()?;
-        let crc = c.u32()?;
-        if c.u32()? != 0 {
-            // zero in version 2: a later writer's use of them is refused,
-            // not misread
-            return Err(c.bad("a row's reserved bytes are not zero"));
-        }
-        let end = offset
+    for row in &rows {
+        let end = row
+            .offset
             .checked_add(RECORD_LEN as u64)
-            .and_then(|s| s.checked_add(len))
+            .and_then(|s| s.checked_add(row.len))
             .ok_or_else(|| c.bad("an entry's range"))?;
-        if offset < previous_end || end > at || offset % f::ALIGN != 0 {
+        if row.offset < previous_end || end > at || row.offset % f::ALIGN != 0 {
             return Err(c.bad("an entry's range"));
         }
         previous_end = end;
-        rows.push(Row { offset, len, crc });
     }
     // the COLUMNS record lies after the entries, before this commit (its
     // header and payload are read when a column is asked for)
@@ -459,13 +638,15 @@ fn parse_commit(
     {
         return Err(c.bad("the COLUMNS record's offset"));
     }
-    if !c.rest().is_empty() {
-        return Err(c.bad("bytes after its rows"));
-    }
-    Ok((schema_at, schema, rows, columns_at))
+    Ok(Commit {
+        schema_at,
+        schema,
+        rows,
+        columns_at,
+    })
 }
 
-/// A version-2 dataset opened for reading.
+/// A version-2 or 3 dataset opened for reading.
 #[derive(Debug)]
 pub struct Dataset {
     path: PathBuf,
@@ -543,8 +724,18 @@ impl Dataset {
         &self.contents.id
     }
 
+    /// The file's format version (2 or 3).
+    pub fn version(&self) -> u32 {
+        self.contents.version
+    }
+
     pub fn len(&self) -> usize {
         self.contents.rows.len()
+    }
+
+    /// Entry `i`'s row (a position below `len`).
+    pub fn row(&self, i: usize) -> Row {
+        self.contents.rows[i]
     }
 
     pub fn committed(&self) -> bool {
@@ -574,6 +765,59 @@ impl Dataset {
             offset: row.offset,
             len: row.len + RECORD_LEN as u64,
         }
+    }
+
+    /// Whether entry `i`'s payload (its description and arrays) hashes to
+    /// the CRC32 its row holds, read through the mapping a piece at a
+    /// time: what `verify` and `upgrade` check before trusting an entry
+    /// (a read checks its description only).
+    pub fn payload_intact(&self, i: usize) -> Result<bool> {
+        let row = self.contents.rows[i];
+        let raw = self.mapping.raw();
+        let start = usize::try_from(row.offset).map_err(|_| bad("entry offset"))?;
+        let len = usize::try_from(row.len).map_err(|_| bad("entry length"))?;
+        let mut head = [0u8; RECORD_LEN];
+        raw.get(start, RECORD_LEN)
+            .ok_or_else(|| bad("an entry outside the file"))?
+            .copy_to(&mut head)?;
+        if f::parse_record(&head)
+            != Some(f::Record {
+                kind: Kind::Entry,
+                crc: row.crc,
+                len: row.len,
+            })
+        {
+            return Ok(false);
+        }
+        let payload = raw
+            .get(start + RECORD_LEN, len)
+            .ok_or_else(|| bad("an entry outside the file"))?;
+        // under MADV_RANDOM, a large entry is asked for 64 MiB at a time
+        let large = row.len >= LARGE_ENTRY;
+        let hashed = super::crc32_of_mapped(payload, |k| {
+            if large && k % 64 == 0 {
+                let from = row.offset + RECORD_LEN as u64 + ((k as u64) << 20);
+                advise(&self.mapping, from, PREFETCH, libc::MADV_WILLNEED);
+            }
+        })?;
+        self.mapping.check_intact()?;
+        Ok(hashed == row.crc)
+    }
+
+    /// Entry `i`'s column values and per-field sample counts, as its
+    /// description holds them (the COLUMNS record holds them again).
+    pub fn entry_values(&self, i: usize) -> Result<Vec<u64>> {
+        let row = self.contents.rows[i];
+        let n = self.contents.column_count();
+        let start = usize::try_from(row.offset).map_err(|_| bad("entry offset"))? + RECORD_LEN;
+        let len = usize::try_from(row.len.min(8 + 8 * n as u64)).unwrap_or(0);
+        let head = self
+            .mapping
+            .raw()
+            .get(start, len)
+            .ok_or_else(|| bad("an entry outside the file"))?
+            .to_vec()?;
+        entry_values(&head, n)
     }
 
     /// The checksum of the first `count` entries: a CRC32 over their rows.
@@ -726,6 +970,17 @@ impl Dataset {
             .ok_or_else(|| bad("an entry outside the file"))?
             .to_vec()?;
         self.mapping.check_intact()?;
+        // the description is checked against its CRC32 (version 3), on the
+        // copy that is then decoded: one damaged byte is an error, never
+        // another dtype, array or labels
+        if f::has_description_crcs(self.contents.version)
+            && f::description_crc(desc_len as u64, &desc) != row.desc_crc
+        {
+            return Err(bad(
+                "its description does not match its CRC32: the file is damaged \
+                 (blockmap.verify lists every damaged entry)",
+            ));
+        }
         let entry = EntryView {
             dataset: self,
             // taken once for the entry's labels references
@@ -1175,11 +1430,13 @@ impl Encoder {
     }
 }
 
-/// A writer adding entries to a version-2 dataset file.
+/// A writer adding entries to a dataset file of version 2 or 3.
 ///
 /// One writer at a time per file, across processes (`lock.rs`). A new
-/// dataset ([`Writer::create`]) is built in a temporary file beside its
-/// path and put in place at its first commit.
+/// dataset ([`Writer::create`]) is of version 3, built in a temporary
+/// file beside its path and put in place at its first commit; an append
+/// writes in its file's version (a file of version 2 stays one, readable
+/// by the blockmap that wrote it).
 #[derive(Debug)]
 pub struct Writer {
     path: PathBuf,
@@ -1190,11 +1447,20 @@ pub struct Writer {
     timeout: Timeout,
     pid: u32,
     id: String,
+    /// the file's format version (3 for a new dataset)
+    version: u32,
     schema: Option<Schema>,
     schema_at: u64,
     rows: Vec<Row>,
     columns: Vec<Vec<u64>>,
+    /// where the next record goes (a multiple of 64)
     end: u64,
+    /// the file's length once its last complete write (or commit) is in:
+    /// what a failed write cuts the file back to
+    written: u64,
+    /// a failed write left bytes after `written` that could not be cut
+    /// off yet: cut before anything else is written
+    tail_left: bool,
     encoder: Encoder,
 }
 
@@ -1218,7 +1484,7 @@ impl Writer {
         let mut temporary = io::replace::Temporary::beside(&target)?;
         let id = new_id();
         let file = temporary.file()?;
-        file.write_all_at(&f::file_header(&id), 0)
+        file.write_all_at(&f::file_header(&id, f::VERSION), 0)
             .map_err(io_error(path, "cannot write"))?;
         lock::lock(file, path, Some(std::time::Duration::ZERO))?;
         let mut writer = Writer {
@@ -1230,11 +1496,14 @@ impl Writer {
             timeout,
             pid: std::process::id(),
             id,
+            version: f::VERSION,
             schema: None,
             schema_at: 0,
             rows: Vec::new(),
             columns: Vec::new(),
             end: f::HEADER_LEN as u64,
+            written: f::HEADER_LEN as u64,
+            tail_left: false,
             encoder: Encoder::default(),
         };
         writer.write_commit()?;
@@ -1286,11 +1555,14 @@ impl Writer {
             timeout,
             pid: std::process::id(),
             id: contents.id,
+            version: contents.version,
             schema: contents.schema,
             schema_at: contents.schema_at,
             rows: contents.rows,
             columns,
             end: align_up(contents.end),
+            written: contents.end,
+            tail_left: false,
             encoder: Encoder::default(),
         })
     }
@@ -1325,8 +1597,27 @@ impl Writer {
         &self.id
     }
 
+    /// The format version it writes (its file's).
+    pub fn version(&self) -> u32 {
+        self.version
+    }
+
     pub fn schema(&self) -> Option<&Schema> {
         self.schema.as_ref()
+    }
+
+    /// Cut the file back to what its complete writes hold: the bytes a
+    /// failed write left after them (part of an entry's data, which may
+    /// hold anything) must never be followed by a later write, where a
+    /// walk of the records (recovery) would meet them between two records,
+    /// nor end the file, where they could pass for a trailer.
+    fn cut_tail(&mut self) -> Result<()> {
+        let written = self.written;
+        self.file()?
+            .set_len(written)
+            .map_err(io_error(&self.path, "cannot write"))?;
+        self.tail_left = false;
+        Ok(())
     }
 
     /// Add one map at the end (a dataset of single maps).
@@ -1369,6 +1660,9 @@ impl Writer {
         if entry.fields.is_empty() {
             return Err(Error::invalid("an entry needs at least one field"));
         }
+        if self.tail_left {
+            self.cut_tail()?;
+        }
         let mut records = Vec::new();
         let at = self.end;
         if let Some(existing) = &self.schema {
@@ -1397,11 +1691,15 @@ impl Writer {
         let mut encoder = std::mem::take(&mut self.encoder);
         let result = self.encode_and_write(entry, &mut encoder, records, at);
         self.encoder = encoder;
-        let (entry_at, row_len, crc, end) = match result {
+        let (entry_at, row_len, crc, desc_crc, end) = match result {
             Ok(done) => done,
             Err(e) => {
                 // labels records it may have written are not referenced
                 self.encoder.seen.retain(|_, &mut offset| offset < at);
+                // nor are any of its bytes: cut off now (else before the
+                // next write or commit)
+                self.tail_left = true;
+                let _ = self.cut_tail();
                 return Err(e);
             }
         };
@@ -1415,6 +1713,7 @@ impl Writer {
             offset: entry_at,
             len: row_len,
             crc,
+            desc_crc,
         });
         for (column, (_, value)) in self.columns.iter_mut().zip(&entry.columns) {
             column.push(value.to_bits());
@@ -1424,11 +1723,13 @@ impl Writer {
             column.push(first_samples(map));
         }
         self.end = end;
+        self.written = end;
         Ok(())
     }
 
     /// Encode `entry` after `records` (the schema, when new) at `at`, and
-    /// write it: `(entry record offset, payload length, CRC, end)`.
+    /// write it: `(entry record offset, payload length, CRC, description
+    /// CRC, end)`.
     #[allow(clippy::too_many_lines)] // one layout, in order
     fn encode_and_write(
         &self,
@@ -1436,7 +1737,7 @@ impl Writer {
         encoder: &mut Encoder,
         mut records: Vec<u8>,
         at: u64,
-    ) -> Result<(u64, u64, u32, u64)> {
+    ) -> Result<(u64, u64, u32, u32, u64)> {
         // first pass: the description, with labels records gathered in
         // `records`; the description's own position is only known once
         // those are, so inline labels are placed relative to a base
@@ -1507,6 +1808,7 @@ impl Writer {
         let mut head = Vec::with_capacity(8 + desc.len());
         f::put_u64(&mut head, total_desc as u64);
         head.extend_from_slice(&desc);
+        let desc_crc = f::description_crc(total_desc as u64, &desc);
         head.resize(
             usize::try_from(data_start - (entry_at + RECORD_LEN as u64))
                 .map_err(|_| Error::internal("entry"))?,
@@ -1541,7 +1843,7 @@ impl Writer {
                 0,
             );
             file.write_all_at(&out, at).map_err(werr)?;
-            Ok((entry_at, payload_len, crc, end))
+            Ok((entry_at, payload_len, crc, desc_crc, end))
         } else {
             // streamed: the header says "no entry" (length 0) until its
             // length and CRC are patched in last
@@ -1577,7 +1879,7 @@ impl Writer {
             let crc = hasher.finalize();
             file.write_all_at(&f::record_header(Kind::Entry, crc, payload_len), entry_at)
                 .map_err(io_error(&self.path, "cannot write"))?;
-            Ok((entry_at, payload_len, crc, end))
+            Ok((entry_at, payload_len, crc, desc_crc, end))
         }
     }
 
@@ -1630,6 +1932,9 @@ impl Writer {
     }
 
     fn write_commit(&mut self) -> Result<()> {
+        if self.tail_left {
+            self.cut_tail()?;
+        }
         let file = self.file()?;
         let count = self.rows.len();
         let mut out = Vec::new();
@@ -1671,10 +1976,7 @@ impl Writer {
         f::put_u64(&mut payload, self.schema_at);
         f::put_u64(&mut payload, columns_at);
         for row in &self.rows {
-            f::put_u64(&mut payload, row.offset);
-            f::put_u64(&mut payload, row.len);
-            f::put_u32(&mut payload, row.crc);
-            f::put_u32(&mut payload, 0);
+            row.encode(self.version, &mut payload);
         }
         out.extend_from_slice(&f::record_header(
             Kind::Commit,
@@ -1684,19 +1986,20 @@ impl Writer {
         out.extend_from_slice(&payload);
         out.extend_from_slice(&f::trailer(at, count as u64));
         let trailer_end = start + out.len() as u64;
-        file.write_all_at(&out, start)
-            .and_then(|()| {
-                // a write that failed after some of its bytes were written
-                // (a full disk, a file size limit, Ctrl-C in a streamed
-                // entry) left them after `at`: cut, so that the file ends
-                // with this trailer (else every open walks the records)
-                if file.metadata()?.len() > trailer_end {
-                    file.set_len(trailer_end)?;
-                }
-                file.sync_data()
-            })
-            .map_err(io_error(&self.path, "cannot write"))?;
+        // what a failed write left after `written` was cut off before
+        // (`cut_tail`): the file ends with this trailer
+        let done = file
+            .write_all_at(&out, start)
+            .and_then(|()| file.sync_data())
+            .map_err(io_error(&self.path, "cannot write"));
+        if let Err(e) = done {
+            // its COLUMNS record holds values users gave: cut off too
+            self.tail_left = true;
+            let _ = self.cut_tail();
+            return Err(e);
+        }
         self.end = align_up(trailer_end);
+        self.written = trailer_end;
         Ok(())
     }
 

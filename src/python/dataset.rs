@@ -122,7 +122,7 @@ impl PyDataset {
     }
 
     /// ``(offset, length)`` in the file of entry ``index``: its record
-    /// (version 2, header included) or its ``.mts`` archive (version 1).
+    /// (versions 2 and 3, header included) or its ``.mts`` archive (version 1).
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn _slot(&self, index: SaturatingInt) -> PyResult<(u64, u64)> {
         let slot = self.inner.slot(index.0)?;
@@ -173,7 +173,8 @@ impl PyDataset {
             .prefetch(start, count.min(self.count.saturating_sub(start)));
     }
 
-    /// The format version of the file: 1 (read-only) or 2.
+    /// The format version of the file: 1 (read-only), 2 or 3 (written by
+    /// this blockmap; a file of version 2 is appended to in version 2).
     #[getter]
     fn version(&self) -> u32 {
         self.inner.version()
@@ -229,9 +230,9 @@ impl PyDataset {
         Ok(column_bytes(py, &values[..self.count.min(values.len())]))
     }
 
-    /// Write the dataset at ``src`` (either version) as a new version-2
+    /// Write the dataset at ``src`` (any version) as a new version-3
     /// dataset at ``dst`` (replaced once complete: on failure it keeps
-    /// what it held).
+    /// what it held), each entry checked against its CRC32 first.
     #[staticmethod]
     fn _upgrade(py: Python<'_>, src: FileArg<'_>, dst: FileArg<'_>) -> PyResult<()> {
         let src = src.into_path(py, "a dataset")?;
@@ -282,8 +283,9 @@ fn column_bytes<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, pyo3::types:
 /// killed from then on leaves a file that opens with it. ``close()`` (or
 /// leaving the ``with`` block) writes the commit record (the index and the
 /// columns) and its trailer, and syncs the file; opening it then reads the
-/// index alone. A dataset of format version 1 is not appended to (see
-/// ``Dataset.upgrade``).
+/// index alone. A new dataset is of format version 3; one of version 2 is
+/// appended to in version 2 (the blockmap that wrote it still reads it);
+/// one of version 1 is not appended to (see ``Dataset.upgrade``).
 #[pyclass(name = "DatasetWriter", module = "blockmap", frozen)]
 #[derive(Debug)]
 pub struct PyDatasetWriter {
@@ -417,7 +419,8 @@ impl PyDatasetWriter {
         if let Some(columns) = columns {
             for (name, value) in columns.iter() {
                 let name = text_name(py, &name, "column")?;
-                values.push((name, column_value(py, &value)?));
+                let value = column_value(py, &name, &value)?;
+                values.push((name, value));
             }
         }
         let snapshots: Vec<(String, crate::arc::ForkArc<crate::TensorMap>)> = maps;
@@ -611,38 +614,113 @@ fn text_name(py: Python<'_>, name: &Bound<'_, PyAny>, what: &str) -> PyResult<St
     })
 }
 
-/// A column's value: a Python int (within int64) or float; bools refused.
-fn column_value(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<dataset::Value> {
-    // numpy's bool (whose __float__ would make it 1.0) is a bool too
-    if value.is_instance_of::<pyo3::types::PyBool>()
-        || value.get_type().name()?.to_str()? == "bool"
-        || value.get_type().name()?.to_str()? == "bool_"
-    {
-        return Err(wrong_type(
+/// `numpy.generic`, the class of numpy's scalars.
+static NUMPY_GENERIC: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock::new();
+
+/// The value of column `name`: what a user means by a number, whatever
+/// the library it comes from (docs/format.md, "Datasets"):
+///
+/// - a Python int (within int64) or float;
+/// - a numpy scalar or 0-d array of an integer or floating dtype, and a
+///   0-d torch tensor of an integer or floating dtype, taken by value
+///   (`.item()`);
+/// - a bool of any of them (Python's, `numpy.bool_`, a bool array or
+///   tensor) is refused: a column is never a bool (`True` would be stored
+///   as 1);
+/// - anything else (a string, a complex number, an array of several
+///   values, a `Decimal`) is refused with blockmap's `TypeError`, naming
+///   the column and the type.
+fn column_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<dataset::Value> {
+    let refused = |what: String| {
+        wrong_type(
             py,
-            "a column value is an int or a float, not bool",
-        ));
-    }
-    if value.is_instance_of::<pyo3::types::PyFloat>() {
-        return Ok(dataset::Value::Float(value.extract()?));
-    }
-    if value.is_instance_of::<pyo3::types::PyInt>() || value.hasattr("__index__")? {
-        let index = value.call_method0("__index__")?;
-        return index
+            format!(
+                "column '{name}': a column value is an int or a float (Python's, or a numpy \
+                 or torch scalar), not {what}"
+            ),
+        )
+    };
+    let int = |number: &Bound<'_, PyAny>| {
+        number
             .extract::<i64>()
             .map(dataset::Value::Int)
-            .map_err(|_| invalid(py, format!("column value {index} is outside int64")));
+            .map_err(|_| {
+                invalid(
+                    py,
+                    format!("column '{name}': value {number} is outside int64"),
+                )
+            })
+    };
+    let float = |number: &Bound<'_, PyAny>| {
+        number
+            .extract::<f64>()
+            .map(dataset::Value::Float)
+            .map_err(|_| refused(type_name(value)))
+    };
+    if value.is_instance_of::<pyo3::types::PyBool>() {
+        return Err(refused("bool".into()));
     }
-    if let Ok(number) = value.call_method0("__float__") {
-        return Ok(dataset::Value::Float(number.extract()?));
+    if value.is_instance_of::<pyo3::types::PyInt>() {
+        return int(value);
     }
-    Err(wrong_type(
-        py,
-        format!(
-            "a column value is an int or a float, not {}",
-            type_name(value)
-        ),
-    ))
+    if value.is_instance_of::<pyo3::types::PyFloat>() {
+        return float(value);
+    }
+    let generic = NUMPY_GENERIC.import(py, "numpy", "generic")?;
+    if value.is_instance_of::<numpy::PyUntypedArray>() || value.is_instance(generic)? {
+        let shape: Vec<usize> = value.getattr("shape")?.extract()?;
+        let dtype = value.getattr("dtype")?;
+        if !shape.is_empty() {
+            return Err(refused(format!(
+                "a numpy array of shape {shape:?} (dtype {dtype})"
+            )));
+        }
+        let item = || {
+            value
+                .call_method0("item")
+                .map_err(|_| refused(format!("numpy {dtype}")))
+        };
+        return match dtype.getattr("kind")?.extract::<String>()?.as_str() {
+            "b" => Err(refused(format!("a bool (numpy {dtype})"))),
+            "i" | "u" => int(&item()?),
+            "f" => float(value),
+            _ => Err(refused(format!("numpy {dtype}"))),
+        };
+    }
+    if super::torch::is_tensor(value)? {
+        let dtype = value.getattr("dtype")?;
+        let shape: Vec<usize> = value
+            .getattr("shape")?
+            .try_iter()?
+            .map(|n| n.and_then(|n| n.extract()))
+            .collect::<PyResult<_>>()?;
+        if !shape.is_empty() {
+            return Err(refused(format!(
+                "a torch tensor of shape {shape:?} ({dtype})"
+            )));
+        }
+        let test = |method: &str| -> PyResult<bool> { value.call_method0(method)?.extract() };
+        let item = || {
+            value
+                .call_method0("item")
+                .map_err(|_| refused(format!("a tensor of {dtype}")))
+        };
+        if dtype.eq(super::torch::torch(py)?.getattr("bool")?)? {
+            return Err(refused(format!("a bool (a tensor of {dtype})")));
+        }
+        if test("is_complex")? {
+            return Err(refused(format!("a tensor of {dtype}")));
+        }
+        if test("is_floating_point")? {
+            return float(&item()?);
+        }
+        let item = item()?;
+        if !item.is_instance_of::<pyo3::types::PyInt>() {
+            return Err(refused(format!("a tensor of {dtype}")));
+        }
+        return int(&item);
+    }
+    Err(refused(type_name(value)))
 }
 
 /// The writer's ``timeout``: seconds (``>= 0``), or ``None`` for no limit.

@@ -412,9 +412,13 @@ fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<
     to_python(py, load_buffer(py, buffer, Kind::Labels, None)?)
 }
 
-/// Check a ``.mts`` file completely: structure, every CRC, and the data
-/// model's rules. Raises :class:`blockmap.FormatError` (a ``ValueError``)
-/// when something is wrong.
+/// Check a ``.mts`` file or a dataset file completely: structure, every
+/// CRC, and the data model's rules. Raises :class:`blockmap.FormatError`
+/// (a ``ValueError``) when something is wrong. A dataset file (of any
+/// format version) is read whole: every record's and every entry's CRC32,
+/// every entry decoded, its columns against the index; the error's
+/// message names the file and the number of problems on its first line,
+/// then gives one line per problem (1,000 at most).
 ///
 /// Parameters
 /// ----------
@@ -424,7 +428,8 @@ fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<
 /// Raises
 /// ------
 /// FormatError
-///     If the file is not a valid ``.mts`` archive or breaks the data model.
+///     If the file is not a valid ``.mts`` archive or breaks the data
+///     model, or is a damaged dataset.
 /// MissingFileError
 ///     If the path does not exist.
 /// BlockMapIOError
@@ -438,7 +443,10 @@ fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<
 #[pyfunction(name = "verify")]
 fn py_verify(py: Python<'_>, file: FileArg<'_>) -> PyResult<()> {
     let path = file.into_path(py, "verify")?;
-    detached(py, || io::verify_path(&path)).map(drop)
+    detached(py, || match crate::dataset::file_version(&path)? {
+        Some(_) => crate::dataset::verify(&path)?.into_result(&path),
+        None => io::verify_path(&path).map(drop),
+    })
 }
 
 /// Rebuild a `Labels`, `TensorBlock` or `TensorMap` from what

@@ -7,7 +7,9 @@ import functools
 import io
 import os
 import pickle
+import struct
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -93,6 +95,35 @@ def test_indices_are_checked_once_by_the_core(saved, maps):
                 call(index)
 
 
+def test_indices_of_any_library_and_never_bools(saved, maps):
+    """An index is an integer whichever library it comes from (numpy's and
+    torch's scalars and 0-d arrays); a bool of any library is refused
+    (``torch.tensor(True)`` was entry 1), and anything else is a
+    BlockMapTypeError naming it, never a builtin TypeError."""
+    torch = pytest.importorskip("torch")
+    dataset = Dataset(saved)
+    field = dataset.field("tensor")
+    calls = [dataset.__getitem__, dataset.load, field.__getitem__, field.load]
+    for index in [np.int64(3), np.uint8(3), np.array(3), np.array(-37), torch.tensor(3)]:
+        for call in calls:
+            assert_identical(call(index), maps[3])
+    for index, named in [
+        (np.True_, "bool"),
+        (np.array(True), "dtype bool"),
+        (torch.tensor(True), "torch.bool"),
+        (torch.tensor(False), "torch.bool"),
+        (np.array(1.0), "dtype float64"),
+        (np.array([1]), "shape (1,)"),
+        (torch.tensor(1.0), "torch.float32"),
+        (torch.tensor([1]), "shape (1,)"),
+        (torch.tensor(1 + 1j), "complex"),
+    ]:
+        for call in calls:
+            with pytest.raises(blockmap.BlockMapTypeError, match="indices") as raised:
+                call(index)
+            assert named in str(raised.value)
+
+
 def test_selected_blocks_of_one_map(tmp_path, rng):
     tensor = make_map(rng)
     path = tmp_path / "one"
@@ -104,18 +135,27 @@ def test_selected_blocks_of_one_map(tmp_path, rng):
         assert_identical(loaded.block(i), tensor.block(key))
 
 
-def test_the_file_is_format_version_2_and_its_maps_save_for_metatensor(saved, maps, tmp_path):
+def test_the_file_is_format_version_3_and_its_maps_save_for_metatensor(saved, maps, tmp_path):
     # the layout of docs/format.md: header, records on 64-byte boundaries,
-    # a trailer naming the last commit record
+    # a trailer naming the last commit record, whose rows hold each
+    # entry's description CRC32
     data = saved.read_bytes()
     assert data[:8] == b"\x89BMDS\r\n\x1a"
-    assert int.from_bytes(data[8:12], "little") == 2
+    assert int.from_bytes(data[8:12], "little") == 3
     assert data[12:44].decode() == Dataset(saved).id
     assert data[44:64] == bytes(20)
     assert data[-32:-24] == b"BMDSEND2"
     commit_at = int.from_bytes(data[-24:-16], "little")
     assert commit_at % 64 == 0 and data[commit_at : commit_at + 4] == b"BMr\x04"
     assert int.from_bytes(data[-16:-8], "little") == len(maps)
+    # a row: offset, payload length, payload CRC32, description CRC32 (the
+    # description's u64 length and its bytes)
+    row = commit_at + 16 + 24
+    offset, length, crc, desc_crc = struct.unpack_from("<QQII", data, row)
+    assert offset == Dataset(saved)._slot(0)[0]
+    assert crc == zlib.crc32(data[offset + 16 : offset + 16 + length])
+    (desc_len,) = struct.unpack_from("<Q", data, offset + 16)
+    assert desc_crc == zlib.crc32(data[offset + 16 : offset + 24 + desc_len])
     assert not zipfile.is_zipfile(saved)
     mts = pytest.importorskip("metatensor")
     ds = Dataset(saved)
@@ -540,7 +580,6 @@ def test_a_dataset_file_never_loads_as_one_map(saved, maps, tmp_path):
         lambda: blockmap.load_block(saved),
         lambda: blockmap.load_buffer(data),
         lambda: blockmap.load_buffer(np.frombuffer(data, np.uint8)),
-        lambda: blockmap.io.verify(saved),
     ]
     with open(saved, "rb") as stream:
 
@@ -553,6 +592,8 @@ def test_a_dataset_file_never_loads_as_one_map(saved, maps, tmp_path):
             for call in calls:
                 with pytest.raises(blockmap.FormatError, match=r"blockmap\.Dataset\(path\)"):
                     call()
+            # verify checks it as the dataset it is
+            assert blockmap.io.verify(saved) is None
             open_writer.close()
             data = saved.read_bytes()
     # re-running a conversion whose inputs match its own output refuses it

@@ -1,4 +1,4 @@
-"""Cold reads of a version-2 dataset: with the file's pages dropped from
+"""Cold reads of a dataset (format version 3): with the file's pages dropped from
 the page cache, random ``ds[i]`` reads about the entries' own pages (the
 mapping is advised MADV_RANDOM), iteration reads ahead. Measured with
 ``/proc/self/io``'s ``read_bytes``, after checking that the filesystem of

@@ -290,3 +290,136 @@ def test_recovery_hashes_an_entry_in_constant_memory(tmp_path):
     assert (count, committed) == ("1", "False")
     # the 64 MB entry was hashed a piece at a time, not read whole
     assert int(grown) < 16 << 20, grown
+
+
+IMITATION = textwrap.dedent(
+    """
+    import sys
+    sys.path[:0] = [sys.argv[1]]
+    import numpy as np
+    import blockmap
+    from blockmap import Labels, TensorBlock, TensorMap
+
+    path, data = sys.argv[2], bytes.fromhex(sys.argv[3])
+    values = np.frombuffer(data, dtype=np.float64).reshape(-1, 4).copy()
+    block = TensorBlock(
+        values=values, samples=Labels.range("s", len(values)), components=[],
+        properties=Labels.range("p", 4),
+    )
+    writer = blockmap.DatasetWriter(path, append=True)
+    # 128 bytes of arrays: they end the file (64-byte aligned, no padding)
+    writer.write(TensorMap(Labels.range("k", 1), [block]))
+    print("written", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_an_entry_ending_with_an_earlier_trailer_loses_no_commit(tmp_path):
+    """A writer killed after writing an entry whose data ends with an
+    earlier commit's trailer leaves a file that ends with that trailer: it
+    opens with every committed entry and the killed writer's returned
+    write, and the next append keeps them all (the trailer is taken for the
+    last commit only where it closes the COMMIT record it names)."""
+    path = tmp_path / "d"
+    expected = structure_maps(12)
+    blockmap.save_dataset(path, expected[:5])
+    first_trailer = path.read_bytes()[-32:]
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        for tensor in expected[5:9]:
+            writer.write(tensor)
+    data = bytes(96) + first_trailer
+    child = subprocess.Popen(
+        [sys.executable, "-c", IMITATION, str(ROOT), str(path), data.hex()],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline() == "written\n"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+    assert path.read_bytes()[-32:] == first_trailer
+    dataset = blockmap.Dataset(path)
+    assert len(dataset) == 10 and not dataset.committed
+    for i in range(9):
+        assert_identical(dataset[i], expected[i])
+    assert dataset[9].block(0).values.tobytes() == data
+    blockmap.verify(path)
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        writer.write(expected[9])
+    grown = blockmap.Dataset(path)
+    assert len(grown) == 11 and grown.committed
+    for i in range(9):
+        assert_identical(grown[i], expected[i])
+    assert grown[9].block(0).values.tobytes() == data
+    assert_identical(grown[10], expected[9])
+
+
+LEFTOVER = textwrap.dedent(
+    """
+    import resource, signal, sys, zlib
+    sys.path[:0] = [sys.argv[1]]
+    import os
+    import numpy as np
+    import blockmap
+    from blockmap import Labels, TensorBlock, TensorMap
+
+    def tensor(data):
+        # rows of 512 bytes: few samples, a short description
+        values = np.frombuffer(data, dtype=np.float64).reshape(-1, 64).copy()
+        block = TensorBlock(
+            values=values, samples=Labels.range("s", len(values)), components=[],
+            properties=Labels.range("p", 64),
+        )
+        return TensorMap(Labels.range("k", 1), [block])
+
+    path = sys.argv[2]
+    with blockmap.DatasetWriter(path) as writer:
+        writer.write(tensor(bytes(512)))
+    # a complete record of an entry in each 64 bytes: header, then 48 bytes
+    payload = bytes([7]) * 48
+    unit = b"BMr\\x03" + zlib.crc32(payload).to_bytes(4, "little") + (48).to_bytes(8, "little")
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    size = os.path.getsize(path)
+    # room for 1 MiB more: the 8 MiB write (streamed) fails part way (EFBIG)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + (1 << 20), resource.RLIM_INFINITY))
+    writer = blockmap.DatasetWriter(path, append=True)
+    try:
+        writer.write(tensor((unit + payload) * (8 << 14)))
+    except blockmap.BlockMapIOError:
+        print("refused", flush=True)
+    # 200 kB: past where the failed entry's arrays started
+    writer.write(tensor(bytes([1]) * (200 << 10)))
+    print("written", flush=True)
+    sys.stdin.read()
+    """
+)
+
+
+def test_a_failed_write_leaves_no_bytes_a_later_open_could_read(tmp_path):
+    """A write that failed part way (a file size limit) and a later write,
+    then a SIGKILL before the commit: the bytes the failed write left (its
+    arrays, here full of complete records of fake entries) were cut off
+    before the later write, so the walk that opens the file meets none of
+    them."""
+    path = tmp_path / "d"
+    child = subprocess.Popen(
+        [sys.executable, "-c", LEFTOVER, str(ROOT), str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout.readline() == "refused\n"
+        assert child.stdout.readline() == "written\n"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.communicate(timeout=60)
+    dataset = blockmap.Dataset(path)
+    assert len(dataset) == 2 and not dataset.committed
+    assert dataset[1].block(0).values.tobytes() == bytes([1]) * (200 << 10)
+    offset, length = dataset._slot(1)
+    assert path.stat().st_size == offset + length
+    blockmap.verify(path)

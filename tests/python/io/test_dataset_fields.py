@@ -1,6 +1,8 @@
-"""Datasets of format version 2: entries of named fields, columns read
+"""Datasets of format version 3: entries of named fields, columns read
 from the index, per-field views, references per field, upgrade."""
 
+import decimal
+import enum
 import os
 import pickle
 from multiprocessing.reduction import ForkingPickler
@@ -37,7 +39,7 @@ def fielded(tmp_path_factory, maps):
 def test_entries_are_named_tuples_of_their_fields(fielded, maps):
     ds = Dataset(fielded)
     assert ds.fields == ["system", "energy"]
-    assert ds.version == 2
+    assert ds.version == 3
     assert len(ds) == len(maps)
     entry = ds[4]
     assert entry._fields == ("system", "energy")
@@ -53,7 +55,7 @@ def test_entries_are_named_tuples_of_their_fields(fielded, maps):
     again = pickle.loads(pickle.dumps(entry))
     assert again._fields == entry._fields and blockmap.equal(again.system, maps[4])
     text = repr(ds)
-    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=2"):
+    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=3"):
         assert part in text
     with pytest.raises(blockmap.BlockMapIndexError):
         ds[12]
@@ -214,7 +216,7 @@ def test_version_1_files_open_read_only_and_upgrade(tmp_path):
     dst = tmp_path / "v2"
     Dataset.upgrade(copy, dst)
     new = Dataset(dst)
-    assert new.version == 2 and len(new) == 4
+    assert new.version == 3 and len(new) == 4
     for got, want in zip(new, expected["v1-appended.bmds"], strict=True):
         assert blockmap.equal(got, want)
     assert new.column("n_samples").tolist() == [
@@ -467,3 +469,93 @@ def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
     ):
         with pytest.raises(blockmap.FormatError, match=r"damaged\.bmds.*damaged COLUMNS"):
             read_column()
+
+
+class _Level(enum.IntEnum):
+    HIGH = 7
+
+
+def _column_cases():
+    """(value, what is stored) of the values a column takes: Python's
+    numbers, numpy's scalars and 0-d arrays, torch's 0-d tensors, by
+    value."""
+    torch = pytest.importorskip("torch")
+    return [
+        (3, 3),
+        (-(2**63), -(2**63)),
+        (_Level.HIGH, 7),
+        (np.int32(-4), -4),
+        (np.uint8(200), 200),
+        (np.uint64(2**63 - 1), 2**63 - 1),
+        (np.array(5), 5),
+        (np.array(6, dtype=np.int8), 6),
+        (torch.tensor(8), 8),
+        (torch.tensor(9, dtype=torch.int16), 9),
+        (torch.tensor(10, dtype=torch.uint8), 10),
+        (2.5, 2.5),
+        (np.float32(1.5), 1.5),
+        (np.float16(0.25), 0.25),
+        (np.array(0.75), 0.75),
+        (np.array(1.25, dtype=np.float32), 1.25),
+        (torch.tensor(3.5), 3.5),
+        (torch.tensor(0.5, dtype=torch.float16), 0.5),
+        (torch.tensor(4.5, dtype=torch.float64, requires_grad=True), 4.5),
+    ]
+
+
+def test_column_values_are_numbers_of_any_library(tmp_path, maps):
+    cases = _column_cases()
+    # one column per kind: ints in an int column, floats in a float one
+    ints = [(v, s) for v, s in cases if isinstance(s, int)]
+    floats = [(v, s) for v, s in cases if isinstance(s, float)]
+    path = tmp_path / "ints"
+    with DatasetWriter(path) as writer:
+        for i, (value, _) in enumerate(ints):
+            writer.write(maps[i % 12], columns={"n": value})
+    column = Dataset(path).column("n")
+    assert column.dtype == np.int64 and column.tolist() == [s for _, s in ints]
+    path = tmp_path / "floats"
+    with DatasetWriter(path) as writer:
+        for i, (value, _) in enumerate(floats):
+            writer.write(maps[i % 12], columns={"w": value})
+        # an int of any library in a float column is float(n)
+        writer.write(maps[0], columns={"w": np.int16(3)})
+    column = Dataset(path).column("w")
+    assert column.dtype == np.float64
+    assert column.tolist() == [s for _, s in floats] + [3.0]
+
+
+def test_column_values_that_are_no_number_are_refused_naming_the_column(tmp_path, maps):
+    torch = pytest.importorskip("torch")
+    bools = [True, np.True_, np.array(False), torch.tensor(True), torch.tensor(False)]
+    others = [
+        ("3", "str"),
+        (1 + 2j, "complex"),
+        (None, "NoneType"),
+        (decimal.Decimal("1.5"), "Decimal"),
+        (object(), "object"),
+        (np.complex64(1), "complex64"),
+        (np.str_("x"), "<U1"),
+        (np.datetime64("2020-01-01"), "datetime64"),
+        (np.array([1, 2]), "shape [2]"),
+        (np.array([3]), "shape [1]"),
+        (np.array(["a"])[0], "<U1"),
+        (torch.tensor([3]), "shape [1]"),
+        (torch.tensor(1 + 1j), "complex"),
+        ([3], "list"),
+    ]
+    path = tmp_path / "d"
+    with DatasetWriter(path) as writer:
+        writer.write(maps[0], columns={"n": 1})
+        for value in bools:
+            with pytest.raises(blockmap.BlockMapTypeError, match=r"column 'n'.*bool"):
+                writer.write(maps[1], columns={"n": value})
+        for value, named in others:
+            with pytest.raises(blockmap.BlockMapTypeError, match="column 'n'") as raised:
+                writer.write(maps[1], columns={"n": value})
+            assert named in str(raised.value)
+        for value in (2**63, -(2**63) - 1, np.uint64(2**63)):
+            with pytest.raises(blockmap.ValidationError, match=r"column 'n'.*outside int64"):
+                writer.write(maps[1], columns={"n": value})
+    # the refused writes wrote nothing
+    assert Dataset(path).column("n").tolist() == [1]
