@@ -312,14 +312,14 @@ impl<R: Read + Seek> Source for ReaderSource<R> {
         let context = |e: Error| e.context(format!("entry '{name}'"));
         let entry = find(&self.directory, name)?;
         let size = entry.size;
-        zip_reader::open(&mut self.reader, entry)
+        zip_reader::open(&mut self.reader, entry, name)
             .and_then(|file| read_npy(file, size))
             .map_err(context)
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
         let entry = find(&self.directory, name)?;
-        let file = zip_reader::open(&mut self.reader, entry)
+        let file = zip_reader::open(&mut self.reader, entry, name)
             .map_err(|e| e.context(format!("entry '{name}'")))?;
         read_text(file, name, limit)
     }
@@ -466,20 +466,18 @@ impl<R: Read + Seek> BufferSource<R> {
         }
         zip_reader::check_entry(entry).map_err(|e| e.context(format!("entry '{name}'")))?;
         let (compressed, header_start) = (entry.compressed, entry.header);
-        // the local header: signature, fixed fields, then the name and the
-        // extra field, whose lengths it gives
-        let local = ahead.bytes_up_to(header_start, zip::LOCAL_LEN);
-        let Some(local) = local.filter(|local| local.len() == zip::LOCAL_LEN) else {
+        // the local header: signature, fixed fields and name (checked
+        // against the directory's), then the extra field, whose length it
+        // gives
+        let local_len = entry.local_named_len();
+        let local = ahead.bytes_up_to(header_start, local_len);
+        let Some(local) = local.filter(|local| local.len() == local_len) else {
             return Ok(None);
         };
-        if zip::signature(local) != Some(zip::LOCAL) {
-            return Ok(None);
-        }
-        let data_start = usize::try_from(header_start)
-            .ok()
-            .and_then(|start| start.checked_add(zip::LOCAL_LEN))
-            .and_then(|start| start.checked_add(zip::local_variable_len(local)));
-        let (Some(data_start), Ok(len)) = (data_start, usize::try_from(compressed)) else {
+        let data_start = zip_reader::local_data_start(entry, name, local)
+            .map_err(|e| e.context(format!("entry '{name}'")))?;
+        let (Ok(data_start), Ok(len)) = (usize::try_from(data_start), usize::try_from(compressed))
+        else {
             return Ok(None);
         };
         // the NPY header, as far as it was read ahead (the whole entry, for
@@ -531,12 +529,12 @@ impl<R: Read + Seek> Source for BufferSource<R> {
         zip_reader::check_entry(entry).map_err(context)?;
         if entry.method != zip_reader::STORED {
             let size = entry.size;
-            return zip_reader::open(&mut self.reader, entry)
+            return zip_reader::open(&mut self.reader, entry, name)
                 .and_then(|file| read_npy(file, size))
                 .map_err(context);
         }
         let (compressed, crc) = (entry.compressed, entry.crc);
-        let start = zip_reader::data_start(&mut self.reader, entry).map_err(context)?;
+        let start = zip_reader::data_start(&mut self.reader, entry, name).map_err(context)?;
         let outside = || context(Error::format("entry data lies outside the archive"));
         let (start, len) = usize::try_from(start)
             .ok()
@@ -581,7 +579,7 @@ impl<R: Read + Seek> Source for BufferSource<R> {
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
         let entry = find(&self.directory, name)?;
-        let file = zip_reader::open(&mut self.reader, entry)
+        let file = zip_reader::open(&mut self.reader, entry, name)
             .map_err(|e| e.context(format!("entry '{name}'")))?;
         read_text(file, name, limit)
     }
