@@ -427,6 +427,26 @@ fn an_archive_inside_a_truncated_one_is_not_read_for_it() {
 }
 
 #[test]
+fn an_end_record_followed_by_other_bytes_is_not_the_end() {
+    // a file object holding one archive, into which a save of a second one
+    // after it was cut short: the last end record found was the first's,
+    // and the file read as the first map
+    let (first, _) = zip_bytes(&valid_entries());
+    let second = save_buffer(DataRef::Tensor(&crate::fixtures::map_with_an_empty_block()))
+        .unwrap()
+        .raw()
+        .to_vec()
+        .unwrap();
+    for cut in (1..second.len()).step_by(61).chain([second.len() - 1]) {
+        let bytes = [&first[..], &second[..cut]].concat();
+        refused(&format!("second archive cut at {cut}"), &bytes);
+    }
+    let mut followed = first;
+    followed.extend_from_slice(b"\n");
+    refused("one byte after the end record", &followed);
+}
+
+#[test]
 fn archives_one_after_the_other_give_the_last() {
     // what a file object gets from two saves in a row: the bytes before
     // the second archive are a whole archive, which is read as a prefix

@@ -137,8 +137,12 @@ struct End {
 }
 
 /// Find the end records in the last bytes of the archive of `len` bytes:
-/// the last end record signature whose comment fits in the archive, then
-/// the ZIP64 end record when a locator precedes it.
+/// the end record whose comment ends where the archive does (the last
+/// such signature), then the ZIP64 end record when a locator precedes it.
+/// An end record followed by other bytes is not taken: the archive it
+/// ends is not the file's last (a file object holding an archive, into
+/// which a save of another was cut short: the end found would be the
+/// first's, and the file read as what it held before).
 fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<End> {
     let tail_len = len.min((END_LEN + 0xFFFF) as u64);
     if tail_len < END_LEN as u64 {
@@ -148,14 +152,31 @@ fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<End> {
     let mut tail = zeroed(usize::try_from(tail_len).map_err(|_| bad("size"))?)?;
     read_at(reader, tail_start, &mut tail)?;
     let mut at = tail.len() - END_LEN;
+    // an end record whose comment ends before the archive does
+    let mut followed = None;
     let eocd = loop {
-        if le32(&tail, at) == END && at + END_LEN + usize::from(le16(&tail, at + 20)) <= tail.len()
-        {
-            break at;
+        if le32(&tail, at) == END {
+            let end = at + END_LEN + usize::from(le16(&tail, at + 20));
+            if end == tail.len() {
+                break at;
+            }
+            if end < tail.len() && followed.is_none() {
+                followed = Some(tail.len() - end);
+            }
         }
-        at = at
-            .checked_sub(1)
-            .ok_or_else(|| bad("no end of central directory record"))?;
+        at = match at.checked_sub(1) {
+            Some(at) => at,
+            None => {
+                return Err(bad(match followed {
+                    Some(after) => format!(
+                        "{after} bytes follow its end of central directory record (other \
+                         data, or the start of another archive whose writing did not \
+                         complete): its end is not the file's"
+                    ),
+                    None => "no end of central directory record".to_string(),
+                }))
+            }
+        };
     };
     let count16 = u64::from(le16(&tail, eocd + 10));
     let size32 = u64::from(le32(&tail, eocd + 12));
