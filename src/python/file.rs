@@ -9,6 +9,7 @@ use pyo3::types::{PyBool, PyBytes, PyString};
 
 use super::errors::{invalid, type_name, wrong_type};
 use crate::buffer::MapMode;
+use crate::data::DataRef;
 
 /// Where to save to or load from: a path (`str` or `os.PathLike`), or a
 /// binary file object (anything with `write` for saving, `read` for
@@ -263,9 +264,11 @@ pub enum SaveTarget {
 /// which no reader takes for the old one. An object that holds bytes after
 /// its position and cannot cut them off (no `truncate`, one that raises or
 /// does nothing: an `mmap`, a `BytesIO` whose buffer is exported) is
-/// refused with `BlockMapIOError`, untouched. Text files are refused with
-/// `BlockMapTypeError`, untouched.
-pub fn prepare_for_save(file: &Bound<'_, PyAny>) -> PyResult<SaveTarget> {
+/// refused with `BlockMapIOError`, untouched, and so is a file whose
+/// bytes from the position on would be written while arrays of `data`
+/// view a mapping of it (cutting it off would lose what the save reads).
+/// Text files are refused with `BlockMapTypeError`, untouched.
+pub fn prepare_for_save(file: &Bound<'_, PyAny>, data: DataRef<'_>) -> PyResult<SaveTarget> {
     let py = file.py();
     let io = py.import("io")?;
     if file.is_instance(&io.getattr("TextIOBase")?)? {
@@ -294,6 +297,18 @@ pub fn prepare_for_save(file: &Bound<'_, PyAny>) -> PyResult<SaveTarget> {
     let Some((position, end)) = extent(file)? else {
         return Ok(SaveTarget::Forward);
     };
+    if position < end && mapped_by(file, data)? {
+        return Err(PyErr::from(crate::Error::io(
+            "cannot save into this file object",
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "arrays of the data saved view a mapping of this file (loaded with \
+                 mmap=...): writing it in place would change what the save reads, and \
+                 cutting it off would lose it; save to its path (a new file is put in \
+                 place, the mapping keeps the old one) or at the file's end",
+            ),
+        )));
+    }
     if end > position {
         cut_after(file, position, end)?;
     }
@@ -302,6 +317,24 @@ pub fn prepare_for_save(file: &Bound<'_, PyAny>) -> PyResult<SaveTarget> {
     } else {
         Ok(SaveTarget::Forward)
     }
+}
+
+/// Whether `file` has a descriptor whose file arrays of `data` map.
+fn mapped_by(file: &Bound<'_, PyAny>, data: DataRef<'_>) -> PyResult<bool> {
+    let Ok(fd) = file
+        .call_method0("fileno")
+        .and_then(|fd| fd.extract::<i32>())
+    else {
+        return Ok(false);
+    };
+    let Ok(stat) = file.py().import("os")?.call_method1("fstat", (fd,)) else {
+        return Ok(false);
+    };
+    let id = (
+        stat.getattr("st_dev")?.extract::<u64>()?,
+        stat.getattr("st_ino")?.extract::<u64>()?,
+    );
+    Ok(crate::io::maps_file(data, id))
 }
 
 /// Whether writes to `file` go to its end whatever its position: a

@@ -28,7 +28,7 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>, durable: bool)
         }
         FileArg::File(file) => {
             io::portable::check(data)?;
-            match prepare_for_save(&file)? {
+            match prepare_for_save(&file, data)? {
                 SaveTarget::Positioned => {
                     let writer = PyFileIo::new(file)?;
                     io::save(writer, data)

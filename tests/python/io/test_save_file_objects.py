@@ -325,3 +325,40 @@ def test_a_save_into_a_file_object_killed_at_any_moment_is_never_read_as_the_old
     for load in loads:
         with pytest.raises((blockmap.FormatError, metatensor.MetatensorError)):
             load()
+
+
+@pytest.mark.parametrize("mode", ["r", "c"])
+def test_a_map_is_not_saved_in_place_into_the_file_it_maps(tmp_path, rng, mode):
+    """Cutting the file off first would lose the arrays the save reads
+    (before, an unchanged map rewrote the same bytes in place, and a
+    copy-on-write one read the file while it was rewritten)."""
+    path = tmp_path / "data.mts"
+    tensor = make_map(rng)
+    blockmap.save(path, tensor)
+    before = path.read_bytes()
+    mapped = blockmap.load(path, mmap=mode)
+    expected = tensor
+    if mode == "c":
+        mapped.block(0).values[:] += 1
+        expected = mapped.copy()
+    with open(path, "r+b") as file:
+        with pytest.raises(blockmap.BlockMapIOError, match="view a mapping of this file"):
+            blockmap.save(file, mapped)
+        with pytest.raises(blockmap.BlockMapIOError, match="view a mapping of this file"):
+            blockmap.save(file, mapped.block(0))
+    assert path.read_bytes() == before
+    assert_identical(mapped, expected)
+    # at the file's end nothing it maps is written
+    with open(path, "r+b") as file:
+        file.seek(0, 2)
+        blockmap.save(file, mapped)
+    assert path.read_bytes()[: len(before)] == before
+    assert_identical(blockmap.load_buffer(path.read_bytes()[len(before) :]), expected)
+    # its path is replaced atomically: the mapping keeps the old file
+    blockmap.save(path, mapped)
+    assert_identical(blockmap.load(path), expected)
+    assert_identical(mapped, expected)
+    # another map, not mapping the file, is saved in place
+    with open(path, "r+b") as file:
+        blockmap.save(file, tensor)
+    assert_identical(blockmap.load(path), tensor)
