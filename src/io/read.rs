@@ -241,6 +241,14 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
     Ok(got)
 }
 
+/// A `FormatError` unless `bytes`, a whole entry, hash to `crc`.
+fn check_crc_of(bytes: &[u8], crc: u32) -> Result<()> {
+    if crc32fast::hash(bytes) != crc {
+        return Err(Error::format("CRC mismatch: the data is corrupt"));
+    }
+    Ok(())
+}
+
 /// An error when `reader` holds a dataset file (many maps, see
 /// `dataset/mod.rs`): version 2's magic, or version 1's first entry, the
 /// dataset's header. A zip
@@ -353,12 +361,13 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     reader: R,
     directory: Directory,
     buffer: Pieces,
+    /// check the CRCs of the arrays viewed (a pass over their data)
     check_crc: bool,
-    /// read labels through the reader (into memory they own, as they would
-    /// be copied anyway, labels owning what they validated) instead of
-    /// through the buffer: for a mapped file, no page of the mapping is
-    /// touched for them
-    labels_from_reader: bool,
+    /// check the CRCs of labels, which are read whole through the reader
+    /// into memory they own (for a mapped file, no page of the mapping is
+    /// touched for them), so that checking them costs a hash of what is
+    /// read anyway
+    check_labels_crc: bool,
     /// ranges of a mapped file read ahead, which labels view
     prefetched: Option<Prefetched>,
 }
@@ -376,7 +385,7 @@ impl BufferSource<PiecesReader> {
             directory,
             buffer,
             check_crc,
-            labels_from_reader: false,
+            check_labels_crc: check_crc,
             prefetched: None,
         })
     }
@@ -442,7 +451,8 @@ impl BufferSource<CachedFile> {
             directory,
             buffer,
             check_crc: false,
-            labels_from_reader: true,
+            // a file's labels: bits flipped there gave other labels
+            check_labels_crc: true,
             prefetched,
         })
     }
@@ -500,6 +510,13 @@ impl<R: Read + Seek> BufferSource<R> {
         let data_len = header.data_len()?;
         let data_at = data_start.checked_add(header.len).ok_or_else(outside)?;
         let payload = if matches!(header.descr, Descr::Fields(_)) {
+            // labels: all of the entry was read ahead, or it is read again
+            if head.len() < len {
+                return Ok(None);
+            }
+            if self.check_labels_crc {
+                check_crc_of(head, entry.crc).map_err(|e| e.context(format!("entry '{name}'")))?;
+            }
             match ahead.view(data_at as u64, data_len) {
                 Some(view) => Payload::Private(view),
                 None => return Ok(None),
@@ -541,31 +558,42 @@ impl<R: Read + Seek> Source for BufferSource<R> {
             .zip(usize::try_from(compressed).ok())
             .filter(|&(start, len)| start.checked_add(len).is_some())
             .ok_or_else(outside)?;
-        if self.check_crc {
-            let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
-            if entry.raw().crc32() != crc {
-                return Err(context(Error::format("CRC mismatch: the data is corrupt")));
-            }
-        }
         self.reader
             .seek(std::io::SeekFrom::Start(start as u64))
             .map_err(io_read_error)?;
         let mut raw = (&mut self.reader).take(compressed);
         let header = read_npy_header(&mut raw, len).map_err(context)?;
-        let payload = if self.labels_from_reader && matches!(header.descr, Descr::Fields(_)) {
-            let data_len = header.data_len()?;
+        let payload = if matches!(header.descr, Descr::Fields(_)) {
+            // labels: the whole entry in memory the load owns (read ahead,
+            // or read again), its CRC checked there, and the labels
+            // validated where they are
             let ahead = self
                 .prefetched
                 .as_ref()
-                .and_then(|ahead| ahead.view((start + header.len) as u64, data_len));
-            if let Some(view) = ahead {
-                Payload::Private(view)
+                .and_then(|ahead| ahead.view(start as u64, len));
+            let whole = if let Some(view) = ahead {
+                view
             } else {
-                let mut data = AlignedBytes::zeroed(data_len)?;
-                read_exact(&mut raw, data.as_mut_slice()).map_err(context)?;
-                Payload::Owned(data)
+                self.reader
+                    .seek(std::io::SeekFrom::Start(start as u64))
+                    .map_err(io_read_error)?;
+                let reader = &mut self.reader;
+                Buffer::filled(len, |bytes| read_exact(reader, bytes)).map_err(context)?
+            };
+            if self.check_labels_crc {
+                let bytes = whole
+                    .private_bytes()
+                    .ok_or_else(|| Error::internal("labels read into shared memory"))?;
+                check_crc_of(bytes, crc).map_err(context)?;
             }
+            Payload::Private(whole.slice(header.len, header.data_len()?)?)
         } else {
+            if self.check_crc {
+                let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
+                if entry.raw().crc32() != crc {
+                    return Err(context(Error::format("CRC mismatch: the data is corrupt")));
+                }
+            }
             // the data alone: in pieces, an array's NPY header may lie in
             // the piece before its data
             let data = self

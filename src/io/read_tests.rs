@@ -317,6 +317,22 @@ fn lying_sizes_and_checksums() {
 }
 
 #[test]
+fn labels_are_checked_by_every_reader() {
+    // a bit flipped in the block's samples ([0, 1] becomes [0, 3]: still
+    // unique): mapped loads, which check no array's CRC, gave the wrong
+    // labels without an error; labels are read whole, so their CRC is
+    // checked everywhere
+    let (mut bytes, _) = zip_bytes(&valid_entries());
+    let mut cursor = Cursor::new(bytes.clone());
+    let directory = Directory::read(&mut cursor).unwrap();
+    let samples = directory.entry(directory.index_of("blocks/0/samples.npy").unwrap());
+    let end =
+        reader::data_start(&mut cursor, samples, "blocks/0/samples.npy").unwrap() + samples.size;
+    bytes[usize::try_from(end).unwrap() - 4] ^= 0x02;
+    refused("a bit of the samples", &bytes);
+}
+
+#[test]
 fn local_headers_in_the_wrong_places() {
     refused(
         "local header offset past the end",
