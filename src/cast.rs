@@ -17,14 +17,23 @@
 //!   `int8`..`int32` and `uint8`/`uint16` (then wrapped), the 64-bit one for
 //!   `int64`, and for `uint32`/`uint64` the compiler's unsigned sequence
 //!   (values from 2^31, resp. 2^63, shifted down first) — except `float16`
-//!   into `uint32`, which goes through the 64-bit conversion;
+//!   into `uint32`, which goes through the 64-bit conversion. numpy's own
+//!   answer for such a value depends on where it lies in the array: these
+//!   are its vectorised loop's, while the scalar loop that ends an array
+//!   may give others (-inf into `uint32`: `0x80000000`, and 0 in the last
+//!   elements);
 //! - anything into `bool` is `value != 0` (NaN is true; a complex number
 //!   is true when either part is not zero); `bool` is 0 or 1;
 //! - complex numbers into real types take the real part; real numbers into
 //!   complex ones have a zero imaginary part.
 //!
-//! NaN payloads follow numpy's software half conversions (the quiet NaN
-//! numpy makes is the one made here).
+//! NaNs follow numpy bit for bit: its half-float conversions are done in
+//! software (`npy_floatbits_to_halfbits` and its siblings), which keep a
+//! NaN's sign, its signalling bit and the top of its payload (float16 into
+//! float32 / float64 and back, complex64's parts included); the others are
+//! the hardware's (float32 <-> float64: a signalling NaN comes out quiet).
+//! So each float is held as its own type, never widened first: widening a
+//! float32 to float64 would quiet it before it became a half.
 
 // casting is this module's purpose: every `as` below is a conversion C
 // (hence numpy) makes, truncating, wrapping or rounding on purpose
@@ -38,15 +47,18 @@
 use crate::dtype::DType;
 
 /// One element, read from its source type: what every conversion starts
-/// from. Floats and complex parts are held exactly (as `f64`); half floats
-/// by their bits, so that NaNs keep their payload into `float32`/`float64`.
+/// from. Floats and complex parts are held as their own type (half floats
+/// by their bits), so that each conversion is the one numpy makes from
+/// that type, NaN payloads included.
 #[derive(Clone, Copy)]
 enum Value {
     Bool(bool),
     Int(i64),
     UInt(u64),
     Half(u16),
+    Single(f32),
     Float(f64),
+    ComplexSingle(f32, f32),
     Complex(f64, f64),
 }
 
@@ -92,7 +104,8 @@ fn trunc_u64(x: f64) -> u64 {
     }
 }
 
-/// The exact value of a half float (its bits), NaN payload kept.
+/// The exact value of a half float (its bits), NaN payload kept (numpy's
+/// `npy_halfbits_to_doublebits`).
 fn half_to_f64(bits: u16) -> f64 {
     let sign = u64::from(bits & 0x8000) << 48;
     let exponent = (bits >> 10) & 0x1f;
@@ -108,47 +121,110 @@ fn half_to_f64(bits: u16) -> f64 {
     f64::from_bits(sign | magnitude)
 }
 
+/// The exact value of a half float as a float32, NaN payload and
+/// signalling bit kept (numpy's `npy_halfbits_to_floatbits`; the hardware
+/// conversion of a double would quiet a signalling NaN).
+fn half_to_f32(bits: u16) -> f32 {
+    let sign = u32::from(bits & 0x8000) << 16;
+    let magnitude = u32::from(bits & 0x7fff);
+    let magnitude = if magnitude >= 0x7c00 {
+        // infinities and NaNs: the payload shifted into place
+        0x7f80_0000 | ((magnitude & 0x3ff) << 13)
+    } else if magnitude >= 0x0400 {
+        // normal: the exponent rebiased (127 - 15)
+        (magnitude << 13) + (112 << 23)
+    } else {
+        // zero or subnormal: mantissa * 2^-24, exact in f32
+        (magnitude as f32 * f32::from_bits(0x3380_0000)).to_bits()
+    };
+    f32::from_bits(sign | magnitude)
+}
+
+/// The half float of an infinity, or of a NaN whose payload's top bits
+/// (signalling bit first) are the low 10 bits of `top`: numpy keeps them,
+/// and makes the NaN `0x7c01` when none is set (`0x7c00` would read as an
+/// infinity).
+fn special_half(infinity: bool, top: u16) -> u16 {
+    if infinity {
+        0x7c00
+    } else {
+        0x7c00 | (top & 0x3ff).max(1)
+    }
+}
+
+/// A half float's bits rounded to nearest, ties to even, from `kept` (the
+/// bits a half keeps) and `rest` (the `shift` bits below them).
+fn round_half(kept: u64, rest: u64, shift: u32) -> u64 {
+    let halfway = 1u64 << (shift - 1);
+    if rest > halfway || (rest == halfway && kept & 1 == 1) {
+        kept + 1
+    } else {
+        kept
+    }
+}
+
 /// `x` rounded to the nearest half float (ties to even), as numpy's
 /// `npy_doublebits_to_halfbits`: too large for a half is an infinity, a
 /// NaN keeps the top of its payload and stays a NaN.
 fn f64_to_half(x: f64) -> u16 {
     let bits = x.to_bits();
     let sign = ((bits >> 48) & 0x8000) as u16;
-    let exponent = ((bits >> 52) & 0x7ff) as i32;
-    let mantissa = bits & 0x000f_ffff_ffff_ffff;
-    if exponent == 0x7ff {
-        if mantissa == 0 {
+    let magnitude = bits & 0x7fff_ffff_ffff_ffff;
+    if magnitude >= 0x3f10_0000_0000_0000 {
+        // 2^-14 and up: a normal half, an infinity or a NaN
+        if magnitude >= 0x7ff0_0000_0000_0000 {
+            return sign
+                | special_half(magnitude == 0x7ff0_0000_0000_0000, (magnitude >> 42) as u16);
+        }
+        if magnitude >= 0x40f0_0000_0000_0000 {
+            // 2^16 and up
             return sign | 0x7c00;
         }
-        let nan = 0x7c00 | (mantissa >> 42) as u16;
-        return sign | if nan == 0x7c00 { 0x7c01 } else { nan };
+        // the exponent rebiased (1023 - 15) and the top 10 bits of the
+        // mantissa, rounded: a carry steps the exponent (up to infinity)
+        let kept = (magnitude >> 42) - ((1023 - 15) << 10);
+        let rounded = round_half(kept, magnitude & ((1 << 42) - 1), 42);
+        return sign | rounded.min(0x7c00) as u16;
     }
-    let e = exponent - 1023;
-    if e >= 16 {
-        return sign | 0x7c00;
-    }
-    // (the bits rounded, those kept of them, the number shifted out): a
-    // normal half keeps 10 bits of the mantissa, a subnormal one counts
-    // units of 2^-24
-    let (full, kept, shift) = if e >= -14 {
-        let exponent = u64::from((e + 15).cast_unsigned());
-        (mantissa, (exponent << 10) | (mantissa >> 42), 42)
-    } else if e >= -25 {
-        let full = mantissa | (1 << 52);
-        let shift = (28 - e).cast_unsigned();
-        (full, full >> shift, shift)
-    } else {
+    if magnitude < 0x3e60_0000_0000_0000 {
+        // below 2^-25: zero
         return sign;
-    };
-    let rest = full & ((1u64 << shift) - 1);
-    let halfway = 1u64 << (shift - 1);
-    // a carry out of the mantissa steps the exponent (up to infinity)
-    let rounded = if rest > halfway || (rest == halfway && kept & 1 == 1) {
-        kept + 1
-    } else {
-        kept
-    };
-    sign | rounded as u16
+    }
+    // a subnormal half counts units of 2^-24
+    let exponent = (magnitude >> 52) as u32;
+    let full = (magnitude & 0x000f_ffff_ffff_ffff) | (1 << 52);
+    let shift = 1051 - exponent;
+    sign | round_half(full >> shift, full & ((1 << shift) - 1), shift) as u16
+}
+
+/// `x` rounded to the nearest half float (ties to even), as numpy's
+/// `npy_floatbits_to_halfbits`, from the float32 itself: a NaN keeps its
+/// signalling bit and the top of its payload.
+fn f32_to_half(x: f32) -> u16 {
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let magnitude = u64::from(bits & 0x7fff_ffff);
+    if magnitude >= 0x3880_0000 {
+        // 2^-14 and up: a normal half, an infinity or a NaN
+        if magnitude >= 0x7f80_0000 {
+            return sign | special_half(magnitude == 0x7f80_0000, (magnitude >> 13) as u16);
+        }
+        if magnitude >= 0x4780_0000 {
+            // 2^16 and up
+            return sign | 0x7c00;
+        }
+        let kept = (magnitude >> 13) - ((127 - 15) << 10);
+        let rounded = round_half(kept, magnitude & 0x1fff, 13);
+        return sign | rounded.min(0x7c00) as u16;
+    }
+    if magnitude < 0x3300_0000 {
+        // below 2^-25: zero
+        return sign;
+    }
+    let exponent = (magnitude >> 23) as u32;
+    let full = (magnitude & 0x007f_ffff) | (1 << 23);
+    let shift = 126 - exponent;
+    sign | round_half(full >> shift, full & ((1 << shift) - 1), shift) as u16
 }
 
 impl Value {
@@ -159,14 +235,27 @@ impl Value {
             Value::Int(i) => i as f64,
             Value::UInt(u) => u as f64,
             Value::Half(bits) => half_to_f64(bits),
+            // the hardware's conversion, as numpy's (a signalling NaN comes
+            // out quiet)
+            Value::Single(x) | Value::ComplexSingle(x, _) => f64::from(x),
             Value::Float(x) | Value::Complex(x, _) => x,
         }
     }
 
-    /// The imaginary part (zero for real numbers).
+    /// The imaginary part as a double (zero for real numbers).
     fn imaginary(self) -> f64 {
         match self {
+            Value::ComplexSingle(_, im) => f64::from(im),
             Value::Complex(_, im) => im,
+            _ => 0.0,
+        }
+    }
+
+    /// The imaginary part as a float32 (zero for real numbers).
+    fn imaginary_f32(self) -> f32 {
+        match self {
+            Value::ComplexSingle(_, im) => im,
+            Value::Complex(_, im) => im as f32,
             _ => 0.0,
         }
     }
@@ -179,6 +268,8 @@ impl Value {
         match self {
             Value::Int(i) => i as f32,
             Value::UInt(u) => u as f32,
+            Value::Half(bits) => half_to_f32(bits),
+            Value::Single(x) | Value::ComplexSingle(x, _) => x,
             other => other.real() as f32,
         }
     }
@@ -186,7 +277,9 @@ impl Value {
     fn to_half(self) -> u16 {
         match self {
             Value::Half(bits) => bits,
-            Value::Int(_) | Value::UInt(_) => f64_to_half(f64::from(self.to_f32())),
+            // integers go through float32, as numpy's `(float)x`
+            Value::Int(_) | Value::UInt(_) => f32_to_half(self.to_f32()),
+            Value::Single(x) | Value::ComplexSingle(x, _) => f32_to_half(x),
             other => f64_to_half(other.real()),
         }
     }
@@ -197,7 +290,9 @@ impl Value {
             Value::Int(i) => i != 0,
             Value::UInt(u) => u != 0,
             Value::Half(bits) => bits & 0x7fff != 0,
+            Value::Single(x) => x != 0.0,
             Value::Float(x) => x != 0.0,
+            Value::ComplexSingle(re, im) => re != 0.0 || im != 0.0,
             Value::Complex(re, im) => re != 0.0 || im != 0.0,
         }
     }
@@ -286,7 +381,7 @@ mod types {
     types! {
         F2: 2, |b| Value::Half(u16::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_half().to_ne_bytes());
-        F4: 4, |b| Value::Float(f64::from(f32::from_ne_bytes(take(b)))),
+        F4: 4, |b| Value::Single(f32::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_f32().to_ne_bytes());
         F8: 8, |b| Value::Float(f64::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_f64().to_ne_bytes());
@@ -308,13 +403,13 @@ mod types {
             |v, o| o.copy_from_slice(&v.to_u64().to_ne_bytes());
         B1: 1, |b| Value::Bool(b[0] != 0),
             |v, o| o[0] = u8::from(v.to_bool());
-        C8: 8, |b| Value::Complex(
-                f64::from(f32::from_ne_bytes(take(&b[..4]))),
-                f64::from(f32::from_ne_bytes(take(&b[4..]))),
+        C8: 8, |b| Value::ComplexSingle(
+                f32::from_ne_bytes(take(&b[..4])),
+                f32::from_ne_bytes(take(&b[4..])),
             ),
             |v, o| {
                 o[..4].copy_from_slice(&v.to_f32().to_ne_bytes());
-                o[4..].copy_from_slice(&(v.imaginary() as f32).to_ne_bytes());
+                o[4..].copy_from_slice(&v.imaginary_f32().to_ne_bytes());
             };
         C16: 16, |b| Value::Complex(
                 f64::from_ne_bytes(take(&b[..8])),
@@ -417,6 +512,86 @@ mod tests {
             let x = half_to_f64(bits);
             if !x.is_nan() {
                 assert_eq!(f64_to_half(x), bits, "{bits:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn nans_keep_their_payload_and_signalling_bit_through_halfs() {
+        // (input bits, output bits), as numpy 2.4's astype gives them
+        let f2 = |bits: u16| bits.to_ne_bytes();
+        for (half, single) in [
+            (0x7c01u16, 0x7f80_2000u32),
+            (0x7d00, 0x7fa0_0000),
+            (0xfc01, 0xff80_2000),
+            (0x7e00, 0x7fc0_0000),
+        ] {
+            assert_eq!(one(DType::F2, DType::F4, &f2(half)), single.to_ne_bytes());
+            let complex = [single.to_ne_bytes(), [0; 4]].concat();
+            assert_eq!(one(DType::F2, DType::C8, &f2(half)), complex);
+            assert_eq!(one(DType::F4, DType::F2, &single.to_ne_bytes()), f2(half));
+            assert_eq!(one(DType::C8, DType::F2, &complex), f2(half));
+        }
+        for (single, half) in [
+            (0x7f80_0001u32, 0x7c01u16),
+            (0xff80_0001, 0xfc01),
+            (0x7fc0_0001, 0x7e00),
+            (0x7f80_2000, 0x7c01),
+        ] {
+            assert_eq!(one(DType::F4, DType::F2, &single.to_ne_bytes()), f2(half));
+        }
+        for (double, half, single) in [
+            (0x7ff0_0000_0000_0001u64, 0x7c01u16, 0x7fc0_0000u32),
+            (0x7ff4_0000_0000_0000, 0x7d00, 0x7fe0_0000),
+            (0xfff0_0400_0000_0000, 0xfc01, 0xffc0_2000),
+        ] {
+            assert_eq!(one(DType::F8, DType::F2, &double.to_ne_bytes()), f2(half));
+            // float64 <-> float32 is the hardware's: quiet
+            assert_eq!(
+                one(DType::F8, DType::F4, &double.to_ne_bytes()),
+                single.to_ne_bytes()
+            );
+        }
+        assert_eq!(
+            one(DType::F4, DType::F8, &0x7f80_0001u32.to_ne_bytes()),
+            0x7ff8_0000_2000_0000u64.to_ne_bytes()
+        );
+        // every half, NaNs included, goes to float32 and float64 and back
+        // bit for bit
+        for bits in 0..=u16::MAX {
+            let single = one(DType::F2, DType::F4, &f2(bits));
+            assert_eq!(one(DType::F4, DType::F2, &single), f2(bits), "{bits:#x}");
+            let double = one(DType::F2, DType::F8, &f2(bits));
+            assert_eq!(one(DType::F8, DType::F2, &double), f2(bits), "{bits:#x}");
+        }
+    }
+
+    #[test]
+    fn float32_rounds_to_halfs_as_its_exact_double_does() {
+        // f32_to_half rounds the float32 itself; f64_to_half of its exact
+        // double must agree for every number (the halfway points between
+        // halfs are float32 numbers)
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        for _ in 0..1_000_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let x = f32::from_bits((state >> 32) as u32);
+            if !x.is_nan() {
+                assert_eq!(f32_to_half(x), f64_to_half(f64::from(x)), "{x:e}");
+            }
+        }
+        for bits in 0..=u16::MAX {
+            let x = half_to_f64(bits);
+            if !x.is_nan() {
+                // halfway to the next half, and either side of it
+                let next = half_to_f64(bits.wrapping_add(1));
+                if next.is_finite() && next.abs() > x.abs() {
+                    let tie = f64::midpoint(x, next) as f32;
+                    for y in [tie, tie.next_up(), tie.next_down()] {
+                        assert_eq!(f32_to_half(y), f64_to_half(f64::from(y)), "{y:e}");
+                    }
+                }
             }
         }
     }

@@ -76,7 +76,7 @@ def save(file: _File, data: _Data, use_numpy: object = False, *, durable: bool =
     """Save a TensorMap, TensorBlock or Labels to a path or binary file object.
 
     Atomic for a path; with ``durable`` (the default), synced to the disk before
-    returning.
+    returning. A file object is cut off at its position before it is written.
     """
 
 def save_buffer(data: _Data, use_numpy: object = False) -> memoryview:

@@ -24,6 +24,8 @@ pub(super) struct Mapping {
     guard: Option<Guard>,
     #[allow(dead_code)] // held to be dropped with the buffer, never read
     map: Map,
+    /// the file mapped: its device and inode
+    file: Option<(u64, u64)>,
 }
 
 #[derive(Debug)]
@@ -37,6 +39,27 @@ impl Mapping {
     /// Whether the file shrank under the mapping (see `guard.rs`).
     pub(super) fn is_broken(&self) -> bool {
         self.guard.as_ref().is_some_and(Guard::is_broken)
+    }
+
+    /// The file mapped: its device and inode.
+    pub(super) fn file(&self) -> Option<(u64, u64)> {
+        self.file
+    }
+}
+
+/// The device and inode of `file`.
+fn file_id(file: &File) -> Option<(u64, u64)> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        file.metadata()
+            .ok()
+            .map(|metadata| (metadata.dev(), metadata.ino()))
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = file;
+        None
     }
 }
 
@@ -72,10 +95,11 @@ impl Buffer {
         };
         let writable = mode == MapMode::CopyOnWrite;
         let guard = Guard::register(ptr.as_ptr(), len, writable);
+        let file = file_id(file);
         Ok(Buffer {
             // never frozen: other programs may write the file, and the SIGBUS
             // guard replaces lost pages (the aliasing rule, buffer/mod.rs)
-            storage: Owner::new(Storage::Mapped(Mapping { guard, map }), false),
+            storage: Owner::new(Storage::Mapped(Mapping { guard, map, file }), false),
             ptr,
             len,
             writable,

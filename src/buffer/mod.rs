@@ -410,6 +410,15 @@ impl Buffer {
         }
     }
 
+    /// The file this buffer maps (its device and inode), when it maps one:
+    /// a save must not write that file in place while it reads the buffer.
+    pub fn mapped_file(&self) -> Option<(u64, u64)> {
+        match &self.storage.storage {
+            Storage::Mapped(mapping) => mapping.file(),
+            _ => None,
+        }
+    }
+
     /// Where this buffer lies when its owner is a shared-memory segment
     /// this process can send on (it holds the segment's descriptor): the
     /// segment, and the offset of the buffer's first byte in it.

@@ -51,11 +51,15 @@ fn bounded_entry<'d>(directory: &'d Directory, name: &str, limit: u64) -> Result
 /// The bytes of `entry` (one [`bounded_entry`] gave), read whole: the
 /// entry reader stops at the declared size and checks the CRC at the end;
 /// one byte more asked finds data past the declared size.
-fn raw_bytes<R: Read + std::io::Seek>(reader: &mut R, entry: &DirEntry) -> Result<Vec<u8>> {
+fn raw_bytes<R: Read + std::io::Seek>(
+    reader: &mut R,
+    entry: &DirEntry,
+    name: &str,
+) -> Result<Vec<u8>> {
     let size = usize::try_from(entry.size).map_err(|_| Error::format("member too large"))?;
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(size)?;
-    let read = reader::open(reader, entry).and_then(|data| {
+    let read = reader::open(reader, entry, name).and_then(|data| {
         data.take(entry.size + 1)
             .read_to_end(&mut bytes)
             .map_err(reader::read_error)
@@ -109,7 +113,7 @@ impl ForeignZip {
         let context = self.member_context(name);
         let member = bounded_entry(&self.directory, name, self.limit).map_err(&context)?;
         let size = member.size;
-        reader::open(&mut self.reader, member)
+        reader::open(&mut self.reader, member, name)
             .and_then(|member| read::read_npy(member, size))
             .and_then(read::Npy::into_wrapped_bytes)
             .map_err(context)
@@ -120,7 +124,7 @@ impl ForeignZip {
     pub fn raw_bytes(&mut self, name: &str) -> Result<Vec<u8>> {
         let context = self.member_context(name);
         let member = bounded_entry(&self.directory, name, self.limit).map_err(&context)?;
-        raw_bytes(&mut self.reader, member).map_err(context)
+        raw_bytes(&mut self.reader, member, name).map_err(context)
     }
 
     /// What an error about member `name` says first.
@@ -174,7 +178,7 @@ pub fn zip_members(buffer: Buffer, npy: &[String], raw: &[String]) -> Result<Zip
     arrays.try_reserve_exact(npy.len())?;
     for name in npy {
         let entry = member(name)?;
-        let array = reader::open(&mut reader, entry)
+        let array = reader::open(&mut reader, entry, name)
             .and_then(|data| read::read_npy(data, entry.size))
             .and_then(read::Npy::into_array)
             .map_err(|e| e.context(format!("member '{name}'")))?;
@@ -184,8 +188,8 @@ pub fn zip_members(buffer: Buffer, npy: &[String], raw: &[String]) -> Result<Zip
     raws.try_reserve_exact(raw.len())?;
     for name in raw {
         let entry = member(name)?;
-        let bytes =
-            raw_bytes(&mut reader, entry).map_err(|e| e.context(format!("member '{name}'")))?;
+        let bytes = raw_bytes(&mut reader, entry, name)
+            .map_err(|e| e.context(format!("member '{name}'")))?;
         raws.push(bytes);
     }
     Ok(ZipMembers {

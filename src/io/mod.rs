@@ -45,6 +45,25 @@ pub fn save<W: Write + Seek>(writer: W, data: DataRef<'_>) -> Result<W> {
     write(write::Plain(writer), data, None).map(|plain| plain.0)
 }
 
+/// Whether an array of `data` views a mapping of the file `file` (its
+/// device and inode): writing that file in place would change (or, cut
+/// off, lose) what the save reads.
+pub fn maps_file(data: DataRef<'_>, file: (u64, u64)) -> bool {
+    fn block_maps(block: &crate::block::TensorBlock, file: (u64, u64)) -> bool {
+        block.values().buffer().mapped_file() == Some(file)
+            || block
+                .gradients()
+                .values()
+                .any(|gradient| block_maps(gradient, file))
+    }
+    match data {
+        DataRef::Tensor(map) => map.blocks().iter().any(|block| block_maps(block, file)),
+        DataRef::Block(block) => block_maps(block, file),
+        // labels own their memory
+        DataRef::Labels(_) => false,
+    }
+}
+
 /// Write `data`; `next_data` is told of array data (see [`save_archive`]).
 fn write<W: Sink>(writer: W, data: DataRef<'_>, next_data: Option<NextData>) -> Result<W> {
     match data {

@@ -241,6 +241,14 @@ fn read_up_to(reader: &mut impl Read, buf: &mut [u8]) -> Result<usize> {
     Ok(got)
 }
 
+/// A `FormatError` unless `bytes`, a whole entry, hash to `crc`.
+fn check_crc_of(bytes: &[u8], crc: u32) -> Result<()> {
+    if crc32fast::hash(bytes) != crc {
+        return Err(Error::format("CRC mismatch: the data is corrupt"));
+    }
+    Ok(())
+}
+
 /// An error when `reader` holds a dataset file (many maps, see
 /// `dataset/mod.rs`): version 2's magic, or version 1's first entry, the
 /// dataset's header. A zip
@@ -312,14 +320,14 @@ impl<R: Read + Seek> Source for ReaderSource<R> {
         let context = |e: Error| e.context(format!("entry '{name}'"));
         let entry = find(&self.directory, name)?;
         let size = entry.size;
-        zip_reader::open(&mut self.reader, entry)
+        zip_reader::open(&mut self.reader, entry, name)
             .and_then(|file| read_npy(file, size))
             .map_err(context)
     }
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
         let entry = find(&self.directory, name)?;
-        let file = zip_reader::open(&mut self.reader, entry)
+        let file = zip_reader::open(&mut self.reader, entry, name)
             .map_err(|e| e.context(format!("entry '{name}'")))?;
         read_text(file, name, limit)
     }
@@ -353,12 +361,13 @@ pub(crate) struct BufferSource<R: Read + Seek> {
     reader: R,
     directory: Directory,
     buffer: Pieces,
+    /// check the CRCs of the arrays viewed (a pass over their data)
     check_crc: bool,
-    /// read labels through the reader (into memory they own, as they would
-    /// be copied anyway, labels owning what they validated) instead of
-    /// through the buffer: for a mapped file, no page of the mapping is
-    /// touched for them
-    labels_from_reader: bool,
+    /// check the CRCs of labels, which are read whole through the reader
+    /// into memory they own (for a mapped file, no page of the mapping is
+    /// touched for them), so that checking them costs a hash of what is
+    /// read anyway
+    check_labels_crc: bool,
     /// ranges of a mapped file read ahead, which labels view
     prefetched: Option<Prefetched>,
 }
@@ -376,7 +385,7 @@ impl BufferSource<PiecesReader> {
             directory,
             buffer,
             check_crc,
-            labels_from_reader: false,
+            check_labels_crc: check_crc,
             prefetched: None,
         })
     }
@@ -442,7 +451,8 @@ impl BufferSource<CachedFile> {
             directory,
             buffer,
             check_crc: false,
-            labels_from_reader: true,
+            // a file's labels: bits flipped there gave other labels
+            check_labels_crc: true,
             prefetched,
         })
     }
@@ -466,20 +476,18 @@ impl<R: Read + Seek> BufferSource<R> {
         }
         zip_reader::check_entry(entry).map_err(|e| e.context(format!("entry '{name}'")))?;
         let (compressed, header_start) = (entry.compressed, entry.header);
-        // the local header: signature, fixed fields, then the name and the
-        // extra field, whose lengths it gives
-        let local = ahead.bytes_up_to(header_start, zip::LOCAL_LEN);
-        let Some(local) = local.filter(|local| local.len() == zip::LOCAL_LEN) else {
+        // the local header: signature, fixed fields and name (checked
+        // against the directory's), then the extra field, whose length it
+        // gives
+        let local_len = entry.local_named_len();
+        let local = ahead.bytes_up_to(header_start, local_len);
+        let Some(local) = local.filter(|local| local.len() == local_len) else {
             return Ok(None);
         };
-        if zip::signature(local) != Some(zip::LOCAL) {
-            return Ok(None);
-        }
-        let data_start = usize::try_from(header_start)
-            .ok()
-            .and_then(|start| start.checked_add(zip::LOCAL_LEN))
-            .and_then(|start| start.checked_add(zip::local_variable_len(local)));
-        let (Some(data_start), Ok(len)) = (data_start, usize::try_from(compressed)) else {
+        let data_start = zip_reader::local_data_start(entry, name, local)
+            .map_err(|e| e.context(format!("entry '{name}'")))?;
+        let (Ok(data_start), Ok(len)) = (usize::try_from(data_start), usize::try_from(compressed))
+        else {
             return Ok(None);
         };
         // the NPY header, as far as it was read ahead (the whole entry, for
@@ -502,6 +510,13 @@ impl<R: Read + Seek> BufferSource<R> {
         let data_len = header.data_len()?;
         let data_at = data_start.checked_add(header.len).ok_or_else(outside)?;
         let payload = if matches!(header.descr, Descr::Fields(_)) {
+            // labels: all of the entry was read ahead, or it is read again
+            if head.len() < len {
+                return Ok(None);
+            }
+            if self.check_labels_crc {
+                check_crc_of(head, entry.crc).map_err(|e| e.context(format!("entry '{name}'")))?;
+            }
             match ahead.view(data_at as u64, data_len) {
                 Some(view) => Payload::Private(view),
                 None => return Ok(None),
@@ -531,43 +546,54 @@ impl<R: Read + Seek> Source for BufferSource<R> {
         zip_reader::check_entry(entry).map_err(context)?;
         if entry.method != zip_reader::STORED {
             let size = entry.size;
-            return zip_reader::open(&mut self.reader, entry)
+            return zip_reader::open(&mut self.reader, entry, name)
                 .and_then(|file| read_npy(file, size))
                 .map_err(context);
         }
         let (compressed, crc) = (entry.compressed, entry.crc);
-        let start = zip_reader::data_start(&mut self.reader, entry).map_err(context)?;
+        let start = zip_reader::data_start(&mut self.reader, entry, name).map_err(context)?;
         let outside = || context(Error::format("entry data lies outside the archive"));
         let (start, len) = usize::try_from(start)
             .ok()
             .zip(usize::try_from(compressed).ok())
             .filter(|&(start, len)| start.checked_add(len).is_some())
             .ok_or_else(outside)?;
-        if self.check_crc {
-            let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
-            if entry.raw().crc32() != crc {
-                return Err(context(Error::format("CRC mismatch: the data is corrupt")));
-            }
-        }
         self.reader
             .seek(std::io::SeekFrom::Start(start as u64))
             .map_err(io_read_error)?;
         let mut raw = (&mut self.reader).take(compressed);
         let header = read_npy_header(&mut raw, len).map_err(context)?;
-        let payload = if self.labels_from_reader && matches!(header.descr, Descr::Fields(_)) {
-            let data_len = header.data_len()?;
+        let payload = if matches!(header.descr, Descr::Fields(_)) {
+            // labels: the whole entry in memory the load owns (read ahead,
+            // or read again), its CRC checked there, and the labels
+            // validated where they are
             let ahead = self
                 .prefetched
                 .as_ref()
-                .and_then(|ahead| ahead.view((start + header.len) as u64, data_len));
-            if let Some(view) = ahead {
-                Payload::Private(view)
+                .and_then(|ahead| ahead.view(start as u64, len));
+            let whole = if let Some(view) = ahead {
+                view
             } else {
-                let mut data = AlignedBytes::zeroed(data_len)?;
-                read_exact(&mut raw, data.as_mut_slice()).map_err(context)?;
-                Payload::Owned(data)
+                self.reader
+                    .seek(std::io::SeekFrom::Start(start as u64))
+                    .map_err(io_read_error)?;
+                let reader = &mut self.reader;
+                Buffer::filled(len, |bytes| read_exact(reader, bytes)).map_err(context)?
+            };
+            if self.check_labels_crc {
+                let bytes = whole
+                    .private_bytes()
+                    .ok_or_else(|| Error::internal("labels read into shared memory"))?;
+                check_crc_of(bytes, crc).map_err(context)?;
             }
+            Payload::Private(whole.slice(header.len, header.data_len()?)?)
         } else {
+            if self.check_crc {
+                let entry = self.buffer.slice(start, len)?.ok_or_else(outside)?;
+                if entry.raw().crc32() != crc {
+                    return Err(context(Error::format("CRC mismatch: the data is corrupt")));
+                }
+            }
             // the data alone: in pieces, an array's NPY header may lie in
             // the piece before its data
             let data = self
@@ -581,7 +607,7 @@ impl<R: Read + Seek> Source for BufferSource<R> {
 
     fn text(&mut self, name: &str, limit: usize) -> Result<String> {
         let entry = find(&self.directory, name)?;
-        let file = zip_reader::open(&mut self.reader, entry)
+        let file = zip_reader::open(&mut self.reader, entry, name)
             .map_err(|e| e.context(format!("entry '{name}'")))?;
         read_text(file, name, limit)
     }

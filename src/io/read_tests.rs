@@ -26,6 +26,11 @@ struct Entry {
     declared_size: Option<u32>,
     declared_compressed: Option<u32>,
     local_offset: Option<u32>,
+    /// the name the central directory gives (default: `name`, which the
+    /// local header gives)
+    central_name: Option<String>,
+    /// the method the local header gives (default: `method`)
+    local_method: Option<u16>,
 }
 
 fn deflate(data: &[u8]) -> Vec<u8> {
@@ -55,6 +60,11 @@ fn zip_bytes(entries: &[Entry]) -> (Vec<u8>, usize) {
             .declared_compressed
             .unwrap_or(u32::try_from(payload.len()).unwrap());
         let name = entry.name.as_bytes();
+        let central_name = entry
+            .central_name
+            .as_deref()
+            .unwrap_or(&entry.name)
+            .as_bytes();
         let offset = out.len();
         let mut pad = (64 - (offset + 30 + name.len()) % 64) % 64;
         if pad < 6 {
@@ -62,12 +72,15 @@ fn zip_bytes(entries: &[Entry]) -> (Vec<u8>, usize) {
         }
         let mut extra = vec![0u8; pad];
         extra[..6].copy_from_slice(&[0x1e, 0xa1, u8::try_from(pad - 4).unwrap(), 0, 64, 0]);
-        let fixed = |out: &mut Vec<u8>, signature: u32, crc: u32| {
+        let fixed = |out: &mut Vec<u8>, signature: u32, crc: u32, name: &[u8]| {
             out.extend_from_slice(&signature.to_le_bytes());
-            if signature == 0x0201_4b50 {
+            let method = if signature == 0x0201_4b50 {
                 out.extend_from_slice(&20u16.to_le_bytes());
-            }
-            for value in [20u16, entry.flags, entry.method, 0, 0x2821] {
+                entry.method
+            } else {
+                entry.local_method.unwrap_or(entry.method)
+            };
+            for value in [20u16, entry.flags, method, 0, 0x2821] {
                 out.extend_from_slice(&value.to_le_bytes());
             }
             for value in [crc, compressed, size] {
@@ -75,16 +88,21 @@ fn zip_bytes(entries: &[Entry]) -> (Vec<u8>, usize) {
             }
             out.extend_from_slice(&u16::try_from(name.len()).unwrap().to_le_bytes());
         };
-        fixed(&mut out, 0x0403_4b50, crc);
+        fixed(&mut out, 0x0403_4b50, crc, name);
         out.extend_from_slice(&u16::try_from(pad).unwrap().to_le_bytes());
         out.extend_from_slice(name);
         out.extend_from_slice(&extra);
         out.extend_from_slice(&payload);
-        fixed(&mut central, 0x0201_4b50, entry.central_crc.unwrap_or(crc));
+        fixed(
+            &mut central,
+            0x0201_4b50,
+            entry.central_crc.unwrap_or(crc),
+            central_name,
+        );
         central.extend_from_slice(&[0u8; 12]);
         let local = entry.local_offset.unwrap_or(u32::try_from(offset).unwrap());
         central.extend_from_slice(&local.to_le_bytes());
-        central.extend_from_slice(name);
+        central.extend_from_slice(central_name);
     }
     let cd_offset = out.len();
     out.extend_from_slice(&central);
@@ -118,8 +136,12 @@ fn valid_entries() -> Vec<Entry> {
     for i in 0..directory.len() {
         let mut data = Vec::new();
         let entry = directory.entry(i).clone();
-        std::io::Read::read_to_end(&mut reader::open(&mut cursor, &entry).unwrap(), &mut data)
-            .unwrap();
+        let name = directory.name(i);
+        std::io::Read::read_to_end(
+            &mut reader::open(&mut cursor, &entry, name).unwrap(),
+            &mut data,
+        )
+        .unwrap();
         entries.push(Entry {
             name: directory.name(i).to_string(),
             data,
@@ -279,7 +301,7 @@ fn lying_sizes_and_checksums() {
     let mut cursor = Cursor::new(flipped.clone());
     let directory = Directory::read(&mut cursor).unwrap();
     let values = directory.entry(directory.index_of("blocks/0/values.npy").unwrap());
-    let end = reader::data_start(&mut cursor, values).unwrap() + values.size;
+    let end = reader::data_start(&mut cursor, values, "blocks/0/values.npy").unwrap() + values.size;
     flipped[usize::try_from(end).unwrap() - 1] ^= 0x40;
     for (case, bytes) in [("flipped", &flipped), ("wrong-crc", &wrong_crc)] {
         for (reader, result) in load_everywhere(bytes, case) {
@@ -292,6 +314,22 @@ fn lying_sizes_and_checksums() {
             );
         }
     }
+}
+
+#[test]
+fn labels_are_checked_by_every_reader() {
+    // a bit flipped in the block's samples ([0, 1] becomes [0, 3]: still
+    // unique): mapped loads, which check no array's CRC, gave the wrong
+    // labels without an error; labels are read whole, so their CRC is
+    // checked everywhere
+    let (mut bytes, _) = zip_bytes(&valid_entries());
+    let mut cursor = Cursor::new(bytes.clone());
+    let directory = Directory::read(&mut cursor).unwrap();
+    let samples = directory.entry(directory.index_of("blocks/0/samples.npy").unwrap());
+    let end =
+        reader::data_start(&mut cursor, samples, "blocks/0/samples.npy").unwrap() + samples.size;
+    bytes[usize::try_from(end).unwrap() - 4] ^= 0x02;
+    refused("a bit of the samples", &bytes);
 }
 
 #[test]
@@ -309,6 +347,142 @@ fn local_headers_in_the_wrong_places() {
         "local header offset onto another entry's data",
         &with_values(|entry| entry.local_offset = Some(70)),
     );
+}
+
+#[test]
+fn entries_over_the_same_bytes() {
+    // the gradient's samples listed over the block's samples (one local
+    // header for two entries): each of their bytes would be read twice
+    let entries = valid_entries();
+    let (bytes, _) = zip_bytes(&entries);
+    let directory = Directory::read(&mut Cursor::new(&bytes)).unwrap();
+    let samples = directory.entry(directory.index_of("blocks/0/samples.npy").unwrap());
+    let samples_at = u32::try_from(samples.header).unwrap();
+    let mut aliased = entries.clone();
+    for entry in &mut aliased {
+        if entry.name == "blocks/0/gradients/positions/samples.npy" {
+            entry.local_offset = Some(samples_at);
+        }
+    }
+    refused("one local header for two entries", &zip_bytes(&aliased).0);
+    // an entry whose declared data runs over the next local header
+    let mut longer = entries.clone();
+    let values = longer
+        .iter()
+        .position(|entry| entry.name == "blocks/0/values.npy")
+        .unwrap();
+    let size = u32::try_from(longer[values].data.len()).unwrap() + 64;
+    longer[values].declared_size = Some(size);
+    longer[values].declared_compressed = Some(size);
+    refused("data over the next local header", &zip_bytes(&longer).0);
+    // the last entry's data over the central directory
+    let mut last = entries;
+    let entry = last.last_mut().unwrap();
+    let size = u32::try_from(entry.data.len()).unwrap() + 8;
+    entry.declared_size = Some(size);
+    entry.declared_compressed = Some(size);
+    refused("data over the central directory", &zip_bytes(&last).0);
+}
+
+#[test]
+fn local_headers_that_disagree_with_the_directory() {
+    // two labels entries of one size whose names the central directory
+    // swaps, CRCs and all: every reader gave the block's samples the
+    // gradient component's values and names, without an error
+    let mut swapped = valid_entries();
+    let (a, b) = (
+        "blocks/0/samples.npy",
+        "blocks/0/gradients/positions/components/0.npy",
+    );
+    for entry in &mut swapped {
+        if entry.name == a {
+            entry.central_name = Some(b.into());
+        } else if entry.name == b {
+            entry.central_name = Some(a.into());
+        }
+    }
+    refused("names swapped in the directory", &zip_bytes(&swapped).0);
+    refused(
+        "another method in the local header",
+        &with_values(|entry| entry.local_method = Some(DEFLATED)),
+    );
+}
+
+#[test]
+fn an_archive_inside_a_truncated_one_is_not_read_for_it() {
+    // a map whose last entry holds another map's archive, cut off right
+    // after it: the last end record of the file is the inner archive's,
+    // and reading it gave the inner map for the file's
+    let other = crate::fixtures::map_with_an_empty_block();
+    let inner = save_buffer(DataRef::Tensor(&other))
+        .unwrap()
+        .raw()
+        .to_vec()
+        .unwrap();
+    let mut entries = valid_entries();
+    entries.push(Entry {
+        name: "notes.bin".into(),
+        data: inner.clone(),
+        ..Entry::default()
+    });
+    let (bytes, cd_offset) = zip_bytes(&entries);
+    let Data::Tensor(whole) = load(Cursor::new(&bytes), Kind::Tensor).unwrap() else {
+        panic!("a map")
+    };
+    assert_eq!(whole, crate::fixtures::small_map());
+    refused("cut after the inner archive", &bytes[..cd_offset]);
+    // the same, as a save killed before the last local header got its sizes
+    let mut unpatched = bytes[..cd_offset].to_vec();
+    let last_header = cd_offset - inner.len() - 30 - "notes.bin".len();
+    let last_header = (0..=last_header)
+        .rev()
+        .find(|&at| unpatched[at..at + 4] == [0x50, 0x4b, 0x03, 0x04])
+        .unwrap();
+    unpatched[last_header + 14..last_header + 26].fill(0);
+    refused("killed before its last sizes", &unpatched);
+}
+
+#[test]
+fn an_end_record_followed_by_other_bytes_is_not_the_end() {
+    // a file object holding one archive, into which a save of a second one
+    // after it was cut short: the last end record found was the first's,
+    // and the file read as the first map
+    let (first, _) = zip_bytes(&valid_entries());
+    let second = save_buffer(DataRef::Tensor(&crate::fixtures::map_with_an_empty_block()))
+        .unwrap()
+        .raw()
+        .to_vec()
+        .unwrap();
+    for cut in (1..second.len()).step_by(61).chain([second.len() - 1]) {
+        let bytes = [&first[..], &second[..cut]].concat();
+        refused(&format!("second archive cut at {cut}"), &bytes);
+    }
+    let mut followed = first;
+    followed.extend_from_slice(b"\n");
+    refused("one byte after the end record", &followed);
+}
+
+#[test]
+fn archives_one_after_the_other_give_the_last() {
+    // what a file object gets from two saves in a row: the bytes before
+    // the second archive are a whole archive, which is read as a prefix
+    let (first, _) = zip_bytes(&valid_entries());
+    let second = save_buffer(DataRef::Tensor(&crate::fixtures::map_with_an_empty_block()))
+        .unwrap()
+        .raw()
+        .to_vec()
+        .unwrap();
+    let both = [first, second].concat();
+    for (reader, result) in load_everywhere(&both, "one-after-the-other") {
+        let Ok(Data::Tensor(loaded)) = result else {
+            panic!("{reader}: {result:?}")
+        };
+        assert_eq!(
+            loaded,
+            crate::fixtures::map_with_an_empty_block(),
+            "{reader}"
+        );
+    }
 }
 
 #[test]

@@ -514,8 +514,9 @@ impl PyTensorBlock {
     /// Raises
     /// ------
     /// BlockMapIOError
-    ///     If the operating system refuses the write, the file object fails, or
-    ///     mapped data was lost (its file truncated by another program).
+    ///     If the operating system refuses the write, the file object fails or
+    ///     holds data after its position that it cannot cut off, or mapped
+    ///     data was lost (its file truncated by another program).
     /// ValidationError
     ///     If an argument has an invalid value.
     /// BlockMapTypeError

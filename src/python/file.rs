@@ -9,6 +9,7 @@ use pyo3::types::{PyBool, PyBytes, PyString};
 
 use super::errors::{invalid, type_name, wrong_type};
 use crate::buffer::MapMode;
+use crate::data::DataRef;
 
 /// Where to save to or load from: a path (`str` or `os.PathLike`), or a
 /// binary file object (anything with `write` for saving, `read` for
@@ -193,6 +194,11 @@ impl std::io::Write for PyFileIo<'_> {
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
+        // `write`, `seek` and `tell` are what a seekable file object needs;
+        // one without `flush` has nothing to flush
+        if !self.file.hasattr("flush").map_err(to_io_error)? {
+            return Ok(());
+        }
         self.file
             .call_method0("flush")
             .map(drop)
@@ -232,5 +238,179 @@ impl std::io::Seek for PyFileIo<'_> {
         position
             .checked_sub(self.base)
             .ok_or_else(|| std::io::Error::other("seek before the start of the archive"))
+    }
+}
+
+/// How an archive goes into a file object ([`prepare_for_save`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SaveTarget {
+    /// in chunks, each local header patched at its position ([`PyFileIo`]):
+    /// the object can seek and holds nothing after its position
+    Positioned,
+    /// written forward, all at once, from an archive built in memory: the
+    /// object cannot seek, appends whatever its position (a file opened
+    /// with `"a"`), or cannot tell where it ends (a gzip file being
+    /// written)
+    Forward,
+}
+
+/// Make `file` ready to receive an archive at its position, so that no
+/// reader can find another archive's records after the new one (a zip
+/// reader looks for the end records at the end of the file: those of a
+/// longer archive the object held would make every reader, metatensor-
+/// core's included, read the old directory). What follows the position is
+/// cut off first (`file.truncate()`), before anything is written: a save
+/// that fails or is killed then leaves an archive without end records,
+/// which no reader takes for the old one. An object that holds bytes after
+/// its position and cannot cut them off (no `truncate`, one that raises or
+/// does nothing: an `mmap`, a `BytesIO` whose buffer is exported) is
+/// refused with `BlockMapIOError`, untouched, and so is a file whose
+/// bytes from the position on would be written while arrays of `data`
+/// view a mapping of it (cutting it off would lose what the save reads).
+/// Text files are refused with `BlockMapTypeError`, untouched.
+pub fn prepare_for_save(file: &Bound<'_, PyAny>, data: DataRef<'_>) -> PyResult<SaveTarget> {
+    let py = file.py();
+    let io = py.import("io")?;
+    if file.is_instance(&io.getattr("TextIOBase")?)? {
+        return Err(wrong_type(
+            py,
+            format!(
+                "save needs a binary file object, not the text file {} (open it with 'wb')",
+                type_name(file)
+            ),
+        ));
+    }
+    if appends(file)? {
+        // every write goes to the end: nothing can follow the archive
+        return Ok(SaveTarget::Forward);
+    }
+    let seekable = if file.hasattr("seekable")? {
+        file.call_method0("seekable")?.is_truthy()?
+    } else {
+        // objects that do not say (an mmap) but may seek: their end
+        // decides
+        file.hasattr("seek")? && file.hasattr("tell")?
+    };
+    if !seekable {
+        return Ok(SaveTarget::Forward);
+    }
+    let Some((position, end)) = extent(file)? else {
+        return Ok(SaveTarget::Forward);
+    };
+    if position < end && mapped_by(file, data)? {
+        return Err(PyErr::from(crate::Error::io(
+            "cannot save into this file object",
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                "arrays of the data saved view a mapping of this file (loaded with \
+                 mmap=...): writing it in place would change what the save reads, and \
+                 cutting it off would lose it; save to its path (a new file is put in \
+                 place, the mapping keeps the old one) or at the file's end",
+            ),
+        )));
+    }
+    if end > position {
+        cut_after(file, position, end)?;
+    }
+    if file.hasattr("seekable")? {
+        Ok(SaveTarget::Positioned)
+    } else {
+        Ok(SaveTarget::Forward)
+    }
+}
+
+/// Whether `file` has a descriptor whose file arrays of `data` map.
+fn mapped_by(file: &Bound<'_, PyAny>, data: DataRef<'_>) -> PyResult<bool> {
+    let Ok(fd) = file
+        .call_method0("fileno")
+        .and_then(|fd| fd.extract::<i32>())
+    else {
+        return Ok(false);
+    };
+    let Ok(stat) = file.py().import("os")?.call_method1("fstat", (fd,)) else {
+        return Ok(false);
+    };
+    let id = (
+        stat.getattr("st_dev")?.extract::<u64>()?,
+        stat.getattr("st_ino")?.extract::<u64>()?,
+    );
+    Ok(crate::io::maps_file(data, id))
+}
+
+/// Whether writes to `file` go to its end whatever its position: a
+/// `mode` with `"a"`, or a descriptor opened with `O_APPEND`.
+fn appends(file: &Bound<'_, PyAny>) -> PyResult<bool> {
+    if let Ok(mode) = file.getattr("mode") {
+        if mode
+            .extract::<String>()
+            .is_ok_and(|mode| mode.contains('a'))
+        {
+            return Ok(true);
+        }
+    }
+    // a file object of a descriptor (`open(fd, "r+b")` of one opened with
+    // O_APPEND); objects without one raise (`io.UnsupportedOperation`)
+    let Ok(fd) = file
+        .call_method0("fileno")
+        .and_then(|fd| fd.extract::<i32>())
+    else {
+        return Ok(false);
+    };
+    let fcntl = file.py().import("fcntl")?;
+    let flags = fcntl
+        .call_method1("fcntl", (fd, fcntl.getattr("F_GETFL")?))
+        .and_then(|flags| flags.extract::<i64>());
+    Ok(flags.is_ok_and(|flags| flags & i64::from(libc::O_APPEND) != 0))
+}
+
+/// The position of `file` and where it ends (`seek(0, 2)`, then `tell()`:
+/// an `mmap`'s `seek` returns `None`), its position left as it was;
+/// `None` when it cannot tell (a gzip file being written cannot seek from
+/// its end).
+fn extent(file: &Bound<'_, PyAny>) -> PyResult<Option<(u64, u64)>> {
+    let tell = || {
+        file.call_method0("tell")
+            .and_then(|position| position.extract::<u64>())
+    };
+    let Ok(position) = tell() else {
+        return Ok(None);
+    };
+    if file.call_method1("seek", (0, 2)).is_err() {
+        return Ok(None);
+    }
+    let end = tell();
+    file.call_method1("seek", (position, 0))?;
+    Ok(end.ok().map(|end| (position, end)))
+}
+
+/// Cut off the `end - position` bytes of `file` after `position`, or
+/// refuse (`BlockMapIOError`, the object's own exception as its cause).
+fn cut_after(file: &Bound<'_, PyAny>, position: u64, end: u64) -> PyResult<()> {
+    let py = file.py();
+    let refuse = |why: String, cause: Option<PyErr>| {
+        let error = PyErr::from(crate::Error::io(
+            "cannot save into this file object",
+            std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                format!(
+                    "it holds {} bytes after its position, which a zip reader would take \
+                     for the end of the archive (those of what it held), and {why}: save \
+                     at its end, into an empty file object, or to a path",
+                    end - position
+                ),
+            ),
+        ));
+        error.set_cause(py, cause);
+        error
+    };
+    if !file.hasattr("truncate")? {
+        return Err(refuse("it cannot be truncated".into(), None));
+    }
+    if let Err(error) = file.call_method1("truncate", (position,)) {
+        return Err(refuse("truncating it failed".into(), Some(error)));
+    }
+    match extent(file)? {
+        Some((now, now_end)) if now == position && now_end == position => Ok(()),
+        _ => Err(refuse("truncating it left them".into(), None)),
     }
 }

@@ -43,7 +43,10 @@ use crate::io;
 /// ``durable=False`` skips those two syncs, as ``numpy.save``,
 /// ``torch.save`` and safetensors do: for files that can be made again
 /// (caches, scratch files), it returns once the kernel holds the data. A
-/// file object is written as it is; syncing it is its owner's choice.
+/// file object is written in place from its position, after what follows
+/// that position is cut off (``truncate``), so that no reader takes what it
+/// held for the new archive; one that cannot be cut is refused, untouched
+/// (docs/format.md, "File objects"). Syncing it is its owner's choice.
 ///
 /// ``use_numpy`` is metatensor-core's, accepted and ignored: blockmap has
 /// one implementation.
@@ -63,8 +66,9 @@ use crate::io;
 /// Raises
 /// ------
 /// BlockMapIOError
-///     If the operating system refuses the write, the file object fails, or
-///     mapped data was lost (its file truncated by another program).
+///     If the operating system refuses the write, the file object fails or
+///     holds data after its position that it cannot cut off, or mapped data
+///     was lost (its file truncated by another program).
 /// ValidationError
 ///     If an argument has an invalid value.
 /// BlockMapTypeError

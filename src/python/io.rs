@@ -8,15 +8,18 @@ use pyo3::types::{PyMemoryView, PySlice};
 
 use super::array::{buffer_from_python, BufferOwner};
 use super::errors::wrong_type;
-use super::file::{with_mts_extension, FileArg, MmapArg, PyFileIo};
+use super::file::{prepare_for_save, with_mts_extension, FileArg, MmapArg, PyFileIo, SaveTarget};
 use super::gil::detached;
 use crate::data::{Data, DataRef, Kind};
 use crate::io;
 use crate::labels::Labels;
 
 /// Save `data` to `file`: a path (`.mts` appended when missing), written
-/// atomically with the GIL released; a seekable file object, streamed in
-/// chunks; or a file object that cannot seek, given the archive at once.
+/// atomically with the GIL released; a seekable file object, cut off at
+/// its position first (see [`prepare_for_save`]), then streamed in chunks;
+/// or a file object that cannot seek (or appends), given the archive at
+/// once. Data that metatensor-core could not read back is refused before
+/// the file object is touched.
 pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>, durable: bool) -> PyResult<()> {
     match file {
         FileArg::Path(path) => {
@@ -24,16 +27,18 @@ pub fn save(py: Python<'_>, file: FileArg<'_>, data: DataRef<'_>, durable: bool)
             detached(py, || io::save_path(&path, data, durable))
         }
         FileArg::File(file) => {
-            if seekable(&file)? {
-                let writer = PyFileIo::new(file)?;
-                io::save(writer, data)
-                    .and_then(|mut writer| {
-                        std::io::Write::flush(&mut writer)
-                            .map_err(|e| crate::Error::io("flushing the file", e))
-                    })
-                    .map_err(PyFileIo::error)
-            } else {
-                write_whole(&file, &save_buffer(py, data)?)
+            io::portable::check(data)?;
+            match prepare_for_save(&file, data)? {
+                SaveTarget::Positioned => {
+                    let writer = PyFileIo::new(file)?;
+                    io::save(writer, data)
+                        .and_then(|mut writer| {
+                            std::io::Write::flush(&mut writer)
+                                .map_err(|e| crate::Error::io("flushing the file", e))
+                        })
+                        .map_err(PyFileIo::error)
+                }
+                SaveTarget::Forward => write_whole(&file, &save_buffer(py, data)?),
             }
         }
     }

@@ -961,8 +961,9 @@ impl PyLabels {
     /// Raises
     /// ------
     /// BlockMapIOError
-    ///     If the operating system refuses the write, the file object fails, or
-    ///     mapped data was lost (its file truncated by another program).
+    ///     If the operating system refuses the write, the file object fails or
+    ///     holds data after its position that it cannot cut off, or mapped
+    ///     data was lost (its file truncated by another program).
     /// ValidationError
     ///     If an argument has an invalid value.
     /// BlockMapTypeError

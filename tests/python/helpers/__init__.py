@@ -7,6 +7,8 @@
 - ``strategies``: hypothesis strategies of valid maps, blocks and labels
   (needs hypothesis);
 - ``dtypes``: the element types the tests iterate over;
+- ``crafted_zips``: zip archives written byte by byte, whose directory may
+  lie (entries over the same bytes, archives cut inside an entry);
 - ``error_cases``: every blockmap error (each exception class, and the
   native module's), raised by workers of every host.
 

@@ -674,6 +674,17 @@ def test_wrong_crc(tmp_path):
             assert_clean_error(result)
 
 
+def test_labels_with_a_wrong_crc_are_refused_by_every_load(tmp_path):
+    """Labels are read whole by every load, the mapped one too, so their CRC
+    is checked by all: a bit flipped in the samples ([0, 1] read as
+    [0, 3], still unique) was loaded without an error when mapped."""
+    data, layout = zip_bytes(_entries())
+    flipped = bytearray(data)
+    end = layout.data_offset[SAMPLES_ENTRY] + layout.data_size[SAMPLES_ENTRY]
+    flipped[end - 4] ^= 0x02
+    assert_all_fail(tmp_path, {"a bit of the samples": bytes(flipped)})
+
+
 CONTAINER_CASES = {
     "empty file": lambda: b"",
     "garbage bytes": lambda: np.random.default_rng(7).integers(0, 256, 4096, np.uint8).tobytes(),

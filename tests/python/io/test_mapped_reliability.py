@@ -11,6 +11,7 @@ import sys
 import textwrap
 import threading
 import zipfile
+import zlib
 
 import numpy as np
 import pytest
@@ -162,13 +163,15 @@ def _rss():
 def _write_sparse_archive(path, entries):
     """A ZIP64 archive of STORED npy ``entries`` ``(name, header + data bytes,
     extra hole bytes)`` whose data starts 64-byte aligned; the holes stay
-    sparse (nothing is written for them). CRCs are left 0: mapped loads do
-    not check them."""
+    sparse (nothing is written for them). The CRCs of the entries without a
+    hole (labels, which mapped loads read whole and check) are real; those
+    of the others are left 0: mapped loads do not check arrays'."""
     central = []
     with open(path, "wb") as out:
         for name, data, hole in entries:
             name = name.encode()
             size = len(data) + hole
+            crc = 0 if hole else zlib.crc32(data)
             offset = out.tell()
             zip64 = struct.pack("<HHQQ", 0x0001, 16, size, size)
             unpadded = offset + 30 + len(name) + len(zip64) + 4
@@ -183,7 +186,7 @@ def _write_sparse_archive(path, entries):
                     0,
                     0,
                     0x2821,
-                    0,
+                    crc,
                     0xFFFFFFFF,
                     0xFFFFFFFF,
                     len(name),
@@ -194,10 +197,10 @@ def _write_sparse_archive(path, entries):
             assert out.tell() % 64 == 0
             out.write(data)
             out.seek(hole, os.SEEK_CUR)
-            central.append((name, size, offset))
+            central.append((name, size, offset, crc))
         out.truncate(out.tell())
         start = out.tell()
-        for name, size, offset in central:
+        for name, size, offset, crc in central:
             extra = struct.pack("<HHQQQ", 0x0001, 24, size, size, offset)
             out.write(
                 struct.pack(
@@ -209,7 +212,7 @@ def _write_sparse_archive(path, entries):
                     0,
                     0,
                     0x2821,
-                    0,
+                    crc,
                     0xFFFFFFFF,
                     0xFFFFFFFF,
                     len(name),

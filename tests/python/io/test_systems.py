@@ -292,13 +292,17 @@ def test_what_cannot_be_converted_is_a_format_error(diskdataset):
         with pytest.raises(blockmap.FormatError):
             tensormaps_from_mta(data[:end])
     # a zip cut right after a last member that is itself a system.mta
-    # would read as that member
+    # would read as that member (the zip reader refuses an archive lying
+    # inside an entry of an incomplete one)
     inner = _saved(SYSTEMS[1])
     outer = _mta({**_members(SYSTEMS[0]), "data/inner.mts": inner})
     cut = outer[: outer.index(inner) + len(inner)]
     assert system_from_tensormap(tensormap_from_mta(inner)).positions.shape == (3, 3)
-    with pytest.raises(blockmap.FormatError, match="no entry starts at the beginning"):
+    with pytest.raises(blockmap.FormatError, match="inside an entry of another archive"):
         tensormap_from_mta(cut)
+    # after other bytes: a system.mta starts at its first byte
+    with pytest.raises(blockmap.FormatError, match="no entry starts at the beginning"):
+        tensormap_from_mta(b"#!" + inner)
     # a corrupted payload fails its CRC
     corrupt = bytearray(diskdataset[0])
     corrupt[200] ^= 0xFF
