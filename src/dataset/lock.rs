@@ -15,6 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
+use crate::io;
 
 /// How long a writer waits for another writer's lock: `None` for as long
 /// as it takes.
@@ -102,20 +103,14 @@ fn is_at(file: &File, path: &Path) -> Result<bool> {
 pub(crate) fn open_locked(path: &Path, write: bool, timeout: Timeout) -> Result<Option<File>> {
     let until = deadline(timeout);
     loop {
-        let file = match OpenOptions::new().read(true).write(write).open(path) {
+        // without waiting: a FIFO at the path would block the open forever
+        let file = match io::open_regular_with(path, OpenOptions::new().read(true).write(write)) {
             Ok(file) => file,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io(format!("cannot open '{}'", path.display()), e)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
         };
-        let metadata = file
-            .metadata()
-            .map_err(|e| Error::io(format!("cannot read '{}'", path.display()), e))?;
-        if !metadata.is_file() {
-            return Err(Error::invalid(format!(
-                "'{}' is not a regular file",
-                path.display()
-            )));
-        }
         let left = until.map(|until| until.saturating_duration_since(Instant::now()));
         lock(&file, path, left)?;
         if is_at(&file, path)? {

@@ -318,13 +318,20 @@ pub fn load_pieces(pieces: Vec<Buffer>, kind: Kind, check_crc: bool) -> Result<D
 /// without waiting), a device such as `/dev/zero` never ends, a directory
 /// is not data.
 pub(crate) fn open_regular(path: &Path) -> Result<File> {
-    let shown = path.display();
     let mut options = OpenOptions::new();
     options.read(true);
+    open_regular_with(path, &mut options)
+}
+
+/// Open `path` with `options`, without waiting (`O_NONBLOCK`: opening a
+/// FIFO waits for its other end otherwise; for a regular file the flag
+/// changes nothing), and refuse anything but a regular file. A path that
+/// does not exist is an [`Error::Io`] of kind `NotFound`.
+pub(crate) fn open_regular_with(path: &Path, options: &mut OpenOptions) -> Result<File> {
+    let shown = path.display();
     #[cfg(unix)]
     {
         use std::os::unix::fs::OpenOptionsExt;
-        // opening a FIFO for reading waits for a writer, unless non-blocking
         options.custom_flags(libc::O_NONBLOCK);
     }
     let file = options
@@ -336,19 +343,17 @@ pub(crate) fn open_regular(path: &Path) -> Result<File> {
     if metadata.is_file() {
         return Ok(file);
     }
-    let what = if metadata.is_dir() {
+    if metadata.is_dir() {
         return Err(Error::io(
             format!("cannot open '{shown}'"),
             std::io::Error::from_raw_os_error(libc::EISDIR),
         ));
-    } else {
-        file_type_name(&metadata)
-    };
+    }
     Err(Error::io(
         format!("cannot read '{shown}'"),
         std::io::Error::new(
             std::io::ErrorKind::InvalidInput,
-            format!("it is not a regular file but {what}"),
+            format!("it is not a regular file but {}", file_type_name(&metadata)),
         ),
     ))
 }

@@ -185,3 +185,45 @@ def test_a_create_waits_for_an_appender_and_then_replaces(tmp_path):
         blockmap.DatasetWriter(path, append=True)
     creator.close()
     assert len(blockmap.Dataset(path)) == 1
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_writer_refuses_a_fifo_at_its_path_without_waiting(tmp_path, append):
+    """A FIFO (with no process at its other end) or a directory at the path:
+    the writer names what is there, at once. Opening a FIFO waits for a
+    writer unless it is opened without waiting, so the check runs in a child
+    with a timeout: a hang fails the test instead of stopping the run."""
+    fifo = tmp_path / "fifo.bmdata"
+    os.mkfifo(fifo)
+    folder = tmp_path / "folder.bmdata"
+    folder.mkdir()
+    code = textwrap.dedent(
+        f"""
+        import sys
+        import blockmap
+        from bench.batches import structure_maps
+
+        for path in sys.argv[1:]:
+            try:
+                with blockmap.DatasetWriter(path, append={append}) as writer:
+                    writer.write(structure_maps(1)[0])
+            except blockmap.BlockMapIOError as error:
+                print(type(error).__name__, error)
+            else:
+                print("written")
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, os.fspath(fifo), os.fspath(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr
+    fifo_line, folder_line = out.stdout.splitlines()
+    assert fifo_line.startswith("BlockMapIOError"), fifo_line
+    assert "a FIFO (named pipe)" in fifo_line and os.fspath(fifo) in fifo_line
+    assert folder_line.startswith("BlockMapIOError"), folder_line
+    assert os.fspath(folder) in folder_line
+    assert fifo.is_fifo() and folder.is_dir()
