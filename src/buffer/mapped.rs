@@ -111,11 +111,13 @@ impl Buffer {
 mod tests {
     use super::*;
     use crate::buffer::OwnerKind;
+    use crate::fixtures::TempDir;
     use std::io::Write;
 
     #[test]
     fn mapped_buffers() {
-        let path = std::env::temp_dir().join(format!("blockmap-mapped-{}", std::process::id()));
+        let dir = TempDir::new("mapped");
+        let path = dir.join("file");
         std::fs::File::create(&path)
             .unwrap()
             .write_all(&[42u8; 4096])
@@ -130,13 +132,13 @@ mod tests {
         let cow = Buffer::map_file(&file, MapMode::CopyOnWrite).unwrap();
         assert!(cow.is_writable());
         assert_eq!(cow.len(), 4096);
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[cfg(unix)]
     #[test]
     fn a_file_truncated_under_its_mapping_reads_as_zeros() {
-        let path = std::env::temp_dir().join(format!("blockmap-shrunk-{}", std::process::id()));
+        let dir = TempDir::new("shrunk");
+        let path = dir.join("file");
         let page = 4096;
         std::fs::File::create(&path)
             .unwrap()
@@ -176,6 +178,5 @@ mod tests {
             // a slice shares the mapping, and its state
             assert!(buffer.slice(0, 8).unwrap().check_intact().is_err());
         }
-        std::fs::remove_file(&path).unwrap();
     }
 }

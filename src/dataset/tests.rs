@@ -5,28 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::fixtures;
+use crate::fixtures::{self, TempDir};
 use crate::DType;
 
-/// A directory of its own for a test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn path(&self) -> PathBuf {
-        self.0.join("data")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("blockmap-ds2-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+/// A directory of its own for a test (removed when dropped).
+fn scratch(name: &str) -> TempDir {
+    TempDir::new(&format!("dataset-{name}"))
 }
 
 fn index(i: usize) -> i64 {
@@ -54,7 +38,7 @@ fn stored(name: &str) -> PathBuf {
 #[test]
 fn every_fixture_round_trips_and_appends() {
     let dir = scratch("round-trip");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = maps();
     let mut writer = Writer::create(&path, None).unwrap();
     for map in &maps[..3] {
@@ -90,7 +74,7 @@ fn every_fixture_round_trips_and_appends() {
 #[test]
 fn array_data_views_the_mapping_aligned() {
     let dir = scratch("views");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
@@ -108,7 +92,7 @@ fn array_data_views_the_mapping_aligned() {
 #[test]
 fn fields_and_columns() {
     let dir = scratch("fields");
-    let path = dir.path();
+    let path = dir.join("data");
     let (a, b) = (fixtures::small_map(), fixtures::tensor(DType::F4));
     let mut writer = Writer::create(&path, None).unwrap();
     for i in 0..5i32 {
@@ -184,7 +168,7 @@ fn fields_and_columns() {
     let (kind, values) = dataset.column("n_atoms").unwrap();
     assert_eq!(Value::from_bits(kind, values[5]), Value::Int(99));
     // upgraded (a version-2 source): the same entries and columns
-    let copy = dir.0.join("copy");
+    let copy = dir.join("copy");
     upgrade(&path, &copy, None).unwrap();
     let upgraded = Dataset::open(&copy, MapMode::ReadOnly).unwrap();
     assert_eq!(upgraded.schema(), dataset.schema());
@@ -198,7 +182,7 @@ fn fields_and_columns() {
 #[test]
 fn labels_are_stored_once_and_shared_in_memory() {
     let dir = scratch("shared");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::tensor(DType::F8);
     let mut writer = Writer::create(&path, None).unwrap();
     for _ in 0..10 {
@@ -231,7 +215,7 @@ fn labels_are_stored_once_and_shared_in_memory() {
 #[test]
 fn selected_keys_read_only_their_blocks() {
     let dir = scratch("keys");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::small_map();
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&map).unwrap();
@@ -263,7 +247,7 @@ fn selected_keys_read_only_their_blocks() {
 #[test]
 fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let dir = scratch("cut");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = maps();
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&maps[0]).unwrap();
@@ -280,7 +264,7 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
             slot.offset + slot.len
         })
         .collect();
-    let cut_path = dir.0.join("cut");
+    let cut_path = dir.join("cut");
     for cut in 0..=bytes.len() {
         std::fs::write(&cut_path, &bytes[..cut]).unwrap();
         let opened = Dataset::open(&cut_path, MapMode::ReadOnly);
@@ -310,7 +294,7 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
 #[test]
 fn large_entries_stream_and_recover() {
     let dir = scratch("large");
-    let path = dir.path();
+    let path = dir.join("data");
     let values = fixtures::filled(DType::F8, &[40_000, 3, 5]);
     let block = fixtures::workload_block(values);
     let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
@@ -322,7 +306,7 @@ fn large_entries_stream_and_recover() {
     assert_eq!(dataset.get(1, None).unwrap(), big);
     // the streamed record cut in the middle: the first map only
     let bytes = std::fs::read(&path).unwrap();
-    let cut = dir.0.join("cut");
+    let cut = dir.join("cut");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     let dataset = Dataset::open(&cut, MapMode::ReadOnly).unwrap();
     assert_eq!(dataset.len(), 1);
@@ -331,7 +315,7 @@ fn large_entries_stream_and_recover() {
 #[test]
 fn hostile_files_are_refused_with_errors() {
     let dir = scratch("hostile");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer
         .write_entry(&Entry {
@@ -355,7 +339,7 @@ fn hostile_files_are_refused_with_errors() {
         .unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     // every byte flipped, in two ways: an error or a dataset, never a panic
     for at in 0..good.len() {
         for flip in [0x01u8, 0xFF] {
@@ -387,7 +371,7 @@ fn hostile_files_are_refused_with_errors() {
 fn labels_references_into_entries_or_forward_are_refused() {
     use super::format::{encode_labels, record_header, Kind};
     let dir = scratch("refs");
-    let path = dir.path();
+    let path = dir.join("data");
     // entry 0's values are bytes that look like a LABELS record: keys
     // like entry 1's, with another value
     let second = fixtures::small_map();
@@ -423,7 +407,7 @@ fn labels_references_into_entries_or_forward_are_refused() {
     // length, its n_samples and its field's length
     let keys_ref = usize::try_from(entry_1).unwrap() + 16 + 8 + 8 + 8;
     let good = std::fs::read(&path).unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     for (target, what) in [
         (data_at + 16, "into entry 0's arrays"),
         (entry_0 + 16, "into entry 0's header"),
@@ -559,7 +543,7 @@ fn gradients_nested_deep_stop_at_the_limit() {
         }
     };
     let dir = scratch("nested");
-    let path = dir.path();
+    let path = dir.join("data");
     // 16 levels: what a writer may write, read back
     std::fs::write(&path, crafted(description(16), &1.0f64.to_le_bytes())).unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -582,7 +566,7 @@ fn gradients_nested_deep_stop_at_the_limit() {
 #[test]
 fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     let dir = scratch("rows");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
@@ -599,7 +583,7 @@ fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     // the rows follow count (8), schema offset (8) and COLUMNS offset (8)
     let row = |i: usize| payload_at + 24 + 24 * i;
     let first = u64::from_le_bytes(good[row(0)..row(0) + 8].try_into().unwrap());
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     for (offset, len, what) in [
         (first, None, "the second entry over the first"),
         (first + 64, None, "inside the first"),
@@ -641,7 +625,7 @@ fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
 #[test]
 fn prefetch_asks_for_at_most_64_mib() {
     let dir = scratch("prefetch");
-    let path = dir.path();
+    let path = dir.join("data");
     // 3 entries of 60 MB (40 of values, 20 of inline samples): 256
     // entries from the first of them would be 180 MB
     let values = fixtures::filled(DType::F8, &[5_000_000, 1]);
@@ -710,7 +694,7 @@ fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
 #[test]
 fn reserved_bytes_that_are_not_zero_are_refused() {
     let dir = scratch("reserved");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
@@ -723,7 +707,7 @@ fn reserved_bytes_that_are_not_zero_are_refused() {
             .offset,
     )
     .unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     // the block's two bytes after its dtype and dimension count: after
     // the header, the description's length, n_samples, the field's
     // length, the keys reference, the info (a = b) and the block count
@@ -770,7 +754,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
         let source = Dataset::open(&stored(name), MapMode::ReadOnly).unwrap();
         assert_eq!((source.version(), source.len()), (1, count));
         assert!(source.column("n_samples").is_err());
-        let copy = dir.0.join(name);
+        let copy = dir.join(name);
         std::fs::copy(stored(name), &copy).unwrap();
         let error = Writer::append(&copy, None).unwrap_err();
         assert!(error.to_string().contains("Dataset.upgrade"), "{error}");
@@ -778,7 +762,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
             std::fs::read(&copy).unwrap(),
             std::fs::read(stored(name)).unwrap()
         );
-        let upgraded = dir.0.join(format!("{name}.v2"));
+        let upgraded = dir.join(format!("{name}.v2"));
         upgrade(&stored(name), &upgraded, None).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
         assert_eq!((new.version(), new.len()), (3, count));
@@ -791,16 +775,16 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
         }
     }
     // a failed upgrade leaves dst as it was
-    let dst = dir.0.join("kept");
+    let dst = dir.join("kept");
     std::fs::write(&dst, b"kept").unwrap();
-    assert!(upgrade(&dir.0.join("missing"), &dst, None).is_err());
+    assert!(upgrade(&dir.join("missing"), &dst, None).is_err());
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
 }
 
 #[test]
 fn a_damaged_columns_record_fails_its_columns_only() {
     let dir = scratch("columns");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::small_map();
     let mut writer = Writer::create(&path, None).unwrap();
     for _ in 0..3 {
@@ -825,7 +809,7 @@ fn a_damaged_columns_record_fails_its_columns_only() {
     .unwrap();
     let mut bytes = good.clone();
     bytes[columns + 16 + len - 1] ^= 0x40;
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     assert_eq!(dataset.len(), 3);
@@ -856,7 +840,7 @@ fn a_damaged_columns_record_fails_its_columns_only() {
 #[test]
 fn a_columns_record_without_its_commit_is_skipped() {
     let dir = scratch("orphan");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::small_map();
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&map).unwrap();
@@ -870,7 +854,7 @@ fn a_columns_record_without_its_commit_is_skipped() {
     ))
     .unwrap();
     // the second commit interrupted after its COLUMNS record
-    let cut_path = dir.0.join("cut");
+    let cut_path = dir.join("cut");
     std::fs::write(&cut_path, &bytes[..commit]).unwrap();
     let dataset = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
     assert!(!dataset.committed());
@@ -948,7 +932,7 @@ fn two_sessions(path: &Path) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>) {
 #[test]
 fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
     let dir = scratch("imitation");
-    let path = dir.path();
+    let path = dir.join("data");
     let (maps, trailer, _) = two_sessions(&path);
     let mut bytes = vec![0u8; 128];
     bytes[96..].copy_from_slice(&trailer);
@@ -990,14 +974,14 @@ fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
 fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
     use super::format::{record_header, trailer as make_trailer, Kind};
     let dir = scratch("imitation-commit");
-    let path = dir.path();
+    let path = dir.join("data");
     let (maps, _, first_commit) = two_sessions(&path);
     let second = std::fs::read(&path).unwrap();
     let (commit, len) = last_commit_of(&second);
     let second_commit = second[commit..commit + 16 + len].to_vec();
     // where the crafted entry's arrays go: found on a copy first (the same
     // file, the same entry: the same place)
-    let probe = dir.0.join("probe");
+    let probe = dir.join("probe");
     let size = 1024;
     for variant in 0..2 {
         std::fs::copy(&path, &probe).unwrap();
@@ -1038,7 +1022,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
         bytes.extend_from_slice(&payload);
         bytes.extend_from_slice(&make_trailer(forged_at, count));
         let crafted = map_of_bytes(&bytes);
-        let real = dir.0.join(format!("real-{variant}"));
+        let real = dir.join(format!("real-{variant}"));
         std::fs::copy(&path, &real).unwrap();
         let mut writer = Writer::append(&real, None).unwrap();
         writer.write(&crafted).unwrap();
@@ -1069,7 +1053,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
 fn a_failed_write_leaves_nothing_a_walk_could_meet() {
     use super::format::{record_header, Kind};
     let dir = scratch("failed");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.commit().unwrap();
@@ -1110,7 +1094,7 @@ fn a_failed_write_leaves_nothing_a_walk_could_meet() {
 #[test]
 fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
     let dir = scratch("bits");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = [
         fixtures::small_map(),
         fixtures::tensor(DType::I2),
@@ -1139,7 +1123,7 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
         })
         .collect();
     drop(dataset);
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     let (mut refused, mut read) = (0, 0);
     for at in 0..good.len() {
         if arrays
@@ -1176,7 +1160,7 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
 #[test]
 fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     let dir = scratch("verify");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = [fixtures::small_map(), fixtures::tensor(DType::F8)];
     let mut writer = Writer::create(&path, None).unwrap();
     for map in maps.iter().chain(&maps) {
@@ -1199,7 +1183,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     // its length
     bytes[usize::try_from(last.offset + last.len).unwrap() - 1] ^= 0x10;
     bytes[usize::try_from(first.offset).unwrap() + 24] ^= 0x01;
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     std::fs::write(&bad_path, &bytes).unwrap();
     let report = verify(&bad_path).unwrap();
     let text = report.problems.join("\n");
@@ -1219,7 +1203,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     assert!(matches!(error, Error::Format(_)));
     assert!(error.to_string().lines().count() >= 3, "{error}");
     // upgrade: refused at entry 0, the destination untouched
-    let dst = dir.0.join("dst");
+    let dst = dir.join("dst");
     std::fs::write(&dst, b"kept").unwrap();
     let error = upgrade(&bad_path, &dst, None).unwrap_err();
     assert!(matches!(error, Error::Format(_)), "{error:?}");
@@ -1233,7 +1217,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     assert!(error.to_string().contains("entry 3"), "{error}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
     // a file cut in an entry (an interrupted write) has no problem
-    let cut_path = dir.0.join("cut");
+    let cut_path = dir.join("cut");
     std::fs::write(
         &cut_path,
         &good[..usize::try_from(last.offset).unwrap() + 100],
@@ -1252,12 +1236,12 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
 #[test]
 fn offsets_past_what_a_file_holds_are_walked_past() {
     let dir = scratch("huge-offsets");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     for huge in [1u64 << 63, u64::MAX - 63, (1 << 63) + 64] {
         // the trailer's commit offset, its CRC made right
         let mut bytes = good.clone();
@@ -1304,7 +1288,7 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
         );
         assert!(verify(&stored(name)).unwrap().is_ok(), "{name}");
         let schema = source.schema();
-        let copy = dir.0.join(name);
+        let copy = dir.join(name);
         std::fs::copy(stored(name), &copy).unwrap();
         let mut writer = Writer::append(&copy, None).unwrap();
         assert_eq!(writer.version(), 2);
@@ -1347,7 +1331,7 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
         if committed {
             assert_eq!(&after[..before.len()], &before[..]);
         }
-        let upgraded = dir.0.join(format!("{name}.v3"));
+        let upgraded = dir.join(format!("{name}.v3"));
         upgrade(&copy, &upgraded, None).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
         assert_eq!((new.version(), new.len()), (3, count + 1));
@@ -1396,7 +1380,7 @@ fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
     bytes.extend_from_slice(&header);
     bytes.extend_from_slice(&data);
     assert_eq!(&bytes[bytes.len() - tail.len()..], tail);
-    let bad_path = dir.0.join("data");
+    let bad_path = dir.join("data");
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     assert!(!dataset.committed());
@@ -1418,7 +1402,7 @@ fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
 #[test]
 fn damage_before_the_last_commit_keeps_the_commit() {
     let dir = scratch("damaged-tail");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps: Vec<TensorMap> = (0..4).map(|_| fixtures::small_map()).collect();
     let mut writer = Writer::create(&path, None).unwrap();
     for map in &maps {
@@ -1502,7 +1486,7 @@ fn version_3_files_read_and_are_what_the_writer_writes() {
         }
         let schema = source.schema();
         let entries = entries_of(&source);
-        let path = dir.0.join(name);
+        let path = dir.join(name);
         for (session, range) in [(0, 0..first), (1, first..count)] {
             if session == 1 && range.is_empty() {
                 break;

@@ -533,18 +533,13 @@ impl Dataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::TempDir;
 
     /// A stored version-1 file of tests/data/datasets/.
     fn stored(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/datasets")
             .join(name)
-    }
-
-    fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("blockmap-v1-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
     }
 
     #[test]
@@ -577,7 +572,7 @@ mod tests {
         let ends: Vec<u64> = whole.slots().iter().map(|s| s.offset + s.len).collect();
         let maps: Vec<TensorMap> = (0..3).map(|i| whole.get(i, None).unwrap()).collect();
         let bytes = std::fs::read(&path).unwrap();
-        let dir = scratch("cut");
+        let dir = TempDir::new("v1-cut");
         let cut_path = dir.join("data");
         let json_end = whole.slots()[0].offset - 100;
         for cut in (usize::try_from(json_end).unwrap()..=bytes.len()).step_by(7) {
@@ -590,13 +585,12 @@ mod tests {
                 assert_eq!(&dataset.get(i, None).unwrap(), map, "cut at {cut}");
             }
         }
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn hostile_files_are_refused_with_errors() {
         let good = std::fs::read(stored("v1-committed.bmds")).unwrap();
-        let dir = scratch("hostile");
+        let dir = TempDir::new("v1-hostile");
         let bad_path = dir.join("data");
         // single bytes flipped: an error or a dataset, never a panic
         for at in (0..good.len()).step_by(13) {
@@ -611,6 +605,5 @@ mod tests {
         }
         std::fs::write(&bad_path, b"not a dataset").unwrap();
         assert!(Dataset::open(&bad_path, MapMode::ReadOnly).is_err());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }
