@@ -39,7 +39,7 @@ use super::{io_error, lock, read_at, Slot, Timeout};
 use crate::arc::{ForkMutex, SetOnce};
 use crate::array::{Array, Layout};
 use crate::block::TensorBlock;
-use crate::buffer::Buffer;
+use crate::buffer::{Advice, Buffer};
 use crate::data::DataRef;
 use crate::error::{Error, Result};
 use crate::io;
@@ -685,7 +685,7 @@ impl Dataset {
         }
         // random access touches only its pages: no read-ahead around a
         // fault (the kernel's default pulls up to megabytes per map)
-        advise(&mapping, 0, mapping.len() as u64, libc::MADV_RANDOM);
+        mapping.advise(0, mapping.len(), Advice::Random);
         Ok(Dataset {
             path: path.to_path_buf(),
             mapping,
@@ -700,7 +700,7 @@ impl Dataset {
     /// ahead: what iteration and `load_all` are about to read.
     pub fn prefetch(&self, start: usize, count: usize) {
         if let Some((offset, len)) = self.prefetch_range(start, count) {
-            advise(&self.mapping, offset, len, libc::MADV_WILLNEED);
+            self.advise(offset, len, Advice::WillNeed);
         }
     }
 
@@ -718,6 +718,14 @@ impl Dataset {
         let last = rows[end - 1];
         let until = last.offset + RECORD_LEN as u64 + last.len;
         Some((first, (until - first).min(PREFETCH)))
+    }
+
+    /// Advise the kernel about the file bytes `offset..offset + len` (the
+    /// mapping is of the whole file, from its start).
+    fn advise(&self, offset: u64, len: u64, advice: Advice) {
+        let saturated = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        self.mapping
+            .advise(saturated(offset), saturated(len), advice);
     }
 
     pub fn id(&self) -> &str {
@@ -797,7 +805,7 @@ impl Dataset {
         let hashed = super::crc32_of_mapped(payload, |k| {
             if large && k % 64 == 0 {
                 let from = row.offset + RECORD_LEN as u64 + ((k as u64) << 20);
-                advise(&self.mapping, from, PREFETCH, libc::MADV_WILLNEED);
+                self.advise(from, PREFETCH, Advice::WillNeed);
             }
         })?;
         self.mapping.check_intact()?;
@@ -958,11 +966,10 @@ impl Dataset {
                 (desc_start + desc_len) as u64
             };
             let from = desc_start as u64;
-            advise(
-                &self.mapping,
+            self.advise(
                 from,
                 (until - from.min(until)).min(PREFETCH),
-                libc::MADV_WILLNEED,
+                Advice::WillNeed,
             );
         }
         let desc = raw
@@ -1081,50 +1088,6 @@ impl Dataset {
         Ok(labels)
     }
 }
-
-/// Advise the kernel about the pages of `mapping` (a mapping of the whole
-/// file, from its start) over file bytes `offset..offset + len`: advice
-/// only, failures ignored.
-fn advise(mapping: &Buffer, offset: u64, len: u64, advice: libc::c_int) {
-    // SAFETY: sysconf has no preconditions.
-    let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
-    let (Ok(offset), Ok(len)) = (usize::try_from(offset), usize::try_from(len)) else {
-        return;
-    };
-    let total = mapping.len();
-    if offset >= total || page == 0 {
-        return;
-    }
-    let mut start = offset - offset % page;
-    let end = offset.saturating_add(len).min(total);
-    let base = mapping.as_ptr();
-    // Linux reads at most the file's read-ahead size (read_ahead_kb: 8 MiB
-    // here, 128 KiB by default) per MADV_WILLNEED: a larger range is asked
-    // for a piece at a time
-    let piece = if advice == libc::MADV_WILLNEED {
-        WILLNEED_PIECE
-    } else {
-        usize::MAX
-    };
-    while start < end {
-        let n = (end - start).min(piece);
-        // SAFETY: `mapping` is a live file mapping starting on a page
-        // boundary (mmap of the whole file), and `start..start + n` lies
-        // within it (`end` clamped to its length, `start` rounded down to
-        // a page inside it, then moved by whole pieces below `end`); the
-        // advice given (MADV_RANDOM, MADV_WILLNEED) changes the kernel's
-        // read-ahead only, never the memory's contents nor its validity,
-        // and no reference to the memory is made.
-        unsafe {
-            libc::madvise(base.add(start).cast_mut().cast(), n, advice);
-        }
-        start += n;
-    }
-}
-
-/// The bytes asked for by one `MADV_WILLNEED` (a multiple of any page size
-/// up to 64 KiB, at most the default read-ahead of 128 KiB).
-const WILLNEED_PIECE: usize = 128 << 10;
 
 /// One entry's description being decoded.
 struct EntryView<'a> {
