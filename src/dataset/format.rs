@@ -6,13 +6,21 @@
 //! description, which every read checks.
 //!
 //! Every decoder reads from bytes copied out of the file (the aliasing
-//! rule, buffer/mod.rs) through [`Cursor`], which checks each length
-//! against what is left: a hostile file gives an [`Error::Format`], never a
+//! rule, buffer/mod.rs) through the bounded [`Cursor`] (`io/bytes.rs`),
+//! which checks each length against what is left: a hostile file gives an [`Error::Format`], never a
 //! panic nor an allocation larger than the bytes read.
 
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, Result};
+pub(crate) use crate::io::bytes::{put_u32, put_u64, Cursor};
 use crate::labels::Labels;
+
+/// What a [`Cursor`] over a record's payload names in its errors.
+pub const SCHEMA: &str = "dataset file: bad schema record";
+pub const LABELS: &str = "dataset file: bad labels record";
+pub const ENTRY: &str = "dataset file: bad entry record";
+pub const COMMIT: &str = "dataset file: bad commit record";
+pub const COLUMNS: &str = "dataset file: bad columns record";
 
 /// The first 8 bytes of a version-2 or 3 dataset file (not a zip signature: a
 /// zip tool does not take it for an archive; the `\r\n` and `\x1a` catch
@@ -283,7 +291,7 @@ impl Schema {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<Schema> {
-        let mut c = Cursor::new(bytes, "schema");
+        let mut c = Cursor::new(bytes, SCHEMA);
         let single = match c.u32()? {
             0 => false,
             1 => true,
@@ -385,14 +393,6 @@ pub fn pad_len(here: u64) -> usize {
     usize::try_from(align_up(here) - here).unwrap_or(0)
 }
 
-pub fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
-pub fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(&v.to_le_bytes());
-}
-
 pub fn put_str(out: &mut Vec<u8>, s: &str) {
     put_u32(out, u32_len(s.len()));
     out.extend_from_slice(s.as_bytes());
@@ -440,83 +440,6 @@ pub fn parse_dtype_byte(byte: u8) -> Option<(DType, ByteOrder)> {
     DType::ALL
         .get(usize::from(byte & 0x7F))
         .map(|&dtype| (dtype, order))
-}
-
-/// A bounded reader of bytes copied from the file.
-pub struct Cursor<'a> {
-    bytes: &'a [u8],
-    at: usize,
-    what: &'static str,
-}
-
-impl<'a> Cursor<'a> {
-    pub fn new(bytes: &'a [u8], what: &'static str) -> Self {
-        Cursor { bytes, at: 0, what }
-    }
-
-    pub fn bad(&self, detail: &str) -> Error {
-        Error::format(format!(
-            "dataset file: bad {} record ({detail}, at byte {})",
-            self.what, self.at
-        ))
-    }
-
-    pub fn position(&self) -> usize {
-        self.at
-    }
-
-    pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| self.bad("truncated"))?;
-        let out = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(out)
-    }
-
-    pub fn rest(&self) -> &'a [u8] {
-        &self.bytes[self.at..]
-    }
-
-    pub fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-
-    pub fn u16(&mut self) -> Result<u16> {
-        let b = self.take(2)?;
-        Ok(u16::from_le_bytes([b[0], b[1]]))
-    }
-
-    pub fn u32(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    pub fn u64(&mut self) -> Result<u64> {
-        let mut raw = [0u8; 8];
-        raw.copy_from_slice(self.take(8)?);
-        Ok(u64::from_le_bytes(raw))
-    }
-
-    /// A count of items each at least `each` bytes long: bounded by what is
-    /// left, so that no allocation exceeds the record.
-    pub fn count(&mut self, each: usize) -> Result<usize> {
-        let n = self.u32()? as usize;
-        if n.saturating_mul(each.max(1)) > self.bytes.len() - self.at {
-            return Err(self.bad("a count larger than the record"));
-        }
-        Ok(n)
-    }
-
-    pub fn str(&mut self) -> Result<String> {
-        let n = self.u32()? as usize;
-        let bytes = self.take(n)?;
-        std::str::from_utf8(bytes)
-            .map(str::to_string)
-            .map_err(|_| self.bad("a name that is not UTF-8"))
-    }
 }
 
 /// Labels decoded from a [`Cursor`] at the start of their encoding: their
@@ -626,21 +549,21 @@ mod tests {
         let labels = Labels::new(vec!["a", "b"], &[1, 2, 3, 4]).unwrap();
         let mut out = Vec::new();
         encode_labels(&labels, &mut out);
-        let decoded = decode_labels(&mut Cursor::new(&out, "labels")).unwrap();
+        let decoded = decode_labels(&mut Cursor::new(&out, LABELS)).unwrap();
         assert_eq!(decoded, labels);
         for cut in 0..out.len() {
-            assert!(decode_labels(&mut Cursor::new(&out[..cut], "labels")).is_err());
+            assert!(decode_labels(&mut Cursor::new(&out[..cut], LABELS)).is_err());
         }
         // a count of 2^62 entries: refused, nothing allocated
         let mut huge = out.clone();
         huge[4..12].copy_from_slice(&(1u64 << 62).to_le_bytes());
-        assert!(decode_labels(&mut Cursor::new(&huge, "labels")).is_err());
+        assert!(decode_labels(&mut Cursor::new(&huge, LABELS)).is_err());
         // duplicate rows: a format error
         let mut dup = Vec::new();
         encode_labels(&Labels::new(vec!["a"], &[1, 2]).unwrap(), &mut dup);
         let n = dup.len();
         dup[n - 4..].copy_from_slice(&1i32.to_le_bytes());
-        let error = decode_labels(&mut Cursor::new(&dup, "labels")).unwrap_err();
+        let error = decode_labels(&mut Cursor::new(&dup, LABELS)).unwrap_err();
         assert!(matches!(error, Error::Format(_)), "{error}");
     }
 }

@@ -208,7 +208,7 @@ pub(super) fn hash_payload(file: &File, at: u64, record: f::Record) -> Result<Op
 /// The column values and per-field sample counts at the start of an entry
 /// payload's description.
 pub(super) fn entry_values(payload_head: &[u8], n: usize) -> Result<Vec<u64>> {
-    let mut c = Cursor::new(payload_head, "entry");
+    let mut c = Cursor::new(payload_head, f::ENTRY);
     let desc_len = c.u64()?;
     if desc_len < (n as u64) * 8 {
         return Err(c.bad("description"));
@@ -540,7 +540,7 @@ fn only_commits_between(
 /// record at `at`): u32 column count, then each column 64-byte aligned in
 /// the file.
 fn parse_columns(payload: &[u8], at: u64, count: usize, n: usize) -> Result<Vec<Vec<u64>>> {
-    let mut c = Cursor::new(payload, "columns");
+    let mut c = Cursor::new(payload, f::COLUMNS);
     if c.u32()? as usize != n {
         return Err(c.bad("its columns do not match the schema"));
     }
@@ -567,7 +567,7 @@ fn parse_columns(payload: &[u8], at: u64, count: usize, n: usize) -> Result<Vec<
 /// The rows of a commit record's payload, unchecked (their places are
 /// checked by [`parse_commit`]).
 pub(super) fn parse_rows(payload: &[u8], version: u32) -> Result<Vec<Row>> {
-    let mut c = Cursor::new(payload, "commit");
+    let mut c = Cursor::new(payload, f::COMMIT);
     let count = usize::try_from(c.u64()?).map_err(|_| c.bad("count"))?;
     c.take(16)?;
     if count.saturating_mul(ROW_LEN) > c.rest().len() {
@@ -592,7 +592,7 @@ fn parse_commit(
     payload: &[u8],
     version: u32,
 ) -> Result<Commit> {
-    let mut c = Cursor::new(payload, "commit");
+    let mut c = Cursor::new(payload, f::COMMIT);
     let count = c.u64()?;
     let schema_at = c.u64()?;
     let columns_at = c.u64()?;
@@ -999,7 +999,7 @@ impl Dataset {
                 row.offset + RECORD_LEN as u64 + row.len,
             ),
         };
-        let mut c = Cursor::new(&desc, "entry");
+        let mut c = Cursor::new(&desc, f::ENTRY);
         c.take((schema.columns.len() + schema.fields.len()) * 8)?;
         for _ in 0..field {
             let len = usize::try_from(c.u64()?).map_err(|_| c.bad("field length"))?;
@@ -1008,7 +1008,7 @@ impl Dataset {
         let len = usize::try_from(c.u64()?).map_err(|_| c.bad("field length"))?;
         let start = c.position();
         c.take(len)?;
-        let mut fc = Cursor::new(&desc[start..start + len], "entry");
+        let mut fc = Cursor::new(&desc[start..start + len], f::ENTRY);
         entry.map(&mut fc, start, keys)
     }
 
@@ -1074,7 +1074,7 @@ impl Dataset {
         if crc32fast::hash(&payload) != record.crc {
             return Err(bad("a damaged labels record"));
         }
-        let mut c = Cursor::new(&payload, "labels");
+        let mut c = Cursor::new(&payload, f::LABELS);
         let labels = f::decode_labels(&mut c)?;
         if !c.rest().is_empty() {
             return Err(c.bad("bytes after the labels"));
@@ -1108,7 +1108,7 @@ impl EntryView<'_> {
         let desc_end = self.desc_at + self.desc.len() as u64;
         if at >= self.desc_at && at < desc_end {
             let start = usize::try_from(at - self.desc_at).map_err(|_| c.bad("labels"))?;
-            return f::decode_labels(&mut Cursor::new(&self.desc[start..], "entry"));
+            return f::decode_labels(&mut Cursor::new(&self.desc[start..], f::ENTRY));
         }
         if at >= self.payload.0 && at < self.payload.1 {
             return Err(c.bad("labels among the entry's arrays"));

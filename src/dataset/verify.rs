@@ -24,6 +24,7 @@ use super::v2::{self, Row};
 use super::{read_at, Dataset, Inner};
 use crate::buffer::MapMode;
 use crate::error::{Error, Result};
+use crate::io::zip::{dataset_start, DatasetStart};
 
 /// The problems listed at most (the others are counted).
 const LISTED: usize = 1000;
@@ -88,21 +89,13 @@ impl Report {
 pub fn file_version(path: &Path) -> Result<Option<u32>> {
     let file = crate::io::open_regular(path)?;
     let head = read_at(&file, 0, f::HEADER_LEN)?;
-    if head.len() >= 8 && head[..8] == f::MAGIC {
-        return Ok(Some(
-            f::parse_file_header(&head).map_or(f::VERSION, |(_, v)| v),
-        ));
-    }
-    let name = super::v1::JSON_NAME.as_bytes();
-    // a zip's first local header: 30 bytes, then the name
-    if head.len() >= 30 + name.len()
-        && head[..4] == *b"PK\x03\x04"
-        && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
-        && &head[30..30 + name.len()] == name
-    {
-        return Ok(Some(1));
-    }
-    Ok(None)
+    Ok(match dataset_start(&head) {
+        Some(DatasetStart::Magic) => {
+            Some(f::parse_file_header(&head).map_or(f::VERSION, |(_, v)| v))
+        }
+        Some(DatasetStart::Zip) => Some(super::v1::VERSION),
+        None => None,
+    })
 }
 
 /// Check the dataset file at `path` whole. An error only when it cannot
@@ -219,7 +212,7 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
                     "the LABELS record at byte {at} does not match its CRC32"
                 )),
                 Some(payload) => {
-                    let mut c = f::Cursor::new(&payload, "labels");
+                    let mut c = f::Cursor::new(&payload, f::LABELS);
                     let decoded = f::decode_labels(&mut c).and_then(|_| {
                         if c.rest().is_empty() {
                             Ok(())
