@@ -2,10 +2,10 @@
 //! in one file, read by mapping it, appended to without rewriting it (see
 //! docs/format.md, "Datasets").
 //!
-//! Files of format versions 2 and 3 (`v2.rs`, their bytes in `format.rs`)
-//! are read and written (new files in version 3, appends in their file's
-//! version); files of version 1 (`v1/`, a zip of `.mts` archives) are
-//! read only. [`upgrade`] writes any of them as version 3, [`verify`]
+//! Files of format versions 2 and 3 (`v2/`, their bytes in
+//! `v2/layout.rs`) are read and written (new files in version 3, appends
+//! in their file's version); files of version 1 (`v1/`, a zip of `.mts`
+//! archives) are read only. [`upgrade`] writes any of them as version 3, [`verify`]
 //! checks any of them whole.
 
 use std::fs::File;
@@ -18,20 +18,18 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-mod format;
 mod lock;
 mod v1;
 mod v2;
 mod verify;
 
-pub use format::{ColumnType, Schema, Value, SINGLE_FIELD};
 pub use lock::Timeout;
-pub use v2::{Entry, Writer};
+pub use v2::{ColumnType, ColumnValue, Entry, Schema, Writer, SINGLE_FIELD};
 pub use verify::{file_version, verify, Report};
 
-/// Where one entry lies in the file.
+/// Where one entry lies in the file: a range of its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
+pub struct Span {
     /// its first byte (version 1: of its `.mts` archive; versions 2 and
     /// 3: of its record's header)
     pub offset: u64,
@@ -262,10 +260,10 @@ impl Dataset {
     }
 
     /// Where entry `index` lies (see [`Dataset::position`]).
-    pub fn slot(&self, index: i64) -> Result<Slot> {
+    pub fn span(&self, index: i64) -> Result<Span> {
         match &self.inner {
-            Inner::V1(d) => Ok(d.slot(self.position(index)?)),
-            Inner::V2(d) => Ok(d.slot(self.position(index)?)),
+            Inner::V1(d) => Ok(d.span(self.position(index)?)),
+            Inner::V2(d) => Ok(d.span(self.position(index)?)),
         }
     }
 
@@ -419,7 +417,7 @@ pub fn upgrade(src: &Path, dst: &Path, timeout: Timeout) -> Result<()> {
                 .collect(),
             columns: columns
                 .iter()
-                .map(|(name, kind, values)| (*name, Value::from_bits(*kind, values[i])))
+                .map(|(name, kind, values)| (*name, ColumnValue::from_bits(*kind, values[i])))
                 .collect(),
             single: schema.single,
         })?;

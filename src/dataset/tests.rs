@@ -58,7 +58,7 @@ fn every_fixture_round_trips_and_appends() {
     assert_eq!((all.len(), all.id()), (maps.len(), first.id()));
     for (i, map) in maps.iter().enumerate() {
         assert_eq!(&all.get(index(i), None).unwrap(), map, "map {i}");
-        assert_eq!(all.slot(index(i)).unwrap().offset % 64, 0);
+        assert_eq!(all.span(index(i)).unwrap().offset % 64, 0);
     }
     // the reader opened before the append keeps its view
     assert_eq!(&first.get(2, None).unwrap(), &maps[2]);
@@ -100,8 +100,8 @@ fn fields_and_columns() {
             .write_entry(&Entry {
                 fields: vec![("system", &a), ("energy", &b)],
                 columns: vec![
-                    ("n_atoms", Value::Int(i64::from(i) * 3)),
-                    ("weight", Value::Float(0.5 * f64::from(i))),
+                    ("n_atoms", ColumnValue::Int(i64::from(i) * 3)),
+                    ("weight", ColumnValue::Float(0.5 * f64::from(i))),
                 ],
                 single: false,
             })
@@ -120,8 +120,8 @@ fn fields_and_columns() {
         .write_entry(&Entry {
             fields: vec![("system", &a), ("energy", &b)],
             columns: vec![
-                ("n_atoms", Value::Float(1.0)),
-                ("weight", Value::Float(0.0)),
+                ("n_atoms", ColumnValue::Float(1.0)),
+                ("weight", ColumnValue::Float(0.0)),
             ],
             single: false,
         })
@@ -141,10 +141,19 @@ fn fields_and_columns() {
     assert!(dataset.get_field(0, 2, None).is_err());
     let (kind, values) = dataset.column("n_atoms").unwrap();
     assert_eq!(kind, ColumnType::Int);
-    let ints: Vec<Value> = values.iter().map(|&v| Value::from_bits(kind, v)).collect();
-    assert_eq!(ints, (0..5).map(|i| Value::Int(i * 3)).collect::<Vec<_>>());
+    let ints: Vec<ColumnValue> = values
+        .iter()
+        .map(|&v| ColumnValue::from_bits(kind, v))
+        .collect();
+    assert_eq!(
+        ints,
+        (0..5).map(|i| ColumnValue::Int(i * 3)).collect::<Vec<_>>()
+    );
     let (kind, values) = dataset.column("weight").unwrap();
-    assert_eq!(Value::from_bits(kind, values[4]), Value::Float(2.0));
+    assert_eq!(
+        ColumnValue::from_bits(kind, values[4]),
+        ColumnValue::Float(2.0)
+    );
     assert!(dataset
         .column("other")
         .unwrap_err()
@@ -159,14 +168,20 @@ fn fields_and_columns() {
     writer
         .write_entry(&Entry {
             fields: vec![("system", &a), ("energy", &b)],
-            columns: vec![("n_atoms", Value::Int(99)), ("weight", Value::Float(1.0))],
+            columns: vec![
+                ("n_atoms", ColumnValue::Int(99)),
+                ("weight", ColumnValue::Float(1.0)),
+            ],
             single: false,
         })
         .unwrap();
     writer.close().unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let (kind, values) = dataset.column("n_atoms").unwrap();
-    assert_eq!(Value::from_bits(kind, values[5]), Value::Int(99));
+    assert_eq!(
+        ColumnValue::from_bits(kind, values[5]),
+        ColumnValue::Int(99)
+    );
     // upgraded (a version-2 source): the same entries and columns
     let copy = dir.join("copy");
     upgrade(&path, &copy, None).unwrap();
@@ -193,15 +208,15 @@ fn labels_are_stored_once_and_shared_in_memory() {
     // entries 1.. are the same size: their keys, components and
     // properties are references to the first entry's LABELS records, their
     // samples inline
-    let sizes: Vec<u64> = (1..10).map(|i| dataset.slot(i).unwrap().len).collect();
+    let sizes: Vec<u64> = (1..10).map(|i| dataset.span(i).unwrap().len).collect();
     assert!(sizes.windows(2).all(|w| w[0] == w[1]));
-    let first = dataset.slot(0).unwrap();
-    let second = dataset.slot(1).unwrap();
+    let first = dataset.span(0).unwrap();
+    let second = dataset.span(1).unwrap();
     // the first entry's LABELS records lie before it: entries after are
     // back to back
     assert_eq!(
         second.offset,
-        super::format::align_up(first.offset + first.len)
+        super::v2::layout::align_up(first.offset + first.len)
     );
     let x = dataset.get(0, None).unwrap();
     let y = dataset.get(5, None).unwrap();
@@ -260,7 +275,7 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let whole = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let ends: Vec<u64> = (0..5)
         .map(|i| {
-            let slot = whole.slot(i).unwrap();
+            let slot = whole.span(i).unwrap();
             slot.offset + slot.len
         })
         .collect();
@@ -323,7 +338,7 @@ fn hostile_files_are_refused_with_errors() {
                 ("a", &fixtures::small_map()),
                 ("b", &fixtures::tensor(DType::I2)),
             ],
-            columns: vec![("n", Value::Int(3))],
+            columns: vec![("n", ColumnValue::Int(3))],
             single: false,
         })
         .unwrap();
@@ -333,7 +348,7 @@ fn hostile_files_are_refused_with_errors() {
                 ("a", &fixtures::map_with_an_empty_block()),
                 ("b", &fixtures::tensor(DType::I2)),
             ],
-            columns: vec![("n", Value::Int(4))],
+            columns: vec![("n", ColumnValue::Int(4))],
             single: false,
         })
         .unwrap();
@@ -369,7 +384,8 @@ fn hostile_files_are_refused_with_errors() {
 
 #[test]
 fn labels_references_into_entries_or_forward_are_refused() {
-    use super::format::{encode_labels, record_header, Kind};
+    use super::v2::codec::encode_labels;
+    use super::v2::layout::{record_header, RecordKind as Kind};
     let dir = scratch("refs");
     let path = dir.join("data");
     // entry 0's values are bytes that look like a LABELS record: keys
@@ -400,8 +416,8 @@ fn labels_references_into_entries_or_forward_are_refused() {
         .buffer()
         .as_ptr() as u64
         - mapping;
-    let entry_1 = dataset.slot(1).unwrap().offset;
-    let entry_0 = dataset.slot(0).unwrap().offset;
+    let entry_1 = dataset.span(1).unwrap().offset;
+    let entry_0 = dataset.span(0).unwrap().offset;
     drop(dataset);
     // entry 1's keys reference: after its header, the description's
     // length, its n_samples and its field's length
@@ -428,7 +444,7 @@ fn labels_references_into_entries_or_forward_are_refused() {
         record_header(Kind::Labels, crc32fast::hash(&fake), fake.len() as u64).to_vec();
     forward.extend_from_slice(&fake);
     // put it where the commit's trailer was, a new trailer after it
-    let at = super::format::align_up(end as u64);
+    let at = super::v2::layout::align_up(end as u64);
     bytes.resize(usize::try_from(at).unwrap(), 0);
     bytes.extend_from_slice(&forward);
     bytes[keys_ref..keys_ref + 8].copy_from_slice(&(at + 16).to_le_bytes());
@@ -442,7 +458,8 @@ fn labels_references_into_entries_or_forward_are_refused() {
 /// `field` (made knowing the file offset it starts at), then `arrays`:
 /// the bytes of a crafted entry around a valid header, schema and commit.
 fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
-    use super::format::{align_up, file_header, put_u64, record_header, trailer, Kind};
+    use super::v2::layout::{align_up, file_header, record_header, trailer, RecordKind as Kind};
+    use crate::io::bytes::put_u64;
     let mut file = file_header("0123456789abcdef0123456789abcdef", 2).to_vec();
     let schema = single().encode();
     file.extend_from_slice(&record_header(
@@ -502,7 +519,9 @@ fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
 
 #[test]
 fn gradients_nested_deep_stop_at_the_limit() {
-    use super::format::{align_up, encode_labels, put_str, put_u64};
+    use super::v2::codec::{encode_labels, put_str};
+    use super::v2::layout::align_up;
+    use crate::io::bytes::put_u64;
     // a block whose gradient has a gradient, ... `levels` deep: every
     // labels reference to one inline encoding, every array the same 8 bytes
     let description = |levels: usize| {
@@ -650,14 +669,14 @@ fn prefetch_asks_for_at_most_64_mib() {
         panic!("a version-2 file");
     };
     // small entries: all of them, from the first's header to the last's end
-    let (first, second) = (dataset.slot(0).unwrap(), dataset.slot(1).unwrap());
+    let (first, second) = (dataset.span(0).unwrap(), dataset.span(1).unwrap());
     assert_eq!(
         inner.prefetch_range(0, 2),
         Some((first.offset, second.offset + second.len - first.offset))
     );
     assert_eq!(
         inner.prefetch_range(2, 256),
-        Some((dataset.slot(2).unwrap().offset, 64 << 20))
+        Some((dataset.span(2).unwrap().offset, 64 << 20))
     );
     assert_eq!(inner.prefetch_range(5, 256), None);
 }
@@ -683,7 +702,7 @@ fn last_commit_of(bytes: &[u8]) -> (usize, usize) {
 fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
     let desc_len = u64::from_le_bytes(bytes[entry + 16..entry + 24].try_into().unwrap());
     let desc = &bytes[entry + 24..entry + 24 + usize::try_from(desc_len).unwrap()];
-    let crc = super::format::description_crc(desc_len, desc);
+    let crc = super::v2::layout::description_crc(desc_len, desc);
     let (commit, len) = last_commit_of(bytes);
     let at = commit + 16 + 24 + 24 * row + 20;
     bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
@@ -702,7 +721,7 @@ fn reserved_bytes_that_are_not_zero_are_refused() {
     let entry = usize::try_from(
         Dataset::open(&path, MapMode::ReadOnly)
             .unwrap()
-            .slot(0)
+            .span(0)
             .unwrap()
             .offset,
     )
@@ -972,7 +991,7 @@ fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
 /// otherwise): neither is taken for the last commit.
 #[test]
 fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
-    use super::format::{record_header, trailer as make_trailer, Kind};
+    use super::v2::layout::{record_header, trailer as make_trailer, RecordKind as Kind};
     let dir = scratch("imitation-commit");
     let path = dir.join("data");
     let (maps, _, first_commit) = two_sessions(&path);
@@ -991,7 +1010,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
         let data_at = last_data_at(&probe);
         let entry_at = Dataset::open(&probe, MapMode::ReadOnly)
             .unwrap()
-            .slot(-1)
+            .span(-1)
             .unwrap()
             .offset;
         // the forged commit at the end of the arrays, on a 64-byte boundary
@@ -1051,7 +1070,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
 /// records, one per 64 bytes) for entries.
 #[test]
 fn a_failed_write_leaves_nothing_a_walk_could_meet() {
-    use super::format::{record_header, Kind};
+    use super::v2::layout::{record_header, RecordKind as Kind};
     let dir = scratch("failed");
     let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
@@ -1111,14 +1130,14 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let arrays: Vec<(usize, usize)> = (0..3)
         .map(|i| {
-            let slot = dataset.slot(i).unwrap();
+            let slot = dataset.span(i).unwrap();
             let at = usize::try_from(slot.offset).unwrap();
             let desc_len = usize::try_from(u64::from_le_bytes(
                 good[at + 16..at + 24].try_into().unwrap(),
             ))
             .unwrap();
             let start =
-                usize::try_from(super::format::align_up((at + 24 + desc_len) as u64)).unwrap();
+                usize::try_from(super::v2::layout::align_up((at + 24 + desc_len) as u64)).unwrap();
             (start, at + usize::try_from(slot.len).unwrap())
         })
         .collect();
@@ -1175,8 +1194,8 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     );
     let good = std::fs::read(&path).unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
-    let last = dataset.slot(3).unwrap();
-    let first = dataset.slot(0).unwrap();
+    let last = dataset.span(3).unwrap();
+    let first = dataset.span(0).unwrap();
     drop(dataset);
     let mut bytes = good.clone();
     // entry 3's last array byte, entry 0's first description byte after
@@ -1247,7 +1266,7 @@ fn offsets_past_what_a_file_holds_are_walked_past() {
         let mut bytes = good.clone();
         let n = bytes.len();
         let count = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap());
-        bytes[n - 32..].copy_from_slice(&super::format::trailer(huge, count));
+        bytes[n - 32..].copy_from_slice(&super::v2::layout::trailer(huge, count));
         std::fs::write(&bad_path, &bytes).unwrap();
         let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
         assert_eq!((dataset.len(), dataset.committed()), (1, false));
@@ -1302,8 +1321,8 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
                     (
                         c.as_str(),
                         match k {
-                            ColumnType::Int => Value::Int(7),
-                            ColumnType::Float => Value::Float(0.5),
+                            ColumnType::Int => ColumnValue::Int(7),
+                            ColumnType::Float => ColumnValue::Float(0.5),
                         },
                     )
                 })
@@ -1353,7 +1372,7 @@ fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
     let Inner::V1(inner) = &whole.inner else {
         panic!("version 1");
     };
-    let last = inner.slot(inner.len() - 1);
+    let last = inner.span(inner.len() - 1);
     // the end records: after the central directory, to the end of the file
     let tail_start = good.windows(4).rposition(|w| w == b"PK\x06\x06").unwrap();
     let tail = &good[tail_start..];
@@ -1411,7 +1430,7 @@ fn damage_before_the_last_commit_keeps_the_commit() {
     writer.close().unwrap();
     let last = Dataset::open(&path, MapMode::ReadOnly)
         .unwrap()
-        .slot(3)
+        .span(3)
         .unwrap()
         .offset;
     let mut bytes = std::fs::read(&path).unwrap();
@@ -1434,7 +1453,7 @@ fn damage_before_the_last_commit_keeps_the_commit() {
 
 /// The entries of `dataset` as the writer takes them: each field's map
 /// (viewing the mapping) and its column values.
-fn entries_of(dataset: &Dataset) -> Vec<(Vec<TensorMap>, Vec<Value>)> {
+fn entries_of(dataset: &Dataset) -> Vec<(Vec<TensorMap>, Vec<ColumnValue>)> {
     let schema = dataset.schema();
     let columns: Vec<(ColumnType, Vec<u64>)> = schema
         .columns
@@ -1451,7 +1470,7 @@ fn entries_of(dataset: &Dataset) -> Vec<(Vec<TensorMap>, Vec<Value>)> {
                 .collect();
             let values = columns
                 .iter()
-                .map(|(kind, values)| Value::from_bits(*kind, values[i]))
+                .map(|(kind, values)| ColumnValue::from_bits(*kind, values[i]))
                 .collect();
             (maps, values)
         })

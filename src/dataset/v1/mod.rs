@@ -30,7 +30,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::{map_file, Slot};
+use super::{map_file, Span};
 use crate::arc::SetOnce;
 use crate::buffer::{Buffer, MapMode};
 use crate::data::{Data, Kind};
@@ -120,7 +120,7 @@ impl Dataset {
     }
 
     /// Where map `i` lies, a position the dataset's `position` gave.
-    pub fn slot(&self, i: usize) -> Slot {
+    pub fn span(&self, i: usize) -> Span {
         self.listing.spans[i]
     }
 

@@ -6,7 +6,7 @@ use std::fs::File;
 
 use super::{map_name, COMMENT_PREFIX, INDEX_NAME, JSON_NAME, VERSION};
 use crate::buffer::ALIGNMENT;
-use crate::dataset::{read_at, Slot};
+use crate::dataset::{read_at, Span};
 use crate::error::{Error, Result};
 use crate::io;
 use crate::io::zip::reader::{find_end, EndRecords};
@@ -18,7 +18,7 @@ pub(super) struct Listing {
     /// the dataset's identity
     pub id: String,
     /// where each map's archive lies
-    pub spans: Vec<Slot>,
+    pub spans: Vec<Span>,
     /// whether the file ends with a complete commit (false: recovered by
     /// walking its records after an interrupted write)
     pub committed: bool,
@@ -194,7 +194,7 @@ impl Listing {
                 };
                 let data = at + header.len;
                 if header.name == map_name(spans.len() as u64) && header.size > 0 {
-                    spans.push(Slot {
+                    spans.push(Span {
                         offset: data,
                         len: header.size,
                     });
@@ -227,7 +227,7 @@ impl Listing {
 /// The spans of an index entry's data: `(count, 2)` little-endian `uint64`,
 /// each map's data within the file before the index (at `limit`), 64-byte
 /// aligned, one after the other.
-fn parse_index(bytes: &[u8], count: u64, limit: u64) -> Result<Vec<Slot>> {
+fn parse_index(bytes: &[u8], count: u64, limit: u64) -> Result<Vec<Span>> {
     let bad = |what: &str| Error::format(format!("dataset file: bad index ({what})"));
     let header = io::npy::read_header(bytes)?;
     let count = usize::try_from(count).map_err(|_| bad("count"))?;
@@ -256,7 +256,7 @@ fn parse_index(bytes: &[u8], count: u64, limit: u64) -> Result<Vec<Slot>> {
             return Err(bad("a map's range"));
         }
         previous_end = end;
-        spans.push(Slot { offset, len });
+        spans.push(Span { offset, len });
     }
     Ok(spans)
 }

@@ -29,7 +29,7 @@ fn stored_files_open() {
         for i in 0..count {
             let map = dataset.get(i, None).unwrap();
             assert!(!map.blocks().is_empty());
-            assert_eq!(dataset.slot(i).offset % ALIGNMENT as u64, 0);
+            assert_eq!(dataset.span(i).offset % ALIGNMENT as u64, 0);
         }
         dataset.checksum(count).unwrap();
     }
@@ -40,14 +40,14 @@ fn a_file_cut_anywhere_opens_with_every_complete_map() {
     let path = stored("v1-committed.bmds");
     let whole = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let ends: Vec<u64> = (0..whole.len())
-        .map(|i| whole.slot(i))
+        .map(|i| whole.span(i))
         .map(|s| s.offset + s.len)
         .collect();
     let maps: Vec<TensorMap> = (0..3).map(|i| whole.get(i, None).unwrap()).collect();
     let bytes = std::fs::read(&path).unwrap();
     let dir = TempDir::new("v1-cut");
     let cut_path = dir.join("data");
-    let json_end = whole.slot(0).offset - 100;
+    let json_end = whole.span(0).offset - 100;
     for cut in (usize::try_from(json_end).unwrap()..=bytes.len()).step_by(7) {
         std::fs::write(&cut_path, &bytes[..cut]).unwrap();
         let dataset = Dataset::open(&cut_path, MapMode::ReadOnly)

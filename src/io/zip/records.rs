@@ -23,7 +23,7 @@ pub(crate) const LOCAL_LEN: usize = 30;
 /// (`dataset/v1/`): what tells such a dataset from one map's archive.
 pub(crate) const DATASET_HEADER_NAME: &str = "blockmap-dataset.json";
 /// The first bytes of a dataset file of format version 2 or later (not a
-/// zip: `dataset/format.rs`), refused by the loaders of one map as
+/// zip: `dataset/v2/layout.rs`), refused by the loaders of one map as
 /// version 1's header entry is.
 pub(crate) const DATASET_MAGIC: [u8; 8] = *b"\x89BMDS\r\n\x1a";
 /// Size of the fixed part of a central directory header.
