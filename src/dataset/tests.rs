@@ -275,8 +275,8 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let whole = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let ends: Vec<u64> = (0..5)
         .map(|i| {
-            let slot = whole.span(i).unwrap();
-            slot.offset + slot.len
+            let span = whole.span(i).unwrap();
+            span.offset + span.len
         })
         .collect();
     let cut_path = dir.join("cut");
@@ -1130,15 +1130,15 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let arrays: Vec<(usize, usize)> = (0..3)
         .map(|i| {
-            let slot = dataset.span(i).unwrap();
-            let at = usize::try_from(slot.offset).unwrap();
+            let span = dataset.span(i).unwrap();
+            let at = usize::try_from(span.offset).unwrap();
             let desc_len = usize::try_from(u64::from_le_bytes(
                 good[at + 16..at + 24].try_into().unwrap(),
             ))
             .unwrap();
             let start =
                 usize::try_from(super::v2::layout::align_up((at + 24 + desc_len) as u64)).unwrap();
-            (start, at + usize::try_from(slot.len).unwrap())
+            (start, at + usize::try_from(span.len).unwrap())
         })
         .collect();
     drop(dataset);

@@ -1,8 +1,9 @@
 //! The encodings of the payloads of dataset format versions 2 and 3
 //! (docs/format.md, "Datasets"): the schema, labels, the COLUMNS and
-//! COMMIT records' contents, and an entry's description as the writer
-//! encodes it (the reader decodes descriptions where it views their
-//! arrays: `reader.rs`). Where the fixed fields lie is `layout.rs`'s.
+//! COMMIT records' contents, and the head of an entry's description (its
+//! column values). An entry's description is encoded by `describe.rs`
+//! and decoded by the reader, where it views the arrays (`reader.rs`);
+//! where the fixed fields lie is `layout.rs`'s.
 //!
 //! Every decoder reads from bytes copied out of the file (the aliasing
 //! rule, buffer/mod.rs) through a bounded [`Cursor`], which checks each
