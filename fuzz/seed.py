@@ -11,7 +11,8 @@ Fortran-ordered arrays, NPY version 2.0), the NPY entries of all of them
 (for npy_header), pickle headers with their buffers (for pickle_load, in
 the encoding that fuzz_targets/pickle_load.rs documents), and dataset
 files (for dataset_v2): of format version 3 written by blockmap, of
-version 2 copied from tests/data/datasets/, and the files of the
+version 2 and version 3's file of every dtype copied from
+tests/data/datasets/, and the files of the
 imitation cases (an entry whose data ends with an earlier commit's
 trailer, or with a whole commit record and trailer placed where they name
 themselves, its writer killed before its commit).
@@ -277,7 +278,7 @@ def dataset_seeds(folder):
     assert forged_at % 64 == 0, forged_at
     crafted = bytes(size - len(record) - 32) + record + _trailer(forged_at, 5)
     yield "v3-commit-imitation", _uncommitted(path, _map_of_bytes(crafted))
-    for name in ("v2-committed", "v2-appended", "v2-recovered", "v2-empty"):
+    for name in ("v2-committed", "v2-appended", "v2-recovered", "v2-empty", "v3-dtypes"):
         yield name, _dataset_bytes(STORED_DATASETS / f"{name}.bmds")
 
 

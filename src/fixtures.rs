@@ -1,6 +1,7 @@
 //! Small maps, blocks and labels for the tests of the core, its integration
 //! tests (`tests/*.rs`, through the `fixtures` feature) and the fuzzers'
-//! seeds: one place instead of a copy per test module.
+//! seeds, and the temporary directories of the tests that write files: one
+//! place instead of a copy per test module.
 
 use crate::array::Array;
 use crate::block::TensorBlock;
@@ -203,4 +204,75 @@ pub fn workload_block(values: Array) -> TensorBlock {
         .add_gradient("positions", gradient)
         .expect("a valid gradient");
     block
+}
+
+/// A new, empty directory of its own in the system's temporary folder,
+/// removed with everything in it when dropped (a test that panics drops
+/// it too): the one place tests write their files.
+#[derive(Debug)]
+pub struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    /// A directory named after `name`, this process and a counter: unique
+    /// across the threads of one test binary and across processes.
+    ///
+    /// # Panics
+    ///
+    /// When the temporary folder cannot be written.
+    pub fn new(name: &str) -> TempDir {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static MADE: AtomicUsize = AtomicUsize::new(0);
+        loop {
+            let n = MADE.fetch_add(1, Ordering::Relaxed);
+            let path =
+                std::env::temp_dir().join(format!("blockmap-{name}-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&path) {
+                Ok(()) => return TempDir(path),
+                // left by an earlier process of the same id: another name
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(e) => panic!("cannot make {}: {e}", path.display()),
+            }
+        }
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &std::path::Path {
+        &self.0
+    }
+
+    /// The path of `name` in the directory.
+    pub fn join(&self, name: impl AsRef<std::path::Path>) -> std::path::PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TempDir;
+
+    #[test]
+    fn temporary_directories_are_apart_and_removed_whole() {
+        let (a, b) = (TempDir::new("fixture"), TempDir::new("fixture"));
+        assert_ne!(a.path(), b.path());
+        std::fs::create_dir(a.join("inner")).unwrap();
+        std::fs::write(a.join("inner").join("file"), b"bytes").unwrap();
+        let path = a.path().to_path_buf();
+        drop(a);
+        assert!(!path.exists());
+        // a panicking test drops it too
+        let dir = TempDir::new("fixture");
+        let path = dir.path().to_path_buf();
+        std::panic::catch_unwind(move || {
+            let _dir = dir;
+            panic!("a failing test");
+        })
+        .unwrap_err();
+        assert!(!path.exists() && b.path().is_dir());
+    }
 }

@@ -85,10 +85,8 @@ fn every_input_is_handled() {
 /// columns and the checksum read (`Ok` or an error, never a panic).
 fn read_dataset(name: &str, bytes: &[u8]) {
     use blockmap::dataset::Dataset;
-    let path = std::env::temp_dir().join(format!(
-        "blockmap-fuzz-regression-{}-{name}",
-        std::process::id()
-    ));
+    let dir = blockmap::fixtures::TempDir::new("fuzz-regression");
+    let path = dir.join(name);
     std::fs::write(&path, bytes).unwrap();
     if let Ok(dataset) = Dataset::open(&path, blockmap::MapMode::ReadOnly) {
         let schema = dataset.schema();
@@ -103,7 +101,6 @@ fn read_dataset(name: &str, bytes: &[u8]) {
         }
     }
     let _ = blockmap::dataset::verify(&path);
-    std::fs::remove_file(&path).unwrap();
 }
 
 fn assert_invalid(result: Result<Data>, expected: &str) {

@@ -1,4 +1,4 @@
-//! Dataset files of format versions 2 and 3 (`dataset/v2.rs`): the input
+//! Dataset files of format versions 2 and 3 (`dataset/v2/`): the input
 //! is a whole file, written to a scratch path and opened (the trailer and
 //! commit record, or the recovery walk), then every field of every entry
 //! read, every column and the checksum. Whatever the bytes, the outcome is

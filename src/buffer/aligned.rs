@@ -41,7 +41,7 @@ fn is_mapped(len: usize) -> bool {
 
 /// The length of the mapping that holds `len` bytes (whole pages).
 fn mapping_len(len: usize) -> usize {
-    len.next_multiple_of(4096)
+    len.next_multiple_of(super::page_size())
 }
 
 /// At most this many bytes of freed memory are kept for reuse.
@@ -227,10 +227,10 @@ pub fn prefault(memory: &mut [std::mem::MaybeUninit<u8>]) {
 fn populate_write(start: *mut u8, len: usize) {
     #[cfg(target_os = "linux")]
     {
-        const PAGE: usize = 4096;
+        let page = super::page_size();
         let start = start as usize;
-        let first = start.next_multiple_of(PAGE);
-        let end = (start + len) / PAGE * PAGE;
+        let first = start.next_multiple_of(page);
+        let end = (start + len) / page * page;
         if end > first {
             // SAFETY: `first..end` lies inside the caller's memory, which it
             // holds exclusively; MADV_POPULATE_WRITE faults its pages in as

@@ -168,12 +168,7 @@ mod handler {
             {
                 return;
             }
-            let page = libc::sysconf(libc::_SC_PAGESIZE);
-            if let Ok(page) = usize::try_from(page) {
-                if page.is_power_of_two() {
-                    PAGE_SIZE = page;
-                }
-            }
+            PAGE_SIZE = super::super::page_size();
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_sigbus as *const () as libc::sighandler_t;
             action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK | libc::SA_NODEFER;

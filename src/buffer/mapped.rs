@@ -1,7 +1,9 @@
-//! File mappings owned by buffers.
+//! File mappings owned by buffers, the kernel's read-ahead advice about
+//! their pages, and the system's page size.
 
 use std::fs::File;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::guard::Guard;
 use super::{Buffer, Owner, Storage};
@@ -15,6 +17,50 @@ pub enum MapMode {
     /// private copy-on-write: writes through views change this process's
     /// pages, never the file
     CopyOnWrite,
+}
+
+/// What the kernel is told about the pages of a file mapping
+/// ([`Buffer::advise`]): read-ahead only, never the memory's contents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    /// random access: a fault reads its own page, no read-ahead around it
+    /// (the kernel's default reads up to megabytes per fault)
+    Random,
+    /// the pages are about to be read: read them ahead now
+    WillNeed,
+}
+
+impl Advice {
+    fn flag(self) -> libc::c_int {
+        match self {
+            Advice::Random => libc::MADV_RANDOM,
+            Advice::WillNeed => libc::MADV_WILLNEED,
+        }
+    }
+}
+
+/// The bytes asked for by one `MADV_WILLNEED` (a multiple of any page size
+/// up to 64 KiB, at most the default read-ahead of 128 KiB): Linux reads
+/// at most the file's read-ahead size (`read_ahead_kb`) per call, so a
+/// larger range is asked for a piece at a time.
+const WILLNEED_PIECE: usize = 128 << 10;
+
+/// The system's page size (a power of two; 4096 where the system does not
+/// say), looked up once: every page computation of blockmap uses it.
+pub fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    let known = PAGE.load(Ordering::Relaxed);
+    if known != 0 {
+        return known;
+    }
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    let page = usize::try_from(page)
+        .ok()
+        .filter(|page| page.is_power_of_two())
+        .unwrap_or(4096);
+    PAGE.store(page, Ordering::Relaxed);
+    page
 }
 
 /// A file mapping owned by a buffer, registered with the SIGBUS guard
@@ -107,15 +153,57 @@ impl Buffer {
     }
 }
 
+impl Buffer {
+    /// Advise the kernel about the pages holding bytes `offset..offset +
+    /// len` of this buffer (clamped to it), when it views a file mapping:
+    /// [`Advice::Random`] before random reads, [`Advice::WillNeed`] for
+    /// what is about to be read. Advice only: its callers go on whatever
+    /// the answer, which says whether the kernel took it (false for other
+    /// kinds of memory, which are left as they are, for an empty range,
+    /// and for a kernel that refuses it).
+    pub fn advise(&self, offset: usize, len: usize, advice: Advice) -> bool {
+        if !matches!(self.storage.storage, Storage::Mapped(_)) || offset >= self.len || len == 0 {
+            return false;
+        }
+        let page = page_size();
+        let first = self.ptr.as_ptr() as usize + offset;
+        let mut start = first - first % page;
+        let end = first + len.min(self.len - offset);
+        let piece = if advice == Advice::WillNeed {
+            WILLNEED_PIECE
+        } else {
+            usize::MAX
+        };
+        let mut taken = true;
+        while start < end {
+            let n = (end - start).min(piece);
+            // SAFETY: `start..start + n` lies within the file mapping this
+            // buffer views: its end within the buffer, its start rounded
+            // down to a page boundary from an address within the buffer,
+            // which the mapping (page-aligned, as every mapping) holds
+            // from its first page. The advice given (MADV_RANDOM,
+            // MADV_WILLNEED) changes the kernel's read-ahead only, never
+            // the memory's contents nor its validity, and no reference to
+            // the memory is made.
+            let done = unsafe { libc::madvise(start as *mut libc::c_void, n, advice.flag()) };
+            taken &= done == 0;
+            start += n;
+        }
+        taken
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::buffer::OwnerKind;
+    use crate::fixtures::TempDir;
     use std::io::Write;
 
     #[test]
     fn mapped_buffers() {
-        let path = std::env::temp_dir().join(format!("blockmap-mapped-{}", std::process::id()));
+        let dir = TempDir::new("mapped");
+        let path = dir.join("file");
         std::fs::File::create(&path)
             .unwrap()
             .write_all(&[42u8; 4096])
@@ -130,13 +218,51 @@ mod tests {
         let cow = Buffer::map_file(&file, MapMode::CopyOnWrite).unwrap();
         assert!(cow.is_writable());
         assert_eq!(cow.len(), 4096);
-        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn advice_is_taken_over_any_range_of_a_mapping_and_changes_nothing() {
+        let page = page_size();
+        assert!(page.is_power_of_two());
+        // SAFETY: sysconf has no preconditions.
+        let system = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        assert_eq!(page, usize::try_from(system).unwrap());
+        let dir = TempDir::new("advised");
+        let path = dir.join("file");
+        let len = 3 * WILLNEED_PIECE + 5 * page + 17;
+        let bytes: Vec<u8> = (0..len).map(|i| u8::try_from(i % 251).unwrap()).collect();
+        std::fs::write(&path, &bytes).unwrap();
+        let mapped = Buffer::map_file(&File::open(&path).unwrap(), MapMode::ReadOnly).unwrap();
+        // a view that starts inside a page: the advice starts on its page
+        let view = mapped.slice(page + 7, len - page - 7).unwrap();
+        for advice in [Advice::Random, Advice::WillNeed] {
+            for buffer in [&mapped, &view] {
+                for (offset, n) in [
+                    (0, buffer.len()),
+                    (1, 1),
+                    (page - 1, 2 * WILLNEED_PIECE),
+                    (buffer.len() - 1, usize::MAX),
+                    (5, usize::MAX),
+                ] {
+                    assert!(buffer.advise(offset, n, advice), "{advice:?} {offset} {n}");
+                }
+                // nothing to advise
+                assert!(!buffer.advise(buffer.len(), 1, advice));
+                assert!(!buffer.advise(3, 0, advice));
+            }
+        }
+        assert_eq!(mapped.raw().to_vec().unwrap(), bytes);
+        assert_eq!(view.raw().to_vec().unwrap(), &bytes[page + 7..]);
+        // memory that is no file mapping is left as it is
+        let owned = Buffer::copy_from(&bytes).unwrap();
+        assert!(!owned.advise(0, len, Advice::WillNeed));
     }
 
     #[cfg(unix)]
     #[test]
     fn a_file_truncated_under_its_mapping_reads_as_zeros() {
-        let path = std::env::temp_dir().join(format!("blockmap-shrunk-{}", std::process::id()));
+        let dir = TempDir::new("shrunk");
+        let path = dir.join("file");
         let page = 4096;
         std::fs::File::create(&path)
             .unwrap()
@@ -176,6 +302,5 @@ mod tests {
             // a slice shares the mapping, and its state
             assert!(buffer.slice(0, 8).unwrap().check_intact().is_err());
         }
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -96,7 +96,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::arc::ForkArc;
 
 pub use aligned::{prefault, AlignedBytes};
-pub use mapped::MapMode;
+pub use mapped::{page_size, Advice, MapMode};
 pub use raw::{RawBytes, CHUNK};
 pub use shared::{SegmentArena, SharedBytes};
 pub use writer::{seek_target, Allocate, FixedWriter, NextData, PieceMemory, PiecedWriter};

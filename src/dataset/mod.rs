@@ -2,10 +2,10 @@
 //! in one file, read by mapping it, appended to without rewriting it (see
 //! docs/format.md, "Datasets").
 //!
-//! Files of format versions 2 and 3 (`v2.rs`, their bytes in `format.rs`)
-//! are read and written (new files in version 3, appends in their file's
-//! version); files of version 1 (`v1.rs`, a zip of `.mts` archives) are
-//! read only. [`upgrade`] writes any of them as version 3, [`verify`]
+//! Files of format versions 2 and 3 (`v2/`, their bytes in
+//! `v2/layout.rs`) are read and written (new files in version 3, appends
+//! in their file's version); files of version 1 (`v1/`, a zip of `.mts`
+//! archives) are read only. [`upgrade`] writes any of them as version 3, [`verify`]
 //! checks any of them whole.
 
 use std::fs::File;
@@ -18,22 +18,20 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
-mod format;
 mod lock;
 mod v1;
 mod v2;
 mod verify;
 
-pub use format::{ColumnType, Schema, Value, SINGLE_FIELD};
 pub use lock::Timeout;
-pub use v2::{Entry, Writer};
+pub use v2::{ColumnType, ColumnValue, Entry, Schema, Writer, SINGLE_FIELD};
 pub use verify::{file_version, verify, Report};
 
-/// Where one entry lies in the file.
+/// Where one entry lies in the file: a range of its bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Slot {
-    /// its first byte (version 1: of its `.mts` archive; version 2: of its
-    /// record's header)
+pub struct Span {
+    /// its first byte (version 1: of its `.mts` archive; versions 2 and
+    /// 3: of its record's header)
     pub offset: u64,
     /// its bytes
     pub len: u64,
@@ -54,6 +52,15 @@ fn new_id() -> String {
         let _ = write!(digits, "{:016x}", hasher.finish());
     }
     digits
+}
+
+/// The whole of `file` (opened from `path`) mapped in `mode`, its errors
+/// naming the path.
+fn map_file(path: &Path, file: &File, mode: MapMode) -> Result<Buffer> {
+    Buffer::map_file(file, mode).map_err(|e| match e {
+        Error::Io { source, .. } => Error::io(format!("cannot map '{}'", path.display()), source),
+        other => other,
+    })
 }
 
 fn io_error(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> Error {
@@ -135,16 +142,11 @@ impl Dataset {
             .metadata()
             .map_err(io_error(path, "cannot read"))?
             .len();
-        let head = read_at(&file, 0, 4)?;
-        let inner = if head == b"PK\x03\x04" {
+        // a zip: version 1 (whose reader says when it is another zip)
+        let inner = if io::zip::signature(&read_at(&file, 0, 4)?) == Some(io::zip::LOCAL) {
             Inner::V1(v1::Dataset::open(path, mode)?)
         } else {
-            let mapping = Buffer::map_file(&file, mode).map_err(|e| match e {
-                Error::Io { source, .. } => {
-                    Error::io(format!("cannot map '{}'", path.display()), source)
-                }
-                other => other,
-            })?;
+            let mapping = map_file(path, &file, mode)?;
             Inner::V2(v2::Dataset::open(path, &file, file_len, mapping)?)
         };
         Ok(Dataset {
@@ -199,8 +201,8 @@ impl Dataset {
     /// version-2 file without entries yet: single maps).
     pub fn schema(&self) -> Schema {
         match &self.inner {
-            Inner::V2(d) if d.schema().is_some() => d.schema().cloned().unwrap_or_else(single),
-            _ => single(),
+            Inner::V2(d) => d.schema().cloned().unwrap_or_else(single),
+            Inner::V1(_) => single(),
         }
     }
 
@@ -233,11 +235,9 @@ impl Dataset {
         }
         match &mut self.inner {
             Inner::V1(d) => d.keep_first(count),
-            Inner::V2(d) => {
-                d.keep_first(count);
-                Ok(())
-            }
+            Inner::V2(d) => d.keep_first(count),
         }
+        Ok(())
     }
 
     /// The position of entry `index` (Python's rule: a negative index
@@ -260,10 +260,10 @@ impl Dataset {
     }
 
     /// Where entry `index` lies (see [`Dataset::position`]).
-    pub fn slot(&self, index: i64) -> Result<Slot> {
+    pub fn span(&self, index: i64) -> Result<Span> {
         match &self.inner {
-            Inner::V1(d) => Ok(d.slot(self.position(index)?)),
-            Inner::V2(d) => Ok(d.slot(self.position(index)?)),
+            Inner::V1(d) => Ok(d.span(self.position(index)?)),
+            Inner::V2(d) => Ok(d.span(self.position(index)?)),
         }
     }
 
@@ -417,7 +417,7 @@ pub fn upgrade(src: &Path, dst: &Path, timeout: Timeout) -> Result<()> {
                 .collect(),
             columns: columns
                 .iter()
-                .map(|(name, kind, values)| (*name, Value::from_bits(*kind, values[i])))
+                .map(|(name, kind, values)| (*name, ColumnValue::from_bits(*kind, values[i])))
                 .collect(),
             single: schema.single,
         })?;

@@ -5,28 +5,12 @@
 use std::path::{Path, PathBuf};
 
 use super::*;
-use crate::fixtures;
+use crate::fixtures::{self, TempDir};
 use crate::DType;
 
-/// A directory of its own for a test, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn path(&self) -> PathBuf {
-        self.0.join("data")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(name: &str) -> Scratch {
-    let dir = std::env::temp_dir().join(format!("blockmap-ds2-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    Scratch(dir)
+/// A directory of its own for a test (removed when dropped).
+fn scratch(name: &str) -> TempDir {
+    TempDir::new(&format!("dataset-{name}"))
 }
 
 fn index(i: usize) -> i64 {
@@ -54,7 +38,7 @@ fn stored(name: &str) -> PathBuf {
 #[test]
 fn every_fixture_round_trips_and_appends() {
     let dir = scratch("round-trip");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = maps();
     let mut writer = Writer::create(&path, None).unwrap();
     for map in &maps[..3] {
@@ -74,7 +58,7 @@ fn every_fixture_round_trips_and_appends() {
     assert_eq!((all.len(), all.id()), (maps.len(), first.id()));
     for (i, map) in maps.iter().enumerate() {
         assert_eq!(&all.get(index(i), None).unwrap(), map, "map {i}");
-        assert_eq!(all.slot(index(i)).unwrap().offset % 64, 0);
+        assert_eq!(all.span(index(i)).unwrap().offset % 64, 0);
     }
     // the reader opened before the append keeps its view
     assert_eq!(&first.get(2, None).unwrap(), &maps[2]);
@@ -90,7 +74,7 @@ fn every_fixture_round_trips_and_appends() {
 #[test]
 fn array_data_views_the_mapping_aligned() {
     let dir = scratch("views");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
@@ -108,7 +92,7 @@ fn array_data_views_the_mapping_aligned() {
 #[test]
 fn fields_and_columns() {
     let dir = scratch("fields");
-    let path = dir.path();
+    let path = dir.join("data");
     let (a, b) = (fixtures::small_map(), fixtures::tensor(DType::F4));
     let mut writer = Writer::create(&path, None).unwrap();
     for i in 0..5i32 {
@@ -116,8 +100,8 @@ fn fields_and_columns() {
             .write_entry(&Entry {
                 fields: vec![("system", &a), ("energy", &b)],
                 columns: vec![
-                    ("n_atoms", Value::Int(i64::from(i) * 3)),
-                    ("weight", Value::Float(0.5 * f64::from(i))),
+                    ("n_atoms", ColumnValue::Int(i64::from(i) * 3)),
+                    ("weight", ColumnValue::Float(0.5 * f64::from(i))),
                 ],
                 single: false,
             })
@@ -136,8 +120,8 @@ fn fields_and_columns() {
         .write_entry(&Entry {
             fields: vec![("system", &a), ("energy", &b)],
             columns: vec![
-                ("n_atoms", Value::Float(1.0)),
-                ("weight", Value::Float(0.0)),
+                ("n_atoms", ColumnValue::Float(1.0)),
+                ("weight", ColumnValue::Float(0.0)),
             ],
             single: false,
         })
@@ -157,10 +141,19 @@ fn fields_and_columns() {
     assert!(dataset.get_field(0, 2, None).is_err());
     let (kind, values) = dataset.column("n_atoms").unwrap();
     assert_eq!(kind, ColumnType::Int);
-    let ints: Vec<Value> = values.iter().map(|&v| Value::from_bits(kind, v)).collect();
-    assert_eq!(ints, (0..5).map(|i| Value::Int(i * 3)).collect::<Vec<_>>());
+    let ints: Vec<ColumnValue> = values
+        .iter()
+        .map(|&v| ColumnValue::from_bits(kind, v))
+        .collect();
+    assert_eq!(
+        ints,
+        (0..5).map(|i| ColumnValue::Int(i * 3)).collect::<Vec<_>>()
+    );
     let (kind, values) = dataset.column("weight").unwrap();
-    assert_eq!(Value::from_bits(kind, values[4]), Value::Float(2.0));
+    assert_eq!(
+        ColumnValue::from_bits(kind, values[4]),
+        ColumnValue::Float(2.0)
+    );
     assert!(dataset
         .column("other")
         .unwrap_err()
@@ -175,16 +168,22 @@ fn fields_and_columns() {
     writer
         .write_entry(&Entry {
             fields: vec![("system", &a), ("energy", &b)],
-            columns: vec![("n_atoms", Value::Int(99)), ("weight", Value::Float(1.0))],
+            columns: vec![
+                ("n_atoms", ColumnValue::Int(99)),
+                ("weight", ColumnValue::Float(1.0)),
+            ],
             single: false,
         })
         .unwrap();
     writer.close().unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let (kind, values) = dataset.column("n_atoms").unwrap();
-    assert_eq!(Value::from_bits(kind, values[5]), Value::Int(99));
+    assert_eq!(
+        ColumnValue::from_bits(kind, values[5]),
+        ColumnValue::Int(99)
+    );
     // upgraded (a version-2 source): the same entries and columns
-    let copy = dir.0.join("copy");
+    let copy = dir.join("copy");
     upgrade(&path, &copy, None).unwrap();
     let upgraded = Dataset::open(&copy, MapMode::ReadOnly).unwrap();
     assert_eq!(upgraded.schema(), dataset.schema());
@@ -198,7 +197,7 @@ fn fields_and_columns() {
 #[test]
 fn labels_are_stored_once_and_shared_in_memory() {
     let dir = scratch("shared");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::tensor(DType::F8);
     let mut writer = Writer::create(&path, None).unwrap();
     for _ in 0..10 {
@@ -209,15 +208,15 @@ fn labels_are_stored_once_and_shared_in_memory() {
     // entries 1.. are the same size: their keys, components and
     // properties are references to the first entry's LABELS records, their
     // samples inline
-    let sizes: Vec<u64> = (1..10).map(|i| dataset.slot(i).unwrap().len).collect();
+    let sizes: Vec<u64> = (1..10).map(|i| dataset.span(i).unwrap().len).collect();
     assert!(sizes.windows(2).all(|w| w[0] == w[1]));
-    let first = dataset.slot(0).unwrap();
-    let second = dataset.slot(1).unwrap();
+    let first = dataset.span(0).unwrap();
+    let second = dataset.span(1).unwrap();
     // the first entry's LABELS records lie before it: entries after are
     // back to back
     assert_eq!(
         second.offset,
-        super::format::align_up(first.offset + first.len)
+        super::v2::layout::align_up(first.offset + first.len)
     );
     let x = dataset.get(0, None).unwrap();
     let y = dataset.get(5, None).unwrap();
@@ -231,7 +230,7 @@ fn labels_are_stored_once_and_shared_in_memory() {
 #[test]
 fn selected_keys_read_only_their_blocks() {
     let dir = scratch("keys");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::small_map();
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&map).unwrap();
@@ -263,7 +262,7 @@ fn selected_keys_read_only_their_blocks() {
 #[test]
 fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let dir = scratch("cut");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = maps();
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&maps[0]).unwrap();
@@ -276,11 +275,11 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let whole = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let ends: Vec<u64> = (0..5)
         .map(|i| {
-            let slot = whole.slot(i).unwrap();
-            slot.offset + slot.len
+            let span = whole.span(i).unwrap();
+            span.offset + span.len
         })
         .collect();
-    let cut_path = dir.0.join("cut");
+    let cut_path = dir.join("cut");
     for cut in 0..=bytes.len() {
         std::fs::write(&cut_path, &bytes[..cut]).unwrap();
         let opened = Dataset::open(&cut_path, MapMode::ReadOnly);
@@ -310,7 +309,7 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
 #[test]
 fn large_entries_stream_and_recover() {
     let dir = scratch("large");
-    let path = dir.path();
+    let path = dir.join("data");
     let values = fixtures::filled(DType::F8, &[40_000, 3, 5]);
     let block = fixtures::workload_block(values);
     let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
@@ -322,7 +321,7 @@ fn large_entries_stream_and_recover() {
     assert_eq!(dataset.get(1, None).unwrap(), big);
     // the streamed record cut in the middle: the first map only
     let bytes = std::fs::read(&path).unwrap();
-    let cut = dir.0.join("cut");
+    let cut = dir.join("cut");
     std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
     let dataset = Dataset::open(&cut, MapMode::ReadOnly).unwrap();
     assert_eq!(dataset.len(), 1);
@@ -331,7 +330,7 @@ fn large_entries_stream_and_recover() {
 #[test]
 fn hostile_files_are_refused_with_errors() {
     let dir = scratch("hostile");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer
         .write_entry(&Entry {
@@ -339,7 +338,7 @@ fn hostile_files_are_refused_with_errors() {
                 ("a", &fixtures::small_map()),
                 ("b", &fixtures::tensor(DType::I2)),
             ],
-            columns: vec![("n", Value::Int(3))],
+            columns: vec![("n", ColumnValue::Int(3))],
             single: false,
         })
         .unwrap();
@@ -349,13 +348,13 @@ fn hostile_files_are_refused_with_errors() {
                 ("a", &fixtures::map_with_an_empty_block()),
                 ("b", &fixtures::tensor(DType::I2)),
             ],
-            columns: vec![("n", Value::Int(4))],
+            columns: vec![("n", ColumnValue::Int(4))],
             single: false,
         })
         .unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     // every byte flipped, in two ways: an error or a dataset, never a panic
     for at in 0..good.len() {
         for flip in [0x01u8, 0xFF] {
@@ -385,9 +384,10 @@ fn hostile_files_are_refused_with_errors() {
 
 #[test]
 fn labels_references_into_entries_or_forward_are_refused() {
-    use super::format::{encode_labels, record_header, Kind};
+    use super::v2::codec::encode_labels;
+    use super::v2::layout::{record_header, RecordKind as Kind};
     let dir = scratch("refs");
-    let path = dir.path();
+    let path = dir.join("data");
     // entry 0's values are bytes that look like a LABELS record: keys
     // like entry 1's, with another value
     let second = fixtures::small_map();
@@ -416,14 +416,14 @@ fn labels_references_into_entries_or_forward_are_refused() {
         .buffer()
         .as_ptr() as u64
         - mapping;
-    let entry_1 = dataset.slot(1).unwrap().offset;
-    let entry_0 = dataset.slot(0).unwrap().offset;
+    let entry_1 = dataset.span(1).unwrap().offset;
+    let entry_0 = dataset.span(0).unwrap().offset;
     drop(dataset);
     // entry 1's keys reference: after its header, the description's
     // length, its n_samples and its field's length
     let keys_ref = usize::try_from(entry_1).unwrap() + 16 + 8 + 8 + 8;
     let good = std::fs::read(&path).unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     for (target, what) in [
         (data_at + 16, "into entry 0's arrays"),
         (entry_0 + 16, "into entry 0's header"),
@@ -444,7 +444,7 @@ fn labels_references_into_entries_or_forward_are_refused() {
         record_header(Kind::Labels, crc32fast::hash(&fake), fake.len() as u64).to_vec();
     forward.extend_from_slice(&fake);
     // put it where the commit's trailer was, a new trailer after it
-    let at = super::format::align_up(end as u64);
+    let at = super::v2::layout::align_up(end as u64);
     bytes.resize(usize::try_from(at).unwrap(), 0);
     bytes.extend_from_slice(&forward);
     bytes[keys_ref..keys_ref + 8].copy_from_slice(&(at + 16).to_le_bytes());
@@ -458,7 +458,8 @@ fn labels_references_into_entries_or_forward_are_refused() {
 /// `field` (made knowing the file offset it starts at), then `arrays`:
 /// the bytes of a crafted entry around a valid header, schema and commit.
 fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
-    use super::format::{align_up, file_header, put_u64, record_header, trailer, Kind};
+    use super::v2::layout::{align_up, file_header, record_header, trailer, RecordKind as Kind};
+    use crate::io::bytes::put_u64;
     let mut file = file_header("0123456789abcdef0123456789abcdef", 2).to_vec();
     let schema = single().encode();
     file.extend_from_slice(&record_header(
@@ -518,7 +519,9 @@ fn crafted(field: impl Fn(u64) -> Vec<u8>, arrays: &[u8]) -> Vec<u8> {
 
 #[test]
 fn gradients_nested_deep_stop_at_the_limit() {
-    use super::format::{align_up, encode_labels, put_str, put_u64};
+    use super::v2::codec::{encode_labels, put_str};
+    use super::v2::layout::align_up;
+    use crate::io::bytes::put_u64;
     // a block whose gradient has a gradient, ... `levels` deep: every
     // labels reference to one inline encoding, every array the same 8 bytes
     let description = |levels: usize| {
@@ -559,7 +562,7 @@ fn gradients_nested_deep_stop_at_the_limit() {
         }
     };
     let dir = scratch("nested");
-    let path = dir.path();
+    let path = dir.join("data");
     // 16 levels: what a writer may write, read back
     std::fs::write(&path, crafted(description(16), &1.0f64.to_le_bytes())).unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -582,7 +585,7 @@ fn gradients_nested_deep_stop_at_the_limit() {
 #[test]
 fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     let dir = scratch("rows");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
@@ -599,7 +602,7 @@ fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     // the rows follow count (8), schema offset (8) and COLUMNS offset (8)
     let row = |i: usize| payload_at + 24 + 24 * i;
     let first = u64::from_le_bytes(good[row(0)..row(0) + 8].try_into().unwrap());
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     for (offset, len, what) in [
         (first, None, "the second entry over the first"),
         (first + 64, None, "inside the first"),
@@ -641,7 +644,7 @@ fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
 #[test]
 fn prefetch_asks_for_at_most_64_mib() {
     let dir = scratch("prefetch");
-    let path = dir.path();
+    let path = dir.join("data");
     // 3 entries of 60 MB (40 of values, 20 of inline samples): 256
     // entries from the first of them would be 180 MB
     let values = fixtures::filled(DType::F8, &[5_000_000, 1]);
@@ -666,14 +669,14 @@ fn prefetch_asks_for_at_most_64_mib() {
         panic!("a version-2 file");
     };
     // small entries: all of them, from the first's header to the last's end
-    let (first, second) = (dataset.slot(0).unwrap(), dataset.slot(1).unwrap());
+    let (first, second) = (dataset.span(0).unwrap(), dataset.span(1).unwrap());
     assert_eq!(
         inner.prefetch_range(0, 2),
         Some((first.offset, second.offset + second.len - first.offset))
     );
     assert_eq!(
         inner.prefetch_range(2, 256),
-        Some((dataset.slot(2).unwrap().offset, 64 << 20))
+        Some((dataset.span(2).unwrap().offset, 64 << 20))
     );
     assert_eq!(inner.prefetch_range(5, 256), None);
 }
@@ -699,7 +702,7 @@ fn last_commit_of(bytes: &[u8]) -> (usize, usize) {
 fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
     let desc_len = u64::from_le_bytes(bytes[entry + 16..entry + 24].try_into().unwrap());
     let desc = &bytes[entry + 24..entry + 24 + usize::try_from(desc_len).unwrap()];
-    let crc = super::format::description_crc(desc_len, desc);
+    let crc = super::v2::layout::description_crc(desc_len, desc);
     let (commit, len) = last_commit_of(bytes);
     let at = commit + 16 + 24 + 24 * row + 20;
     bytes[at..at + 4].copy_from_slice(&crc.to_le_bytes());
@@ -710,7 +713,7 @@ fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
 #[test]
 fn reserved_bytes_that_are_not_zero_are_refused() {
     let dir = scratch("reserved");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
@@ -718,12 +721,12 @@ fn reserved_bytes_that_are_not_zero_are_refused() {
     let entry = usize::try_from(
         Dataset::open(&path, MapMode::ReadOnly)
             .unwrap()
-            .slot(0)
+            .span(0)
             .unwrap()
             .offset,
     )
     .unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     // the block's two bytes after its dtype and dimension count: after
     // the header, the description's length, n_samples, the field's
     // length, the keys reference, the info (a = b) and the block count
@@ -770,7 +773,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
         let source = Dataset::open(&stored(name), MapMode::ReadOnly).unwrap();
         assert_eq!((source.version(), source.len()), (1, count));
         assert!(source.column("n_samples").is_err());
-        let copy = dir.0.join(name);
+        let copy = dir.join(name);
         std::fs::copy(stored(name), &copy).unwrap();
         let error = Writer::append(&copy, None).unwrap_err();
         assert!(error.to_string().contains("Dataset.upgrade"), "{error}");
@@ -778,7 +781,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
             std::fs::read(&copy).unwrap(),
             std::fs::read(stored(name)).unwrap()
         );
-        let upgraded = dir.0.join(format!("{name}.v2"));
+        let upgraded = dir.join(format!("{name}.v2"));
         upgrade(&stored(name), &upgraded, None).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
         assert_eq!((new.version(), new.len()), (3, count));
@@ -791,16 +794,16 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
         }
     }
     // a failed upgrade leaves dst as it was
-    let dst = dir.0.join("kept");
+    let dst = dir.join("kept");
     std::fs::write(&dst, b"kept").unwrap();
-    assert!(upgrade(&dir.0.join("missing"), &dst, None).is_err());
+    assert!(upgrade(&dir.join("missing"), &dst, None).is_err());
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
 }
 
 #[test]
 fn a_damaged_columns_record_fails_its_columns_only() {
     let dir = scratch("columns");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::small_map();
     let mut writer = Writer::create(&path, None).unwrap();
     for _ in 0..3 {
@@ -825,7 +828,7 @@ fn a_damaged_columns_record_fails_its_columns_only() {
     .unwrap();
     let mut bytes = good.clone();
     bytes[columns + 16 + len - 1] ^= 0x40;
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     assert_eq!(dataset.len(), 3);
@@ -856,7 +859,7 @@ fn a_damaged_columns_record_fails_its_columns_only() {
 #[test]
 fn a_columns_record_without_its_commit_is_skipped() {
     let dir = scratch("orphan");
-    let path = dir.path();
+    let path = dir.join("data");
     let map = fixtures::small_map();
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&map).unwrap();
@@ -870,7 +873,7 @@ fn a_columns_record_without_its_commit_is_skipped() {
     ))
     .unwrap();
     // the second commit interrupted after its COLUMNS record
-    let cut_path = dir.0.join("cut");
+    let cut_path = dir.join("cut");
     std::fs::write(&cut_path, &bytes[..commit]).unwrap();
     let dataset = Dataset::open(&cut_path, MapMode::ReadOnly).unwrap();
     assert!(!dataset.committed());
@@ -948,7 +951,7 @@ fn two_sessions(path: &Path) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>) {
 #[test]
 fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
     let dir = scratch("imitation");
-    let path = dir.path();
+    let path = dir.join("data");
     let (maps, trailer, _) = two_sessions(&path);
     let mut bytes = vec![0u8; 128];
     bytes[96..].copy_from_slice(&trailer);
@@ -988,16 +991,16 @@ fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
 /// otherwise): neither is taken for the last commit.
 #[test]
 fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
-    use super::format::{record_header, trailer as make_trailer, Kind};
+    use super::v2::layout::{record_header, trailer as make_trailer, RecordKind as Kind};
     let dir = scratch("imitation-commit");
-    let path = dir.path();
+    let path = dir.join("data");
     let (maps, _, first_commit) = two_sessions(&path);
     let second = std::fs::read(&path).unwrap();
     let (commit, len) = last_commit_of(&second);
     let second_commit = second[commit..commit + 16 + len].to_vec();
     // where the crafted entry's arrays go: found on a copy first (the same
     // file, the same entry: the same place)
-    let probe = dir.0.join("probe");
+    let probe = dir.join("probe");
     let size = 1024;
     for variant in 0..2 {
         std::fs::copy(&path, &probe).unwrap();
@@ -1007,7 +1010,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
         let data_at = last_data_at(&probe);
         let entry_at = Dataset::open(&probe, MapMode::ReadOnly)
             .unwrap()
-            .slot(-1)
+            .span(-1)
             .unwrap()
             .offset;
         // the forged commit at the end of the arrays, on a 64-byte boundary
@@ -1038,7 +1041,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
         bytes.extend_from_slice(&payload);
         bytes.extend_from_slice(&make_trailer(forged_at, count));
         let crafted = map_of_bytes(&bytes);
-        let real = dir.0.join(format!("real-{variant}"));
+        let real = dir.join(format!("real-{variant}"));
         std::fs::copy(&path, &real).unwrap();
         let mut writer = Writer::append(&real, None).unwrap();
         writer.write(&crafted).unwrap();
@@ -1067,9 +1070,9 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
 /// records, one per 64 bytes) for entries.
 #[test]
 fn a_failed_write_leaves_nothing_a_walk_could_meet() {
-    use super::format::{record_header, Kind};
+    use super::v2::layout::{record_header, RecordKind as Kind};
     let dir = scratch("failed");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.commit().unwrap();
@@ -1110,7 +1113,7 @@ fn a_failed_write_leaves_nothing_a_walk_could_meet() {
 #[test]
 fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
     let dir = scratch("bits");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = [
         fixtures::small_map(),
         fixtures::tensor(DType::I2),
@@ -1127,19 +1130,19 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     let arrays: Vec<(usize, usize)> = (0..3)
         .map(|i| {
-            let slot = dataset.slot(i).unwrap();
-            let at = usize::try_from(slot.offset).unwrap();
+            let span = dataset.span(i).unwrap();
+            let at = usize::try_from(span.offset).unwrap();
             let desc_len = usize::try_from(u64::from_le_bytes(
                 good[at + 16..at + 24].try_into().unwrap(),
             ))
             .unwrap();
             let start =
-                usize::try_from(super::format::align_up((at + 24 + desc_len) as u64)).unwrap();
-            (start, at + usize::try_from(slot.len).unwrap())
+                usize::try_from(super::v2::layout::align_up((at + 24 + desc_len) as u64)).unwrap();
+            (start, at + usize::try_from(span.len).unwrap())
         })
         .collect();
     drop(dataset);
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     let (mut refused, mut read) = (0, 0);
     for at in 0..good.len() {
         if arrays
@@ -1176,7 +1179,7 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
 #[test]
 fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     let dir = scratch("verify");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps = [fixtures::small_map(), fixtures::tensor(DType::F8)];
     let mut writer = Writer::create(&path, None).unwrap();
     for map in maps.iter().chain(&maps) {
@@ -1191,15 +1194,15 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     );
     let good = std::fs::read(&path).unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
-    let last = dataset.slot(3).unwrap();
-    let first = dataset.slot(0).unwrap();
+    let last = dataset.span(3).unwrap();
+    let first = dataset.span(0).unwrap();
     drop(dataset);
     let mut bytes = good.clone();
     // entry 3's last array byte, entry 0's first description byte after
     // its length
     bytes[usize::try_from(last.offset + last.len).unwrap() - 1] ^= 0x10;
     bytes[usize::try_from(first.offset).unwrap() + 24] ^= 0x01;
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     std::fs::write(&bad_path, &bytes).unwrap();
     let report = verify(&bad_path).unwrap();
     let text = report.problems.join("\n");
@@ -1219,7 +1222,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     assert!(matches!(error, Error::Format(_)));
     assert!(error.to_string().lines().count() >= 3, "{error}");
     // upgrade: refused at entry 0, the destination untouched
-    let dst = dir.0.join("dst");
+    let dst = dir.join("dst");
     std::fs::write(&dst, b"kept").unwrap();
     let error = upgrade(&bad_path, &dst, None).unwrap_err();
     assert!(matches!(error, Error::Format(_)), "{error:?}");
@@ -1233,7 +1236,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     assert!(error.to_string().contains("entry 3"), "{error}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
     // a file cut in an entry (an interrupted write) has no problem
-    let cut_path = dir.0.join("cut");
+    let cut_path = dir.join("cut");
     std::fs::write(
         &cut_path,
         &good[..usize::try_from(last.offset).unwrap() + 100],
@@ -1252,18 +1255,18 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
 #[test]
 fn offsets_past_what_a_file_holds_are_walked_past() {
     let dir = scratch("huge-offsets");
-    let path = dir.path();
+    let path = dir.join("data");
     let mut writer = Writer::create(&path, None).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
-    let bad_path = dir.0.join("bad");
+    let bad_path = dir.join("bad");
     for huge in [1u64 << 63, u64::MAX - 63, (1 << 63) + 64] {
         // the trailer's commit offset, its CRC made right
         let mut bytes = good.clone();
         let n = bytes.len();
         let count = u64::from_le_bytes(bytes[n - 16..n - 8].try_into().unwrap());
-        bytes[n - 32..].copy_from_slice(&super::format::trailer(huge, count));
+        bytes[n - 32..].copy_from_slice(&super::v2::layout::trailer(huge, count));
         std::fs::write(&bad_path, &bytes).unwrap();
         let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
         assert_eq!((dataset.len(), dataset.committed()), (1, false));
@@ -1304,7 +1307,7 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
         );
         assert!(verify(&stored(name)).unwrap().is_ok(), "{name}");
         let schema = source.schema();
-        let copy = dir.0.join(name);
+        let copy = dir.join(name);
         std::fs::copy(stored(name), &copy).unwrap();
         let mut writer = Writer::append(&copy, None).unwrap();
         assert_eq!(writer.version(), 2);
@@ -1318,8 +1321,8 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
                     (
                         c.as_str(),
                         match k {
-                            ColumnType::Int => Value::Int(7),
-                            ColumnType::Float => Value::Float(0.5),
+                            ColumnType::Int => ColumnValue::Int(7),
+                            ColumnType::Float => ColumnValue::Float(0.5),
                         },
                     )
                 })
@@ -1347,7 +1350,7 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
         if committed {
             assert_eq!(&after[..before.len()], &before[..]);
         }
-        let upgraded = dir.0.join(format!("{name}.v3"));
+        let upgraded = dir.join(format!("{name}.v3"));
         upgrade(&copy, &upgraded, None).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
         assert_eq!((new.version(), new.len()), (3, count + 1));
@@ -1369,7 +1372,7 @@ fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
     let Inner::V1(inner) = &whole.inner else {
         panic!("version 1");
     };
-    let last = *inner.slots().last().unwrap();
+    let last = inner.span(inner.len() - 1);
     // the end records: after the central directory, to the end of the file
     let tail_start = good.windows(4).rposition(|w| w == b"PK\x06\x06").unwrap();
     let tail = &good[tail_start..];
@@ -1396,7 +1399,7 @@ fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
     bytes.extend_from_slice(&header);
     bytes.extend_from_slice(&data);
     assert_eq!(&bytes[bytes.len() - tail.len()..], tail);
-    let bad_path = dir.0.join("data");
+    let bad_path = dir.join("data");
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     assert!(!dataset.committed());
@@ -1418,7 +1421,7 @@ fn version_1_end_records_inside_a_map_are_not_the_last_commit() {
 #[test]
 fn damage_before_the_last_commit_keeps_the_commit() {
     let dir = scratch("damaged-tail");
-    let path = dir.path();
+    let path = dir.join("data");
     let maps: Vec<TensorMap> = (0..4).map(|_| fixtures::small_map()).collect();
     let mut writer = Writer::create(&path, None).unwrap();
     for map in &maps {
@@ -1427,7 +1430,7 @@ fn damage_before_the_last_commit_keeps_the_commit() {
     writer.close().unwrap();
     let last = Dataset::open(&path, MapMode::ReadOnly)
         .unwrap()
-        .slot(3)
+        .span(3)
         .unwrap()
         .offset;
     let mut bytes = std::fs::read(&path).unwrap();
@@ -1446,4 +1449,96 @@ fn damage_before_the_last_commit_keeps_the_commit() {
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
     assert_eq!((dataset.len(), dataset.committed()), (5, true));
     assert_eq!(dataset.get(4, None).unwrap(), maps[0]);
+}
+
+/// The entries of `dataset` as the writer takes them: each field's map
+/// (viewing the mapping) and its column values.
+fn entries_of(dataset: &Dataset) -> Vec<(Vec<TensorMap>, Vec<ColumnValue>)> {
+    let schema = dataset.schema();
+    let columns: Vec<(ColumnType, Vec<u64>)> = schema
+        .columns
+        .iter()
+        .map(|(name, _)| {
+            let (kind, values) = dataset.column(name).unwrap();
+            (kind, values.to_vec())
+        })
+        .collect();
+    (0..dataset.len())
+        .map(|i| {
+            let maps = (0..schema.fields.len())
+                .map(|field| dataset.get_field(index(i), field, None).unwrap())
+                .collect();
+            let values = columns
+                .iter()
+                .map(|(kind, values)| ColumnValue::from_bits(*kind, values[i]))
+                .collect();
+            (maps, values)
+        })
+        .collect()
+}
+
+/// Stored files of version 3 (tests/data/datasets/, written once by
+/// `make_v3.py`, never regenerated) open with their entries, and the
+/// writer writes the same entries, in the same sessions, into the same
+/// bytes but the file's identity: what pins the writer to the format.
+#[test]
+fn version_3_files_read_and_are_what_the_writer_writes() {
+    let dir = scratch("v3");
+    // (file, entries, committed, entries written by the first session)
+    for (name, count, committed, first) in [
+        ("v3-committed.bmds", 3, true, 3),
+        ("v3-appended.bmds", 4, true, 2),
+        ("v3-recovered.bmds", 3, false, 3),
+        ("v3-empty.bmds", 0, true, 0),
+        ("v3-dtypes.bmds", 14, true, 14),
+    ] {
+        let stored_path = stored(name);
+        let source = Dataset::open(&stored_path, MapMode::ReadOnly).unwrap();
+        assert_eq!(
+            (source.version(), source.len(), source.committed()),
+            (3, count, committed),
+            "{name}"
+        );
+        assert!(verify(&stored_path).unwrap().is_ok(), "{name}");
+        if !committed {
+            continue;
+        }
+        let schema = source.schema();
+        let entries = entries_of(&source);
+        let path = dir.join(name);
+        for (session, range) in [(0, 0..first), (1, first..count)] {
+            if session == 1 && range.is_empty() {
+                break;
+            }
+            let mut writer = if session == 0 {
+                Writer::create(&path, None).unwrap()
+            } else {
+                Writer::append(&path, None).unwrap()
+            };
+            for (maps, values) in &entries[range] {
+                writer
+                    .write_entry(&Entry {
+                        fields: schema.fields.iter().map(String::as_str).zip(maps).collect(),
+                        columns: schema
+                            .columns
+                            .iter()
+                            .map(|(name, _)| name.as_str())
+                            .zip(values.iter().copied())
+                            .collect(),
+                        single: schema.single,
+                    })
+                    .unwrap();
+            }
+            writer.close().unwrap();
+        }
+        let mut written = std::fs::read(&path).unwrap();
+        let want = std::fs::read(&stored_path).unwrap();
+        assert_eq!(written.len(), want.len(), "{name}");
+        // the identity: 32 random hex digits after the magic and version
+        written[12..44].copy_from_slice(&want[12..44]);
+        assert!(
+            written == want,
+            "{name}: other bytes than the stored file's"
+        );
+    }
 }

@@ -19,11 +19,17 @@ use std::fmt::Write as _;
 use std::fs::File;
 use std::path::Path;
 
-use super::format::{self as f, align_up, Kind, RECORD_LEN, TRAILER_LEN};
-use super::v2::{self, Row};
+use super::v2;
+use super::v2::codec::{decode_labels, parse_rows, Schema, LABELS};
+use super::v2::layout::{
+    self as f, align_up, parse_trailer, Record, RecordKind, Row, COMMIT_COLUMNS_AT,
+    COMMIT_SCHEMA_AT, RECORD_LEN, TRAILER_LEN,
+};
 use super::{read_at, Dataset, Inner};
 use crate::buffer::MapMode;
 use crate::error::{Error, Result};
+use crate::io::bytes::{le64, Cursor};
+use crate::io::zip::{dataset_start, DatasetStart};
 
 /// The problems listed at most (the others are counted).
 const LISTED: usize = 1000;
@@ -88,21 +94,13 @@ impl Report {
 pub fn file_version(path: &Path) -> Result<Option<u32>> {
     let file = crate::io::open_regular(path)?;
     let head = read_at(&file, 0, f::HEADER_LEN)?;
-    if head.len() >= 8 && head[..8] == f::MAGIC {
-        return Ok(Some(
-            f::parse_file_header(&head).map_or(f::VERSION, |(_, v)| v),
-        ));
-    }
-    let name = super::v1::JSON_NAME.as_bytes();
-    // a zip's first local header: 30 bytes, then the name
-    if head.len() >= 30 + name.len()
-        && head[..4] == *b"PK\x03\x04"
-        && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
-        && &head[30..30 + name.len()] == name
-    {
-        return Ok(Some(1));
-    }
-    Ok(None)
+    Ok(match dataset_start(&head) {
+        Some(DatasetStart::Magic) => {
+            Some(f::parse_file_header(&head).map_or(f::VERSION, |(_, v)| v))
+        }
+        Some(DatasetStart::Zip) => Some(super::v1::VERSION),
+        None => None,
+    })
 }
 
 /// Check the dataset file at `path` whole. An error only when it cannot
@@ -178,7 +176,7 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
         };
         let end = at + RECORD_LEN as u64 + record.len;
         match record.kind {
-            Kind::Entry => {
+            RecordKind::Entry => {
                 if record.len == 0 {
                     // a streamed entry whose write did not finish
                     break;
@@ -200,12 +198,12 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
                     intact: desc.is_some(),
                 });
             }
-            Kind::Schema => match v2::payload_at(file, at, record)? {
+            RecordKind::Schema => match v2::payload_at(file, at, record)? {
                 None => report.problem(format!(
                     "the SCHEMA record at byte {at} does not match its CRC32"
                 )),
                 Some(payload) => {
-                    if let Err(e) = f::Schema::decode(&payload) {
+                    if let Err(e) = Schema::decode(&payload) {
                         report.problem(format!("the SCHEMA record at byte {at}: {e}"));
                     }
                     if schema_at.is_some() {
@@ -214,13 +212,13 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
                     schema_at = Some(at);
                 }
             },
-            Kind::Labels => match v2::payload_at(file, at, record)? {
+            RecordKind::Labels => match v2::payload_at(file, at, record)? {
                 None => report.problem(format!(
                     "the LABELS record at byte {at} does not match its CRC32"
                 )),
                 Some(payload) => {
-                    let mut c = f::Cursor::new(&payload, "labels");
-                    let decoded = f::decode_labels(&mut c).and_then(|_| {
+                    let mut c = Cursor::new(&payload, LABELS);
+                    let decoded = decode_labels(&mut c).and_then(|_| {
                         if c.rest().is_empty() {
                             Ok(())
                         } else {
@@ -232,7 +230,7 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
                     }
                 }
             },
-            Kind::Columns => {
+            RecordKind::Columns => {
                 columns_at = Some(at);
                 if v2::payload_at(file, at, record)?.is_none() {
                     report.problem(format!(
@@ -240,9 +238,9 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
                     ));
                 }
             }
-            Kind::Commit => {
+            RecordKind::Commit => {
                 let trailer = read_at(file, end, TRAILER_LEN)?;
-                match f::parse_trailer(&trailer) {
+                match parse_trailer(&trailer) {
                     Some((named, count)) if named == at => {
                         if count != entries.len() as u64 {
                             report.problem(format!(
@@ -296,7 +294,7 @@ struct Found<'a> {
 fn check_commit(
     file: &File,
     at: u64,
-    record: f::Record,
+    record: Record,
     version: u32,
     found: &Found<'_>,
     report: &mut Report,
@@ -308,27 +306,28 @@ fn check_commit(
         ));
         return Ok(());
     };
-    let rows = match v2::parse_rows(&payload, version) {
+    let rows = match parse_rows(&payload, version) {
         Ok(rows) => rows,
         Err(e) => {
             report.problem(format!("the COMMIT record at byte {at}: {e}"));
             return Ok(());
         }
     };
-    // the payload's count (parsed with the rows), schema and COLUMNS offsets
-    let word =
-        |k: usize| u64::from_le_bytes(payload[8 * k..8 * k + 8].try_into().unwrap_or([0; 8]));
+    // the payload's schema and COLUMNS offsets (its count was parsed with
+    // the rows: the payload holds them)
+    let (schema_at, named_columns_at) = (
+        le64(&payload, COMMIT_SCHEMA_AT),
+        le64(&payload, COMMIT_COLUMNS_AT),
+    );
     let columns_at = if entries.is_empty() {
         0
     } else {
         found.columns_at
     };
-    if word(1) != found.schema_at || word(2) != columns_at {
+    if schema_at != found.schema_at || named_columns_at != columns_at {
         report.problem(format!(
-            "the commit at byte {at} names its SCHEMA record at byte {} and its COLUMNS \
-             record at byte {}, they are at bytes {} and {columns_at}",
-            word(1),
-            word(2),
+            "the commit at byte {at} names its SCHEMA record at byte {schema_at} and its \
+             COLUMNS record at byte {named_columns_at}, they are at bytes {} and {columns_at}",
             found.schema_at
         ));
     }

@@ -230,11 +230,13 @@ impl Seek for CachedFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::TempDir;
     use std::io::Write;
 
     #[test]
     fn reads_like_a_file() {
-        let path = std::env::temp_dir().join(format!("blockmap-cached-{}", std::process::id()));
+        let dir = TempDir::new("cached");
+        let path = dir.join("file");
         let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
         File::create(&path).unwrap().write_all(&data).unwrap();
         let mut file = CachedFile::new(File::open(&path).unwrap()).unwrap();
@@ -262,7 +264,6 @@ mod tests {
         }
         assert_eq!(file.seek(SeekFrom::End(-4)).unwrap(), 19_996);
         assert!(file.seek(SeekFrom::Current(-20_000)).is_err());
-        std::fs::remove_file(&path).unwrap();
     }
 
     fn read_all(file: &mut CachedFile, start: u64, len: usize) -> Vec<u8> {
@@ -282,7 +283,8 @@ mod tests {
 
     #[test]
     fn prefetched_ranges_read_like_the_file() {
-        let path = std::env::temp_dir().join(format!("blockmap-prefetch-{}", std::process::id()));
+        let dir = TempDir::new("prefetch");
+        let path = dir.join("file");
         // large enough for a mapping of its own (Buffer::filled)
         let data: Vec<u8> = (0..2_000_000u32).map(|i| (i % 253) as u8).collect();
         File::create(&path).unwrap().write_all(&data).unwrap();
@@ -336,12 +338,12 @@ mod tests {
             let end = (start + len).min(data.len());
             assert_eq!(got, &data[start..end], "{start} {len}");
         }
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
     fn a_file_shorter_than_its_length_shortens_the_range() {
-        let path = std::env::temp_dir().join(format!("blockmap-shrunk-{}", std::process::id()));
+        let dir = TempDir::new("shrunk");
+        let path = dir.join("file");
         let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
         File::create(&path).unwrap().write_all(&data).unwrap();
         let mut file = CachedFile::new(File::open(&path).unwrap()).unwrap();
@@ -358,6 +360,5 @@ mod tests {
         assert_eq!(ahead.ranges[0].2, 1_000);
         assert!(ahead.view(5_500, 1_000).is_none());
         assert_eq!(read_all(&mut file, 5_500, 3_000), &data[5_500..6_000]);
-        std::fs::remove_file(&path).unwrap();
     }
 }

@@ -15,12 +15,11 @@
 
 use std::io::Cursor;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::*;
 use crate::buffer::MapMode;
 use crate::dtype::DType;
-use crate::fixtures::{block_with_nested_gradients, tensor};
+use crate::fixtures::{block_with_nested_gradients, tensor, TempDir};
 
 // ------------------------------------------------------------ zip records
 
@@ -470,29 +469,23 @@ fn pieces(bytes: &[u8]) -> Vec<Buffer> {
         .collect()
 }
 
-static FILES: AtomicUsize = AtomicUsize::new(0);
-
-/// A file of `bytes` removed when dropped.
-struct TempFile(PathBuf);
+/// A file of `bytes` in a directory of its own, removed when dropped.
+struct TempFile {
+    path: PathBuf,
+    _dir: TempDir,
+}
 
 impl TempFile {
     fn new(bytes: &[u8]) -> TempFile {
-        let n = FILES.fetch_add(1, Ordering::Relaxed);
-        let path =
-            std::env::temp_dir().join(format!("blockmap-hostile-{}-{n}.mts", std::process::id()));
+        let dir = TempDir::new("hostile");
+        let path = dir.join("archive.mts");
         std::fs::write(&path, bytes).unwrap();
-        TempFile(path)
-    }
-}
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
+        TempFile { path, _dir: dir }
     }
 }
 
 fn load_as(form: Form, bytes: &[u8], kind: Kind, file: Option<&TempFile>) -> Result<()> {
-    let path = || &file.expect("a file for the path forms").0;
+    let path = || &file.expect("a file for the path forms").path;
     match form {
         Form::Reader => load(Cursor::new(bytes), kind).map(drop),
         Form::Buffer => load_buffer(Buffer::copy_from(bytes)?, kind).map(drop),
@@ -916,9 +909,9 @@ fn not_an_archive() {
     ];
     assert_refused(&other, Kind::Tensor, &forms);
     let file = TempFile::new(&valid_block());
-    assert_eq!(verify_path(&file.0).unwrap(), Kind::Block);
+    assert_eq!(verify_path(&file.path).unwrap(), Kind::Block);
     let file = TempFile::new(&values_npy());
-    assert!(matches!(verify_path(&file.0), Err(Error::Format(_))));
+    assert!(matches!(verify_path(&file.path), Err(Error::Format(_))));
 }
 
 /// A dataset file (its first entry the dataset's header) is not one map:
@@ -1203,9 +1196,9 @@ fn inconsistencies_the_readers_may_tolerate() {
                 Form::Buffer => load_buffer(Buffer::copy_from(bytes).unwrap(), Kind::Tensor),
                 Form::Unaligned => load_buffer(unaligned(bytes), Kind::Tensor),
                 Form::Pieces => load_pieces(pieces(bytes), Kind::Tensor, true),
-                Form::Path => load_path(&file.0, Kind::Tensor, None),
-                Form::Mapped => load_path(&file.0, Kind::Tensor, Some(MapMode::ReadOnly)),
-                Form::Verify => verify_path(&file.0).map(|_| Data::Tensor(map.clone())),
+                Form::Path => load_path(&file.path, Kind::Tensor, None),
+                Form::Mapped => load_path(&file.path, Kind::Tensor, Some(MapMode::ReadOnly)),
+                Form::Verify => verify_path(&file.path).map(|_| Data::Tensor(map.clone())),
             };
             match loaded {
                 Ok(Data::Tensor(loaded)) => assert_eq!(loaded, map, "{label} / {form:?}"),
@@ -1240,8 +1233,8 @@ fn duplicate_names_read_the_same_entry_in_every_form() {
             Form::Buffer => load_buffer(Buffer::copy_from(&bytes).unwrap(), Kind::Tensor),
             Form::Unaligned => load_buffer(unaligned(&bytes), Kind::Tensor),
             Form::Pieces => load_pieces(pieces(&bytes), Kind::Tensor, true),
-            Form::Path => load_path(&file.0, Kind::Tensor, None),
-            _ => load_path(&file.0, Kind::Tensor, Some(MapMode::ReadOnly)),
+            Form::Path => load_path(&file.path, Kind::Tensor, None),
+            _ => load_path(&file.path, Kind::Tensor, Some(MapMode::ReadOnly)),
         };
         match loaded {
             Ok(Data::Tensor(loaded)) => {
@@ -2265,11 +2258,16 @@ fn selected_loads_read_only_what_they_select() {
             ),
             (
                 Form::Path,
-                load_path_selected(&file.0, Kind::Tensor, None, Some(keys)),
+                load_path_selected(&file.path, Kind::Tensor, None, Some(keys)),
             ),
             (
                 Form::Mapped,
-                load_path_selected(&file.0, Kind::Tensor, Some(MapMode::ReadOnly), Some(keys)),
+                load_path_selected(
+                    &file.path,
+                    Kind::Tensor,
+                    Some(MapMode::ReadOnly),
+                    Some(keys),
+                ),
             ),
         ]
     };

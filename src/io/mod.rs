@@ -15,6 +15,7 @@
 //!   are not, so that its cost does not grow with the data ([`verify_path`]
 //!   checks a file completely).
 
+pub(crate) mod bytes;
 mod cached;
 pub mod foreign;
 pub mod npy;

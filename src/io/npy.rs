@@ -9,6 +9,7 @@
 
 use crate::dtype::{ByteOrder, DType};
 use crate::error::{Error, Result};
+use crate::io::bytes::{le16, le32};
 
 /// The first bytes of every NPY file.
 pub const MAGIC: &[u8; 6] = b"\x93NUMPY";
@@ -77,13 +78,12 @@ pub fn header_extent(prefix: &[u8]) -> Result<(usize, usize)> {
         )));
     }
     let (preamble, len) = match prefix[6] {
-        1 => (10, usize::from(u16::from_le_bytes([prefix[8], prefix[9]]))),
+        1 => (10, usize::from(le16(prefix, 8))),
         2 | 3 => {
             if prefix.len() < 12 {
                 return Err(Error::format("npy preamble is truncated"));
             }
-            let bytes = [prefix[8], prefix[9], prefix[10], prefix[11]];
-            (12, u32::from_le_bytes(bytes) as usize)
+            (12, le32(prefix, 8) as usize)
         }
         major => {
             return Err(Error::format(format!(
@@ -118,7 +118,7 @@ fn parse_header_general(text: &str, preamble: usize) -> Result<Header> {
     if parser.pos != parser.text.len() {
         return Err(Error::format("unexpected text after the npy header dict"));
     }
-    let Value::Dict(items) = value else {
+    let Literal::Dict(items) = value else {
         return Err(Error::format("npy header is not a dict"));
     };
     let (mut descr, mut fortran_order, mut shape) = (None, None, None);
@@ -126,7 +126,7 @@ fn parse_header_general(text: &str, preamble: usize) -> Result<Header> {
         match key {
             "descr" => descr = Some(parse_descr(&value)?),
             "fortran_order" => match value {
-                Value::Bool(b) => fortran_order = Some(b),
+                Literal::Bool(b) => fortran_order = Some(b),
                 _ => return Err(Error::format("npy 'fortran_order' is not True or False")),
             },
             "shape" => shape = Some(parse_shape(&value)?),
@@ -229,19 +229,19 @@ fn parse_canonical(text: &str, preamble: usize) -> Option<Header> {
     })
 }
 
-fn parse_descr(value: &Value) -> Result<Descr> {
+fn parse_descr(value: &Literal) -> Result<Descr> {
     match value {
-        Value::Str(descr) => {
+        Literal::Str(descr) => {
             let (dtype, order) =
                 DType::parse_descr(descr).map_err(|e| Error::format(e.to_string()))?;
             Ok(Descr::Simple(dtype, order))
         }
-        Value::List(fields) => {
+        Literal::List(fields) => {
             let mut parsed = Vec::with_capacity(fields.len());
             for field in fields {
                 match field {
-                    Value::Tuple(items) => match items.as_slice() {
-                        [Value::Str(name), Value::Str(descr)] => {
+                    Literal::Tuple(items) => match items.as_slice() {
+                        [Literal::Str(name), Literal::Str(descr)] => {
                             let (dtype, order) = DType::parse_descr(descr)
                                 .map_err(|e| Error::format(e.to_string()))?;
                             parsed.push((name.to_string(), dtype, order));
@@ -263,29 +263,30 @@ fn parse_descr(value: &Value) -> Result<Descr> {
     }
 }
 
-fn parse_shape(value: &Value) -> Result<Vec<usize>> {
-    let Value::Tuple(items) = value else {
+fn parse_shape(value: &Literal) -> Result<Vec<usize>> {
+    let Literal::Tuple(items) = value else {
         return Err(Error::format("npy 'shape' must be a tuple"));
     };
     items
         .iter()
         .map(|item| match item {
-            Value::Int(n) => usize::try_from(*n)
+            Literal::Int(n) => usize::try_from(*n)
                 .map_err(|_| Error::format(format!("npy shape has a negative dimension {n}"))),
             _ => Err(Error::format("npy shape dimensions must be integers")),
         })
         .collect()
 }
 
-/// The values the header grammar knows; strings borrow the header text.
+/// The Python literals the header grammar knows (a dict of them is the
+/// header); strings borrow the header text.
 #[derive(Debug)]
-enum Value<'a> {
+enum Literal<'a> {
     Str(&'a str),
     Bool(bool),
     Int(i64),
-    Tuple(Vec<Value<'a>>),
-    List(Vec<Value<'a>>),
-    Dict(Vec<(&'a str, Value<'a>)>),
+    Tuple(Vec<Literal<'a>>),
+    List(Vec<Literal<'a>>),
+    Dict(Vec<(&'a str, Literal<'a>)>),
 }
 
 struct Parser<'a> {
@@ -325,7 +326,7 @@ impl<'a> Parser<'a> {
         }
     }
 
-    fn value(&mut self, depth: usize) -> Result<Value<'a>> {
+    fn value(&mut self, depth: usize) -> Result<Literal<'a>> {
         if depth > MAX_DEPTH {
             return Err(self.error("nested too deeply"));
         }
@@ -336,9 +337,9 @@ impl<'a> Parser<'a> {
                 loop {
                     if self.peek() == Some(b'}') {
                         self.pos += 1;
-                        return Ok(Value::Dict(items));
+                        return Ok(Literal::Dict(items));
                     }
-                    let Value::Str(key) = self.value(depth + 1)? else {
+                    let Literal::Str(key) = self.value(depth + 1)? else {
                         return Err(self.error("dict keys must be strings"));
                     };
                     self.expect(b':')?;
@@ -364,9 +365,9 @@ impl<'a> Parser<'a> {
                             return Err(self.error("a one-element tuple needs a trailing comma"));
                         }
                         return Ok(if open == b'(' {
-                            Value::Tuple(items)
+                            Literal::Tuple(items)
                         } else {
-                            Value::List(items)
+                            Literal::List(items)
                         });
                     }
                     items.push(self.value(depth + 1)?);
@@ -395,15 +396,15 @@ impl<'a> Parser<'a> {
                 // quotes are ASCII, so both ends are character boundaries
                 let string = &self.text[start..self.pos];
                 self.pos += 1;
-                Ok(Value::Str(string))
+                Ok(Literal::Str(string))
             }
             Some(b'T') if self.bytes()[self.pos..].starts_with(b"True") => {
                 self.pos += 4;
-                Ok(Value::Bool(true))
+                Ok(Literal::Bool(true))
             }
             Some(b'F') if self.bytes()[self.pos..].starts_with(b"False") => {
                 self.pos += 5;
-                Ok(Value::Bool(false))
+                Ok(Literal::Bool(false))
             }
             Some(b'-' | b'0'..=b'9') => {
                 let start = self.pos;
@@ -421,7 +422,7 @@ impl<'a> Parser<'a> {
                 if self.bytes().get(self.pos) == Some(&b'L') {
                     self.pos += 1;
                 }
-                Ok(Value::Int(n))
+                Ok(Literal::Int(n))
             }
             Some(_) => Err(self.error("unexpected character")),
             None => Err(self.error("unexpected end of header")),

@@ -424,11 +424,11 @@ pub(crate) fn with_pipeline<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::TempDir;
     use std::io::Read;
 
-    fn scratch_file(name: &str) -> (std::path::PathBuf, File) {
-        let dir = std::env::temp_dir().join(format!("blockmap-pipeline-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+    /// A file `name` of `dir`, empty, opened to read and write.
+    fn scratch_file(dir: &TempDir, name: &str) -> (std::path::PathBuf, File) {
         let path = dir.join(name);
         let file = File::options()
             .read(true)
@@ -442,8 +442,9 @@ mod tests {
 
     #[test]
     fn writes_and_seeks_land_where_a_plain_file_puts_them() {
-        let (path, file) = scratch_file("same");
-        let (plain_path, mut plain) = scratch_file("plain");
+        let dir = TempDir::new("pipeline");
+        let (path, file) = scratch_file(&dir, "same");
+        let (plain_path, mut plain) = scratch_file(&dir, "plain");
         let big: Vec<u8> = (0..3 * CHUNK + 123)
             .map(|i| u8::try_from(i % 251).unwrap())
             .collect();
@@ -476,8 +477,6 @@ mod tests {
             .unwrap();
         assert_eq!(a.len(), b.len());
         assert!(a == b, "the pipelined file differs from the plain one");
-        std::fs::remove_file(path).unwrap();
-        std::fs::remove_file(plain_path).unwrap();
     }
 
     trait WriteSeek: Write + Seek {}
@@ -494,9 +493,10 @@ mod tests {
     #[test]
     fn random_writes_and_seeks_give_the_plain_file() {
         use crate::io::zip::writer::Sink;
+        let dir = TempDir::new("pipeline");
         for seed in 1..=40u64 {
-            let (path, file) = scratch_file(&format!("random-{seed}"));
-            let (plain_path, mut plain) = scratch_file(&format!("random-plain-{seed}"));
+            let (path, file) = scratch_file(&dir, &format!("random-{seed}"));
+            let (plain_path, mut plain) = scratch_file(&dir, &format!("random-plain-{seed}"));
             let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
             let mut next = move |bound: u64| {
                 state ^= state << 13;
@@ -586,8 +586,6 @@ mod tests {
                 a == b,
                 "seed {seed}: the pipelined file differs from the plain one"
             );
-            std::fs::remove_file(path).unwrap();
-            std::fs::remove_file(plain_path).unwrap();
         }
     }
 
@@ -596,7 +594,8 @@ mod tests {
     #[test]
     fn the_reserve_past_the_end_is_released() {
         use std::os::unix::fs::MetadataExt;
-        let (path, file) = scratch_file("reserve");
+        let dir = TempDir::new("pipeline");
+        let (path, file) = scratch_file(&dir, "reserve");
         with_pipeline(&file, false, 64 << 20, |w| {
             w.write_all(&vec![3u8; 3 * CHUNK + 5])
                 .map_err(|e| crate::error::Error::io("test", e))
@@ -610,13 +609,13 @@ mod tests {
             "{allocated} bytes allocated for a file of {}",
             metadata.len()
         );
-        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
     fn a_failed_write_is_the_result() {
         // a file opened for reading only: every pwrite fails
-        let (path, _) = scratch_file("readonly");
+        let dir = TempDir::new("pipeline");
+        let (path, _) = scratch_file(&dir, "readonly");
         let file = File::open(&path).unwrap();
         let result = with_pipeline(&file, false, 0, |w| {
             for _ in 0..8 {
@@ -632,17 +631,16 @@ mod tests {
             }
             other => panic!("expected an I/O error, got {other:?}"),
         }
-        std::fs::remove_file(path).unwrap();
     }
 
     #[test]
     fn an_error_of_the_maker_stops_the_thread_and_is_returned() {
-        let (path, file) = scratch_file("maker");
+        let dir = TempDir::new("pipeline");
+        let (_, file) = scratch_file(&dir, "maker");
         let result: crate::error::Result<()> = with_pipeline(&file, false, 0, |w| {
             w.write_all(&[7u8; 100]).unwrap();
             Err(crate::error::Error::invalid("stop here"))
         });
         assert!(result.unwrap_err().to_string().contains("stop here"));
-        std::fs::remove_file(path).unwrap();
     }
 }

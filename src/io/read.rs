@@ -250,13 +250,12 @@ fn check_crc_of(bytes: &[u8], crc: u32) -> Result<()> {
 }
 
 /// An error when `reader` holds a dataset file (many maps, see
-/// `dataset/mod.rs`): version 2's magic, or version 1's first entry, the
-/// dataset's header. A zip
+/// `dataset/mod.rs`): the magic of version 2 and later, or version 1's
+/// first entry, the dataset's header ([`zip::dataset_start`]). A zip
 /// reader would otherwise find the end record of the last map's own
 /// archive at the end of a dataset being written, and load that map as if
 /// it were the file. Reads the first bytes and seeks back to the start.
 pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
-    let name = zip::DATASET_HEADER_NAME.as_bytes();
     let mut head = [0u8; zip::LOCAL_LEN + zip::DATASET_HEADER_NAME.len()];
     let seek = |reader: &mut R| {
         reader
@@ -266,13 +265,7 @@ pub(crate) fn refuse_dataset<R: Read + Seek>(reader: &mut R) -> Result<()> {
     seek(reader)?;
     let got = read_up_to(reader, &mut head)?;
     seek(reader)?;
-    let version_2 = got >= zip::DATASET_MAGIC.len() && head[..8] == zip::DATASET_MAGIC;
-    let named = version_2
-        || got == head.len()
-            && zip::signature(&head) == Some(zip::LOCAL)
-            && usize::from(u16::from_le_bytes([head[26], head[27]])) == name.len()
-            && &head[zip::LOCAL_LEN..] == name;
-    if named {
+    if zip::dataset_start(&head[..got]).is_some() {
         return Err(Error::format(
             "this is a blockmap dataset (many maps in one file), not one map: open it with \
              blockmap.Dataset(path)",

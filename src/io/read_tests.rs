@@ -8,6 +8,7 @@ use std::io::{Cursor, Write as _};
 
 use super::zip::reader::{self, Directory};
 use super::*;
+use crate::fixtures::TempDir;
 
 const DEFLATED: u16 = 8;
 
@@ -165,8 +166,7 @@ fn with_values(change: impl Fn(&mut Entry)) -> Vec<u8> {
 /// What each reader makes of `bytes`: loaded through a reader, from a
 /// buffer (CRCs checked), and mapped from a file.
 fn load_everywhere(bytes: &[u8], name: &str) -> Vec<(&'static str, Result<Data>)> {
-    let dir = std::env::temp_dir().join(format!("blockmap-read-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = TempDir::new("read");
     let path = dir.join(format!("{name}.mts"));
     std::fs::write(&path, bytes).unwrap();
     let results = vec![
@@ -181,7 +181,6 @@ fn load_everywhere(bytes: &[u8], name: &str) -> Vec<(&'static str, Result<Data>)
             load_path(&path, Kind::Tensor, Some(crate::buffer::MapMode::ReadOnly)),
         ),
     ];
-    std::fs::remove_file(&path).unwrap();
     results
 }
 

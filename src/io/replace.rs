@@ -352,14 +352,9 @@ fn link_unnamed(_file: &File, _directory: &Path, _target: &Path) -> std::io::Res
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+    use crate::fixtures::TempDir;
     use std::io::Write;
     use std::os::unix::fs::PermissionsExt;
-
-    fn directory(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("blockmap-replace-{name}-{}", random()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     fn write(target: &Path, text: &str) {
         let mut temporary = Temporary::beside(target).unwrap();
@@ -373,7 +368,7 @@ mod tests {
 
     #[test]
     fn replaces_keeping_mode_and_following_links() {
-        let dir = directory("keep");
+        let dir = TempDir::new("replace-keep");
         let real = dir.join("real.mts");
         std::fs::write(&real, "old").unwrap();
         std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o600)).unwrap();
@@ -389,37 +384,34 @@ mod tests {
         let mode = std::fs::metadata(&real).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         // nothing else in the directory
-        let names: Vec<_> = std::fs::read_dir(&dir)
+        let names: Vec<_> = std::fs::read_dir(dir.path())
             .unwrap()
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names.len(), 2, "{names:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn a_dropped_temporary_leaves_nothing() {
-        let dir = directory("drop");
+        let dir = TempDir::new("replace-drop");
         let target = dir.join("x".repeat(250));
         let mut temporary = Temporary::beside(&target).unwrap();
         temporary.file().unwrap().write_all(b"half").unwrap();
         drop(temporary);
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         // a 250-byte name: the temporary name is short
         write(&target, "done");
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "done");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn link_loops_are_an_error() {
-        let dir = directory("loop");
+        let dir = TempDir::new("replace-loop");
         std::os::unix::fs::symlink("b", dir.join("a")).unwrap();
         std::os::unix::fs::symlink("a", dir.join("b")).unwrap();
         assert!(resolve(&dir.join("a")).is_err());
         // a dangling link resolves to its target, to be created
         std::os::unix::fs::symlink("new.mts", dir.join("dangling")).unwrap();
         assert_eq!(resolve(&dir.join("dangling")).unwrap(), dir.join("new.mts"));
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -1,22 +1,15 @@
 //! Round trips and the copy/view rules of the io module.
 
 use std::io::Cursor;
-use std::path::PathBuf;
 
 use super::*;
 use crate::array::Array;
 use crate::block::TensorBlock;
 use crate::buffer::{MapMode, OwnerKind};
 use crate::dtype::DType;
-use crate::fixtures::{block_with_nested_gradients as block, labels, tensor};
+use crate::fixtures::{block_with_nested_gradients as block, labels, tensor, TempDir};
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
-
-fn temporary_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("blockmap-io-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 #[test]
 fn round_trip_every_dtype() {
@@ -143,7 +136,7 @@ fn empty_maps_and_blocks() {
 
 #[test]
 fn paths_mapped_and_atomic() {
-    let dir = temporary_dir("paths");
+    let dir = TempDir::new("io-paths");
     let path = dir.join("map.mts");
     let map = tensor(DType::F8);
     save_path(&path, DataRef::Tensor(&map), true).unwrap();
@@ -196,7 +189,7 @@ fn paths_mapped_and_atomic() {
         save_path(&missing_dir, DataRef::Tensor(&map), true),
         Err(Error::Io { .. })
     ));
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
         .map(|e| e.unwrap().file_name())
         .filter(|name| name != "map.mts")
@@ -207,7 +200,6 @@ fn paths_mapped_and_atomic() {
     assert!(
         matches!(err, Error::Io { ref source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     );
-    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

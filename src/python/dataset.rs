@@ -125,8 +125,8 @@ impl PyDataset {
     /// (versions 2 and 3, header included) or its ``.mts`` archive (version 1).
     #[allow(clippy::needless_pass_by_value)] // a Python argument
     fn _slot(&self, index: SaturatingInt) -> PyResult<(u64, u64)> {
-        let slot = self.inner.slot(index.0)?;
-        Ok((slot.offset, slot.len))
+        let span = self.inner.span(index.0)?;
+        Ok((span.offset, span.len))
     }
 
     /// Map ``index`` (negative from the end) of field ``field`` (its
@@ -630,7 +630,11 @@ static NUMPY_GENERIC: pyo3::sync::PyOnceLock<Py<PyAny>> = pyo3::sync::PyOnceLock
 /// - anything else (a string, a complex number, an array of several
 ///   values, a `Decimal`) is refused with blockmap's `TypeError`, naming
 ///   the column and the type.
-fn column_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResult<dataset::Value> {
+fn column_value(
+    py: Python<'_>,
+    name: &str,
+    value: &Bound<'_, PyAny>,
+) -> PyResult<dataset::ColumnValue> {
     let refused = |what: String| {
         wrong_type(
             py,
@@ -643,7 +647,7 @@ fn column_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResul
     let int = |number: &Bound<'_, PyAny>| {
         number
             .extract::<i64>()
-            .map(dataset::Value::Int)
+            .map(dataset::ColumnValue::Int)
             .map_err(|_| {
                 invalid(
                     py,
@@ -654,7 +658,7 @@ fn column_value(py: Python<'_>, name: &str, value: &Bound<'_, PyAny>) -> PyResul
     let float = |number: &Bound<'_, PyAny>| {
         number
             .extract::<f64>()
-            .map(dataset::Value::Float)
+            .map(dataset::ColumnValue::Float)
             .map_err(|_| refused(type_name(value)))
     };
     if value.is_instance_of::<pyo3::types::PyBool>() {

@@ -27,10 +27,13 @@
 use std::io::{Read, Seek, SeekFrom};
 
 use super::records::{
-    le16, le32, le64, skipped_record_len, CENTRAL, CENTRAL_LEN, END, END_LEN, LOCAL, LOCAL_LEN,
-    MAX16, MAX32, ZIP64_END, ZIP64_END_LEN, ZIP64_EXTRA, ZIP64_LOCATOR, ZIP64_LOCATOR_LEN,
+    skipped_record_len, zip64_values, CENTRAL, CENTRAL_LEN, END, END_LEN, LOCAL, LOCAL_LEN, MAX16,
+    MAX32, ZIP64_END, ZIP64_END_LEN, ZIP64_LOCATOR, ZIP64_LOCATOR_LEN,
 };
+use crate::buffer::Buffer;
 use crate::error::{Error, Result};
+use crate::io::bytes::{le16, le32, le64};
+use crate::io::pieces::Pieces;
 
 /// The compression methods read.
 pub(crate) const STORED: u16 = 0;
@@ -127,13 +130,20 @@ fn zeroed(len: usize) -> Result<Vec<u8>> {
 }
 
 /// Where the central directory lies, as the end records say.
-struct End {
-    count: u64,
-    cd_size: u64,
-    cd_offset: u64,
+#[derive(Debug)]
+pub(crate) struct EndRecords {
+    /// the entries the directory lists
+    pub count: u64,
+    pub cd_size: u64,
+    pub cd_offset: u64,
     /// where the records after the directory start (the ZIP64 end record,
     /// or the end record): the directory ends there
-    records_at: u64,
+    pub records_at: u64,
+    /// whether the values are a ZIP64 end record's (a locator precedes the
+    /// end record)
+    pub zip64: bool,
+    /// the end record's comment
+    pub comment: Vec<u8>,
 }
 
 /// Find the end records in the last bytes of the archive of `len` bytes:
@@ -143,7 +153,7 @@ struct End {
 /// ends is not the file's last (a file object holding an archive, into
 /// which a save of another was cut short: the end found would be the
 /// first's, and the file read as what it held before).
-fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<End> {
+pub(crate) fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<EndRecords> {
     let tail_len = len.min((END_LEN + 0xFFFF) as u64);
     if tail_len < END_LEN as u64 {
         return Err(bad("too short to be a zip archive"));
@@ -178,6 +188,7 @@ fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<End> {
             }
         };
     };
+    let comment = tail[eocd + END_LEN..].to_vec();
     let count16 = u64::from(le16(&tail, eocd + 10));
     let size32 = u64::from(le32(&tail, eocd + 12));
     let offset32 = u64::from(le32(&tail, eocd + 16));
@@ -193,11 +204,13 @@ fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<End> {
         if count16 == MAX16 && size32 == MAX32 {
             return Err(bad("ZIP64 values without a ZIP64 end record"));
         }
-        return Ok(End {
+        return Ok(EndRecords {
             count: count16,
             cd_size: size32,
             cd_offset: offset32,
             records_at: eocd_at,
+            zip64: false,
+            comment,
         });
     }
     let record_at = le64(&locator, 8);
@@ -213,27 +226,14 @@ fn find_end<R: Read + Seek>(reader: &mut R, len: u64) -> Result<End> {
     if le32(&record, 0) != ZIP64_END {
         return Err(bad("bad ZIP64 end record signature"));
     }
-    Ok(End {
+    Ok(EndRecords {
         count: le64(&record, 32),
         cd_size: le64(&record, 40),
         cd_offset: le64(&record, 48),
         records_at: record_at,
+        zip64: true,
+        comment,
     })
-}
-
-/// The ZIP64 values of a central header's extra field, in order.
-fn zip64_values(extra: &[u8]) -> impl Iterator<Item = u64> + '_ {
-    let mut at = 0;
-    let mut field: &[u8] = &[];
-    while at + 4 <= extra.len() {
-        let (id, len) = (le16(extra, at), usize::from(le16(extra, at + 2)));
-        if id == ZIP64_EXTRA {
-            field = &extra[at + 4..extra.len().min(at + 4 + len)];
-            break;
-        }
-        at += 4 + len;
-    }
-    field.chunks_exact(8).map(|value| le64(value, 0))
 }
 
 /// The name of `entry`, in the directory's names.
@@ -501,6 +501,13 @@ impl Directory {
             entries,
             sorted,
         })
+    }
+
+    /// Read the central directory of the archive `buffer` holds, through
+    /// copies of its bytes (memory another program may write: the aliasing
+    /// rule, buffer/mod.rs).
+    pub fn of_buffer(buffer: Buffer) -> Result<Directory> {
+        Directory::read(&mut Pieces::one(buffer).reader())
     }
 
     pub fn len(&self) -> usize {

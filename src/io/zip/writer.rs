@@ -17,9 +17,10 @@ use crate::buffer::RawBytes;
 use std::io::{Seek, SeekFrom, Write};
 
 use super::records::{
-    clamp32, u16_le, u32_le, u64_le, CENTRAL, DOS_DATE, DOS_TIME, END, LOCAL, LOCAL_LEN, MAX32,
-    ZIP64_END, ZIP64_EXTRA, ZIP64_LOCATOR,
+    clamp32, CENTRAL, DOS_DATE, DOS_TIME, END, LOCAL, LOCAL_LEN, MAX32, ZIP64_END, ZIP64_EXTRA,
+    ZIP64_LOCATOR,
 };
+use crate::io::bytes::{put_u16, put_u32, put_u64};
 
 /// Where an archive goes. Array data is handed over in pieces that may
 /// change while they are read (another thread writing to the values): the
@@ -202,35 +203,35 @@ fn local_header(entry: &Entry) -> std::io::Result<Vec<u8>> {
     let mut out = Vec::new();
     out.try_reserve_exact(LOCAL_LEN + name.len() + usize::from(extra_len))
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
-    u32_le(&mut out, LOCAL);
-    u16_le(&mut out, entry.version());
-    u16_le(&mut out, entry.flags());
-    u16_le(&mut out, 0); // STORED
-    u16_le(&mut out, DOS_TIME);
-    u16_le(&mut out, DOS_DATE);
-    u32_le(&mut out, 0); // the CRC, patched in
+    put_u32(&mut out, LOCAL);
+    put_u16(&mut out, entry.version());
+    put_u16(&mut out, entry.flags());
+    put_u16(&mut out, 0); // STORED
+    put_u16(&mut out, DOS_TIME);
+    put_u16(&mut out, DOS_DATE);
+    put_u32(&mut out, 0); // the CRC, patched in
     let sizes = if entry.large { u32::MAX } else { 0 };
-    u32_le(&mut out, sizes);
-    u32_le(&mut out, sizes);
-    u16_le(
+    put_u32(&mut out, sizes);
+    put_u32(&mut out, sizes);
+    put_u16(
         &mut out,
         u16::try_from(name.len()).map_err(|_| name_too_long())?,
     );
-    u16_le(&mut out, extra_len);
+    put_u16(&mut out, extra_len);
     out.extend_from_slice(name);
     if entry.large {
-        u16_le(&mut out, ZIP64_EXTRA);
-        u16_le(&mut out, 16);
-        u64_le(&mut out, 0);
-        u64_le(&mut out, 0);
+        put_u16(&mut out, ZIP64_EXTRA);
+        put_u16(&mut out, 16);
+        put_u64(&mut out, 0);
+        put_u64(&mut out, 0);
     }
     if pad != 0 {
-        u16_le(&mut out, ALIGNMENT_EXTRA);
-        u16_le(
+        put_u16(&mut out, ALIGNMENT_EXTRA);
+        put_u16(
             &mut out,
             u16::try_from(pad - 4).map_err(|_| name_too_long())?,
         );
-        u16_le(&mut out, ALIGN16);
+        put_u16(&mut out, ALIGN16);
         out.resize(out.len() + usize::try_from(pad - 6).unwrap_or(0), 0);
     }
     Ok(out)
@@ -248,38 +249,38 @@ fn central_header(entry: &Entry, out: &mut Vec<u8>) -> std::io::Result<()> {
         zip64_len += 8;
     }
     let extra_len = if zip64_len == 0 { 0 } else { 4 + zip64_len };
-    u32_le(out, CENTRAL);
-    u16_le(out, (3 << 8) | entry.version());
-    u16_le(out, entry.version());
-    u16_le(out, entry.flags());
-    u16_le(out, 0); // STORED
-    u16_le(out, DOS_TIME);
-    u16_le(out, DOS_DATE);
-    u32_le(out, entry.crc);
+    put_u32(out, CENTRAL);
+    put_u16(out, (3 << 8) | entry.version());
+    put_u16(out, entry.version());
+    put_u16(out, entry.flags());
+    put_u16(out, 0); // STORED
+    put_u16(out, DOS_TIME);
+    put_u16(out, DOS_DATE);
+    put_u32(out, entry.crc);
     let size = if entry.large {
         u32::MAX
     } else {
         clamp32(entry.size)
     };
-    u32_le(out, size);
-    u32_le(out, size);
-    u16_le(out, u16::try_from(name.len()).map_err(|_| name_too_long())?);
-    u16_le(out, extra_len);
-    u16_le(out, 0); // comment
-    u16_le(out, 0); // disk
-    u16_le(out, 0); // internal attributes
-    u32_le(out, EXTERNAL_ATTRIBUTES);
-    u32_le(out, clamp32(entry.offset));
+    put_u32(out, size);
+    put_u32(out, size);
+    put_u16(out, u16::try_from(name.len()).map_err(|_| name_too_long())?);
+    put_u16(out, extra_len);
+    put_u16(out, 0); // comment
+    put_u16(out, 0); // disk
+    put_u16(out, 0); // internal attributes
+    put_u32(out, EXTERNAL_ATTRIBUTES);
+    put_u32(out, clamp32(entry.offset));
     out.extend_from_slice(name);
     if zip64_len != 0 {
-        u16_le(out, ZIP64_EXTRA);
-        u16_le(out, zip64_len);
+        put_u16(out, ZIP64_EXTRA);
+        put_u16(out, zip64_len);
         if entry.large {
-            u64_le(out, entry.size);
-            u64_le(out, entry.size);
+            put_u64(out, entry.size);
+            put_u64(out, entry.size);
         }
         if far {
-            u64_le(out, entry.offset);
+            put_u64(out, entry.offset);
         }
     }
     Ok(())
@@ -399,21 +400,21 @@ impl<S: Sink> ZipWriter<S> {
             ));
         }
         let mut fields = Vec::with_capacity(12);
-        u32_le(&mut fields, entry.crc);
+        put_u32(&mut fields, entry.crc);
         let size = if entry.large {
             u32::MAX
         } else {
             clamp32(entry.size)
         };
-        u32_le(&mut fields, size);
-        u32_le(&mut fields, size);
+        put_u32(&mut fields, size);
+        put_u32(&mut fields, size);
         self.sink.patch(entry.offset + 14, &fields, self.position)?;
         if entry.large {
             let mut zip64 = Vec::with_capacity(20);
-            u16_le(&mut zip64, ZIP64_EXTRA);
-            u16_le(&mut zip64, 16);
-            u64_le(&mut zip64, entry.size);
-            u64_le(&mut zip64, entry.size);
+            put_u16(&mut zip64, ZIP64_EXTRA);
+            put_u16(&mut zip64, 16);
+            put_u64(&mut zip64, entry.size);
+            put_u64(&mut zip64, entry.size);
             let at = entry.offset + (LOCAL_LEN + entry.name.len()) as u64;
             self.sink.patch(at, &zip64, self.position)?;
         }
@@ -443,30 +444,30 @@ impl<S: Sink> ZipWriter<S> {
                 .map(Entry::version)
                 .max()
                 .unwrap_or(VERSION_PLAIN);
-            u32_le(&mut piece, ZIP64_END);
-            u64_le(&mut piece, 44);
-            u16_le(&mut piece, version);
-            u16_le(&mut piece, version);
-            u32_le(&mut piece, 0);
-            u32_le(&mut piece, 0);
-            u64_le(&mut piece, count as u64);
-            u64_le(&mut piece, count as u64);
-            u64_le(&mut piece, size);
-            u64_le(&mut piece, start);
-            u32_le(&mut piece, ZIP64_LOCATOR);
-            u32_le(&mut piece, 0);
-            u64_le(&mut piece, start + size);
-            u32_le(&mut piece, 1);
+            put_u32(&mut piece, ZIP64_END);
+            put_u64(&mut piece, 44);
+            put_u16(&mut piece, version);
+            put_u16(&mut piece, version);
+            put_u32(&mut piece, 0);
+            put_u32(&mut piece, 0);
+            put_u64(&mut piece, count as u64);
+            put_u64(&mut piece, count as u64);
+            put_u64(&mut piece, size);
+            put_u64(&mut piece, start);
+            put_u32(&mut piece, ZIP64_LOCATOR);
+            put_u32(&mut piece, 0);
+            put_u64(&mut piece, start + size);
+            put_u32(&mut piece, 1);
         }
         let count16 = u16::try_from(count).unwrap_or(u16::MAX);
-        u32_le(&mut piece, END);
-        u16_le(&mut piece, 0);
-        u16_le(&mut piece, 0);
-        u16_le(&mut piece, count16);
-        u16_le(&mut piece, count16);
-        u32_le(&mut piece, if zip64 { u32::MAX } else { clamp32(size) });
-        u32_le(&mut piece, clamp32(start));
-        u16_le(&mut piece, 0); // comment
+        put_u32(&mut piece, END);
+        put_u16(&mut piece, 0);
+        put_u16(&mut piece, 0);
+        put_u16(&mut piece, count16);
+        put_u16(&mut piece, count16);
+        put_u32(&mut piece, if zip64 { u32::MAX } else { clamp32(size) });
+        put_u32(&mut piece, clamp32(start));
+        put_u16(&mut piece, 0); // comment
         self.sink.write_all(&piece)?;
         Ok(self.sink)
     }
@@ -474,7 +475,9 @@ impl<S: Sink> ZipWriter<S> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::records::{parse_local, zip64_values, CENTRAL_LEN};
     use super::*;
+    use crate::io::bytes::{le16, le32};
 
     /// Entries with ZIP64 sizes (those of 4 GiB or more) are written as
     /// the `zip` crate wrote them: compared byte for byte with its output
@@ -533,16 +536,24 @@ mod tests {
         };
         let header = local_header(&entry).unwrap();
         assert_eq!((entry.offset + header.len() as u64) % ALIGN, 0);
+        let local = parse_local(&header).unwrap();
         assert_eq!(
-            super::super::records::local_variable_len(&header[..LOCAL_LEN]) + LOCAL_LEN,
-            header.len()
+            (local.name.as_str(), local.len, local.size),
+            ("blocks/0/values.npy", header.len() as u64, 0),
+            "a local header's sizes are patched in once its data is written"
         );
         let mut central = Vec::new();
         central_header(&entry, &mut central).unwrap();
-        let read = super::super::records::parse_central(&central, 1).unwrap();
+        // the 32-bit sizes and offset say "in the ZIP64 field", which holds
+        // the size, the compressed size and the offset, in that order
         assert_eq!(
-            (read[0].size, read[0].offset, read[0].crc),
-            (4_500_000_000, 5_000_000_000, 7)
+            (le32(&central, 20), le32(&central, 24), le32(&central, 42)),
+            (u32::MAX, u32::MAX, u32::MAX)
         );
+        assert_eq!(le32(&central, 16), 7);
+        let name_len = usize::from(le16(&central, 28));
+        assert_eq!(central.len(), CENTRAL_LEN + name_len + 4 + 24);
+        let values: Vec<u64> = zip64_values(&central[CENTRAL_LEN + name_len..]).collect();
+        assert_eq!(values, [4_500_000_000, 4_500_000_000, 5_000_000_000]);
     }
 }

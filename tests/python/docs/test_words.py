@@ -78,10 +78,10 @@ def test_contributing_states_the_versions_the_code_has():
     assert f"**The package: {CARGO_VERSION}** (`version` in `Cargo.toml`" in text
     pickle = _constant("src/pickle.rs")
     assert f"(`VERSION` in `src/pickle.rs`, {pickle} now)" in text
-    dataset = _constant("src/dataset/format.rs")
-    assert f"version {dataset} (`VERSION` in `src/dataset/format.rs`, {dataset} now)" in text
-    assert _constant("src/dataset/v1.rs") == 1
-    assert "version 1 (`VERSION` in `src/dataset/v1.rs`)" in text
+    dataset = _constant("src/dataset/v2/layout.rs")
+    assert f"version {dataset} (`VERSION` in `src/dataset/v2/layout.rs`, {dataset} now)" in text
+    assert _constant("src/dataset/v1/mod.rs") == 1
+    assert "version 1 (`VERSION` in `src/dataset/v1/mod.rs`)" in text
     # the changelog's version being prepared is the package's
     changelog = (ROOT / "CHANGELOG.md").read_text()
     assert f"## {CARGO_VERSION} (unreleased)" in changelog
