@@ -440,9 +440,9 @@ impl PyDatasetWriter {
     /// Write the commit record and its trailer now (``close`` does it
     /// too), so that opening the file reads the index alone. Each commit
     /// writes the whole index again (24 bytes per entry, 8 per column):
-    /// commit after many writes, not after each (2,000 small maps
-    /// committed one by one make a 68 MB file, 4.2 MB committed once). A
-    /// write is in the file when it returns, committed or not.
+    /// commit after many writes, not after each, or the file grows by the
+    /// whole index at every commit. A write is in the file when it
+    /// returns, committed or not.
     ///
     /// Raises
     /// ------
