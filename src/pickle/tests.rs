@@ -470,3 +470,50 @@ fn blocks_and_labels() {
     };
     assert_eq!(&loaded, map.keys());
 }
+
+#[test]
+fn read_only_in_band_pieces_give_read_only_arrays_empty_ones_too() {
+    let empty = TensorBlock::new(
+        Array::from_slice(vec![0, 3], &[0.0f64; 0]).unwrap(),
+        Labels::range("s", 0).unwrap(),
+        vec![],
+        Labels::range("p", 3).unwrap(),
+    )
+    .unwrap();
+    let full = TensorBlock::new(
+        Array::from_slice(vec![2, 3], &[1.0f64; 6]).unwrap(),
+        Labels::range("s", 2).unwrap(),
+        vec![],
+        Labels::range("p", 3).unwrap(),
+    )
+    .unwrap();
+    let map = TensorMap::new(Labels::range("k", 2).unwrap(), vec![empty, full]).unwrap();
+    let mut versions = Vec::new();
+    // in one piece (version 0) and in pieces (version 2)
+    for target in [16 << 20, 256] {
+        let (version, args) = in_band(DataRef::Tensor(&map), target);
+        versions.push(version);
+        let read_only: Vec<Arg> = args
+            .into_iter()
+            .map(|arg| match arg {
+                Arg::Bytes(buffer) => Arg::Bytes(buffer.into_read_only()),
+                text @ Arg::Text(_) => text,
+            })
+            .collect();
+        let Data::Tensor(loaded) = Pickled::read(version, &read_only)
+            .and_then(Pickled::load)
+            .unwrap()
+        else {
+            panic!()
+        };
+        assert_eq!(loaded, map);
+        for block in loaded.blocks() {
+            assert!(
+                !block.values().buffer().is_writable(),
+                "version {version}: a block of {} samples is writable",
+                block.samples().count()
+            );
+        }
+    }
+    assert_eq!(versions, [0, 2]);
+}
