@@ -19,10 +19,10 @@
 # Limits: -rss_limit_mb=2048, -timeout=10 (seconds per input), and a
 # malloc limit per target: one allocation larger than what the largest
 # input (-max_len) can legitimately declare is reported as a finding.
-# load_archive: a DEFLATE entry may declare up to 1032 times its
-# compressed size (docs/format.md), so 64 KiB may allocate 66 MiB;
-# npy_header and pickle_load allocate no more than their input, plus
-# small bookkeeping.
+# load_archive and pickle_load (whose in-band versions carry archives): a
+# DEFLATE entry may declare up to 1032 times its compressed size
+# (docs/format.md), so 64 KiB may allocate 66 MiB; npy_header allocates no
+# more than its input, plus small bookkeeping.
 #
 # Exits non-zero when any target found something; the other targets
 # still run.
@@ -39,7 +39,7 @@ options() {
     case "$1" in
         npy_header) echo "-max_len=8192 -malloc_limit_mb=32 -dict=$PWD/npy.dict" ;;
         load_archive) echo "-max_len=65536 -malloc_limit_mb=96 -dict=$PWD/npy.dict" ;;
-        pickle_load) echo "-max_len=65536 -malloc_limit_mb=32 -dict=$PWD/pickle.dict" ;;
+        pickle_load) echo "-max_len=65536 -malloc_limit_mb=96 -dict=$PWD/pickle.dict" ;;
         mutate_mapped) echo "-max_len=4096 -malloc_limit_mb=64" ;;
         dataset_v2) echo "-max_len=32768 -malloc_limit_mb=64" ;;
         *) echo "unknown fuzz target '$1'" >&2; return 1 ;;

@@ -8,8 +8,10 @@ metatensor-core (0.2) and numpy (the project's .venv):
 Seeds are small maps, blocks and labels written by blockmap and by
 metatensor-core, a few hand-made variants (DEFLATE entries, big-endian and
 Fortran-ordered arrays, NPY version 2.0), the NPY entries of all of them
-(for npy_header), pickle headers with their buffers (for pickle_load, in
-the encoding that fuzz_targets/pickle_load.rs documents), and dataset
+(for npy_header), reconstructor calls of every pickle version (for
+pickle_load, in the encoding that fuzz_targets/pickle_load.rs documents:
+`__reduce_ex__` of protocols 5 and 4, the archive in pieces, and the
+stored pickles of tests/data/pickle/), and dataset
 files (for dataset_v2): of format version 3 written by blockmap, of
 version 2 and version 3's file of every dtype copied from
 tests/data/datasets/, and the files of the
@@ -27,6 +29,7 @@ import hashlib
 import io
 import os
 import pathlib
+import pickle
 import shutil
 import struct
 import sys
@@ -38,6 +41,7 @@ import numpy as np
 
 import blockmap
 import metatensor
+from blockmap._blockmap import _set_pickle_piece_size
 
 ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
 SEPARATOR = b"\n--buffer--\n"
@@ -179,14 +183,43 @@ def restyled(name, data, order="<", fortran=False):
     return npy_bytes(array)
 
 
-def pickle_seed(obj):
-    _, args = obj.__reduce_ex__(5)
-    version, header, *buffers = args
-    assert version == 1
-    parts = [bytes(header)] + [bytes(memoryview(b)) for b in buffers]
-    for part in parts[1:]:
+def pickle_seed(obj, protocol=5):
+    """The reconstructor call of ``obj.__reduce_ex__(protocol)`` in the
+    encoding of fuzz_targets/pickle_load.rs."""
+    _, args = obj.__reduce_ex__(protocol)
+    return encoded_call(args)
+
+
+def encoded_call(args):
+    """A reconstructor's arguments ``(version, *rest)`` as one seed: the
+    version byte, then each argument (a kind as its UTF-8 text, else its
+    bytes), separated by SEPARATOR."""
+    version, *rest = args
+    assert version in (0, 1, 2, 3), version
+    parts = [r.encode() if isinstance(r, str) else bytes(memoryview(r)) for r in rest]
+    for part in parts:
         assert SEPARATOR not in part
-    return SEPARATOR.join(parts)
+    return bytes([version]) + SEPARATOR.join(parts)
+
+
+STORED_PICKLES = ROOT.parent.parent / "tests" / "data" / "pickle"
+
+
+class _Arguments(pickle.Unpickler):
+    """Unpickles a reconstructor call as its arguments, without calling it."""
+
+    def find_class(self, module, name):
+        if (module, name) == ("blockmap._blockmap", "_reconstruct"):
+            return lambda *args: args
+        return super().find_class(module, name)
+
+
+def stored_pickle_seeds():
+    """The stored pickles of every version (tests/data/pickle/, written by
+    the blockmap that defined each), as seeds: ``(name, seed)``."""
+    for path in sorted(STORED_PICKLES.glob("*.pickle")):
+        args = _Arguments(io.BytesIO(path.read_bytes())).load()
+        yield f"stored-{path.stem}", encoded_call(args)
 
 
 STORED_DATASETS = ROOT.parent.parent / "tests" / "data" / "datasets"
@@ -325,7 +358,21 @@ def archive_seeds(add):
     archives = {}
     for name, kind, obj in blockmap_objects():
         archives[f"blockmap-{name}"] = save_blockmap(obj)
+        # version 3 (protocol 5), 0 (protocol 4, one piece) and, written in
+        # pieces of 256 bytes, 2 (labels are always one piece: version 0)
         add("pickle_load", f"blockmap-{name}", pickle_seed(obj))
+        add("pickle_load", f"blockmap-{name}-protocol4", pickle_seed(obj, 4))
+        previous = _set_pickle_piece_size(256)
+        try:
+            add("pickle_load", f"blockmap-{name}-protocol4-pieces", pickle_seed(obj, 4))
+        finally:
+            _set_pickle_piece_size(previous)
+    # versions 0 to 3 as the blockmap that defined each wrote them
+    for name, seed in stored_pickle_seeds():
+        add("pickle_load", name, seed)
+    # a version the reader refuses
+    _, args = blockmap.Labels.range("n", 3).__reduce_ex__(5)
+    add("pickle_load", "unknown-version-4", bytes([4]) + encoded_call(args)[1:])
     for name, kind, obj in objects(metatensor):
         archives[f"metatensor-{name}"] = save_metatensor(obj)
     # DEFLATE entries, big-endian and Fortran-ordered arrays

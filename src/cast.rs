@@ -51,7 +51,7 @@ use crate::dtype::DType;
 /// by their bits), so that each conversion is the one numpy makes from
 /// that type, NaN payloads included.
 #[derive(Clone, Copy)]
-enum Value {
+enum Scalar {
     Bool(bool),
     Int(i64),
     UInt(u64),
@@ -227,26 +227,26 @@ fn f32_to_half(x: f32) -> u16 {
     sign | round_half(full >> shift, full & ((1 << shift) - 1), shift) as u16
 }
 
-impl Value {
+impl Scalar {
     /// The real part, as a double (exact but for 64-bit integers).
     fn real(self) -> f64 {
         match self {
-            Value::Bool(b) => f64::from(u8::from(b)),
-            Value::Int(i) => i as f64,
-            Value::UInt(u) => u as f64,
-            Value::Half(bits) => half_to_f64(bits),
+            Scalar::Bool(b) => f64::from(u8::from(b)),
+            Scalar::Int(i) => i as f64,
+            Scalar::UInt(u) => u as f64,
+            Scalar::Half(bits) => half_to_f64(bits),
             // the hardware's conversion, as numpy's (a signalling NaN comes
             // out quiet)
-            Value::Single(x) | Value::ComplexSingle(x, _) => f64::from(x),
-            Value::Float(x) | Value::Complex(x, _) => x,
+            Scalar::Single(x) | Scalar::ComplexSingle(x, _) => f64::from(x),
+            Scalar::Float(x) | Scalar::Complex(x, _) => x,
         }
     }
 
     /// The imaginary part as a double (zero for real numbers).
     fn imaginary(self) -> f64 {
         match self {
-            Value::ComplexSingle(_, im) => f64::from(im),
-            Value::Complex(_, im) => im,
+            Scalar::ComplexSingle(_, im) => f64::from(im),
+            Scalar::Complex(_, im) => im,
             _ => 0.0,
         }
     }
@@ -254,8 +254,8 @@ impl Value {
     /// The imaginary part as a float32 (zero for real numbers).
     fn imaginary_f32(self) -> f32 {
         match self {
-            Value::ComplexSingle(_, im) => im,
-            Value::Complex(_, im) => im as f32,
+            Scalar::ComplexSingle(_, im) => im,
+            Scalar::Complex(_, im) => im as f32,
             _ => 0.0,
         }
     }
@@ -266,86 +266,86 @@ impl Value {
 
     fn to_f32(self) -> f32 {
         match self {
-            Value::Int(i) => i as f32,
-            Value::UInt(u) => u as f32,
-            Value::Half(bits) => half_to_f32(bits),
-            Value::Single(x) | Value::ComplexSingle(x, _) => x,
+            Scalar::Int(i) => i as f32,
+            Scalar::UInt(u) => u as f32,
+            Scalar::Half(bits) => half_to_f32(bits),
+            Scalar::Single(x) | Scalar::ComplexSingle(x, _) => x,
             other => other.real() as f32,
         }
     }
 
     fn to_half(self) -> u16 {
         match self {
-            Value::Half(bits) => bits,
+            Scalar::Half(bits) => bits,
             // integers go through float32, as numpy's `(float)x`
-            Value::Int(_) | Value::UInt(_) => f32_to_half(self.to_f32()),
-            Value::Single(x) | Value::ComplexSingle(x, _) => f32_to_half(x),
+            Scalar::Int(_) | Scalar::UInt(_) => f32_to_half(self.to_f32()),
+            Scalar::Single(x) | Scalar::ComplexSingle(x, _) => f32_to_half(x),
             other => f64_to_half(other.real()),
         }
     }
 
     fn to_bool(self) -> bool {
         match self {
-            Value::Bool(b) => b,
-            Value::Int(i) => i != 0,
-            Value::UInt(u) => u != 0,
-            Value::Half(bits) => bits & 0x7fff != 0,
-            Value::Single(x) => x != 0.0,
-            Value::Float(x) => x != 0.0,
-            Value::ComplexSingle(re, im) => re != 0.0 || im != 0.0,
-            Value::Complex(re, im) => re != 0.0 || im != 0.0,
+            Scalar::Bool(b) => b,
+            Scalar::Int(i) => i != 0,
+            Scalar::UInt(u) => u != 0,
+            Scalar::Half(bits) => bits & 0x7fff != 0,
+            Scalar::Single(x) => x != 0.0,
+            Scalar::Float(x) => x != 0.0,
+            Scalar::ComplexSingle(re, im) => re != 0.0 || im != 0.0,
+            Scalar::Complex(re, im) => re != 0.0 || im != 0.0,
         }
     }
 
     /// The 32-bit conversion of floats, wrapped into narrower integers.
     fn to_i32(self) -> i32 {
         match self {
-            Value::Bool(b) => i32::from(b),
-            Value::Int(i) => i as i32,
-            Value::UInt(u) => u as i32,
+            Scalar::Bool(b) => i32::from(b),
+            Scalar::Int(i) => i as i32,
+            Scalar::UInt(u) => u as i32,
             other => trunc32(other.real()),
         }
     }
 
     fn to_i64(self) -> i64 {
         match self {
-            Value::Bool(b) => i64::from(b),
-            Value::Int(i) => i,
-            Value::UInt(u) => u.cast_signed(),
+            Scalar::Bool(b) => i64::from(b),
+            Scalar::Int(i) => i,
+            Scalar::UInt(u) => u.cast_signed(),
             other => trunc64(other.real()),
         }
     }
 
     fn to_u32(self) -> u32 {
         match self {
-            Value::Bool(b) => u32::from(b),
-            Value::Int(i) => i as u32,
-            Value::UInt(u) => u as u32,
-            Value::Half(bits) => trunc64(half_to_f64(bits)) as u32,
+            Scalar::Bool(b) => u32::from(b),
+            Scalar::Int(i) => i as u32,
+            Scalar::UInt(u) => u as u32,
+            Scalar::Half(bits) => trunc64(half_to_f64(bits)) as u32,
             other => trunc_u32(other.real()),
         }
     }
 
     fn to_u64(self) -> u64 {
         match self {
-            Value::Bool(b) => u64::from(b),
-            Value::Int(i) => i.cast_unsigned(),
-            Value::UInt(u) => u,
+            Scalar::Bool(b) => u64::from(b),
+            Scalar::Int(i) => i.cast_unsigned(),
+            Scalar::UInt(u) => u,
             other => trunc_u64(other.real()),
         }
     }
 }
 
 /// Reading one element of a source type.
-trait Source {
+trait CastFrom {
     const SIZE: usize;
-    fn read(bytes: &[u8]) -> Value;
+    fn read(bytes: &[u8]) -> Scalar;
 }
 
 /// Writing one element of a target type.
-trait Target {
+trait CastTo {
     const SIZE: usize;
-    fn write(value: Value, out: &mut [u8]);
+    fn write(value: Scalar, out: &mut [u8]);
 }
 
 /// The first `N` bytes of `bytes` (an element of `N` bytes).
@@ -358,17 +358,17 @@ fn take<const N: usize>(bytes: &[u8]) -> [u8; N] {
 macro_rules! types {
     ($($name:ident: $size:expr, |$b:ident| $read:expr, |$v:ident, $o:ident| $write:expr;)*) => {$(
         pub(super) struct $name;
-        impl Source for $name {
+        impl CastFrom for $name {
             const SIZE: usize = $size;
             #[inline(always)]
-            fn read($b: &[u8]) -> Value {
+            fn read($b: &[u8]) -> Scalar {
                 $read
             }
         }
-        impl Target for $name {
+        impl CastTo for $name {
             const SIZE: usize = $size;
             #[inline(always)]
-            fn write($v: Value, $o: &mut [u8]) {
+            fn write($v: Scalar, $o: &mut [u8]) {
                 $write
             }
         }
@@ -376,34 +376,34 @@ macro_rules! types {
 }
 
 mod types {
-    use super::{take, Source, Target, Value};
+    use super::{take, CastFrom, CastTo, Scalar};
 
     types! {
-        F2: 2, |b| Value::Half(u16::from_ne_bytes(take(b))),
+        F2: 2, |b| Scalar::Half(u16::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_half().to_ne_bytes());
-        F4: 4, |b| Value::Single(f32::from_ne_bytes(take(b))),
+        F4: 4, |b| Scalar::Single(f32::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_f32().to_ne_bytes());
-        F8: 8, |b| Value::Float(f64::from_ne_bytes(take(b))),
+        F8: 8, |b| Scalar::Float(f64::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_f64().to_ne_bytes());
-        I1: 1, |b| Value::Int(i64::from(i8::from_ne_bytes(take(b)))),
+        I1: 1, |b| Scalar::Int(i64::from(i8::from_ne_bytes(take(b)))),
             |v, o| o.copy_from_slice(&(v.to_i32() as i8).to_ne_bytes());
-        I2: 2, |b| Value::Int(i64::from(i16::from_ne_bytes(take(b)))),
+        I2: 2, |b| Scalar::Int(i64::from(i16::from_ne_bytes(take(b)))),
             |v, o| o.copy_from_slice(&(v.to_i32() as i16).to_ne_bytes());
-        I4: 4, |b| Value::Int(i64::from(i32::from_ne_bytes(take(b)))),
+        I4: 4, |b| Scalar::Int(i64::from(i32::from_ne_bytes(take(b)))),
             |v, o| o.copy_from_slice(&v.to_i32().to_ne_bytes());
-        I8: 8, |b| Value::Int(i64::from_ne_bytes(take(b))),
+        I8: 8, |b| Scalar::Int(i64::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_i64().to_ne_bytes());
-        U1: 1, |b| Value::UInt(u64::from(b[0])),
+        U1: 1, |b| Scalar::UInt(u64::from(b[0])),
             |v, o| o.copy_from_slice(&(v.to_i32() as u8).to_ne_bytes());
-        U2: 2, |b| Value::UInt(u64::from(u16::from_ne_bytes(take(b)))),
+        U2: 2, |b| Scalar::UInt(u64::from(u16::from_ne_bytes(take(b)))),
             |v, o| o.copy_from_slice(&(v.to_i32() as u16).to_ne_bytes());
-        U4: 4, |b| Value::UInt(u64::from(u32::from_ne_bytes(take(b)))),
+        U4: 4, |b| Scalar::UInt(u64::from(u32::from_ne_bytes(take(b)))),
             |v, o| o.copy_from_slice(&v.to_u32().to_ne_bytes());
-        U8: 8, |b| Value::UInt(u64::from_ne_bytes(take(b))),
+        U8: 8, |b| Scalar::UInt(u64::from_ne_bytes(take(b))),
             |v, o| o.copy_from_slice(&v.to_u64().to_ne_bytes());
-        B1: 1, |b| Value::Bool(b[0] != 0),
+        B1: 1, |b| Scalar::Bool(b[0] != 0),
             |v, o| o[0] = u8::from(v.to_bool());
-        C8: 8, |b| Value::ComplexSingle(
+        C8: 8, |b| Scalar::ComplexSingle(
                 f32::from_ne_bytes(take(&b[..4])),
                 f32::from_ne_bytes(take(&b[4..])),
             ),
@@ -411,7 +411,7 @@ mod types {
                 o[..4].copy_from_slice(&v.to_f32().to_ne_bytes());
                 o[4..].copy_from_slice(&v.imaginary_f32().to_ne_bytes());
             };
-        C16: 16, |b| Value::Complex(
+        C16: 16, |b| Scalar::Complex(
                 f64::from_ne_bytes(take(&b[..8])),
                 f64::from_ne_bytes(take(&b[8..])),
             ),
@@ -422,13 +422,13 @@ mod types {
     }
 }
 
-fn cast_loop<S: Source, T: Target>(from: &[u8], to: &mut [u8]) {
+fn cast_loop<S: CastFrom, T: CastTo>(from: &[u8], to: &mut [u8]) {
     for (input, output) in from.chunks_exact(S::SIZE).zip(to.chunks_exact_mut(T::SIZE)) {
         T::write(S::read(input), output);
     }
 }
 
-fn cast_from<S: Source>(to: DType, from: &[u8], out: &mut [u8]) {
+fn cast_from<S: CastFrom>(to: DType, from: &[u8], out: &mut [u8]) {
     use types::{B1, C16, C8, F2, F4, F8, I1, I2, I4, I8, U1, U2, U4, U8};
     match to {
         DType::F2 => cast_loop::<S, F2>(from, out),

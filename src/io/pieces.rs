@@ -16,6 +16,9 @@ pub struct Pieces {
     /// where each piece starts in the archive (ascending; the first is 0)
     starts: Vec<usize>,
     len: usize,
+    /// whether every piece may be written: the buffers made here (empty,
+    /// or copies across pieces) are read-only otherwise, as views are
+    writable: bool,
 }
 
 impl Pieces {
@@ -31,27 +34,32 @@ impl Pieces {
                 .checked_add(buffer.len())
                 .ok_or_else(|| Error::format("the pieces are larger than memory"))?;
         }
+        let writable = buffers.iter().all(Buffer::is_writable);
         Ok(Pieces {
             buffers,
             starts,
             len,
+            writable,
         })
     }
 
     /// The archive in one buffer.
     pub fn one(buffer: Buffer) -> Self {
         let len = buffer.len();
+        let writable = buffer.is_writable();
         if len == 0 {
             return Pieces {
                 buffers: Vec::new(),
                 starts: Vec::new(),
                 len,
+                writable,
             };
         }
         Pieces {
             buffers: vec![buffer],
             starts: vec![0],
             len,
+            writable,
         }
     }
 
@@ -67,7 +75,7 @@ impl Pieces {
             return Ok(None);
         };
         if len == 0 {
-            return Ok(Some(Buffer::empty()));
+            return Ok(Some(self.made(Buffer::empty())));
         }
         let first = self.piece_of(offset);
         let start = self.starts[first];
@@ -81,7 +89,17 @@ impl Pieces {
         reader
             .read_exact(bytes.as_mut_slice())
             .map_err(|e| Error::internal(format!("reading pieces in bounds failed: {e}")))?;
-        Ok(Some(Buffer::from(bytes)))
+        Ok(Some(self.made(Buffer::from(bytes))))
+    }
+
+    /// A buffer made here for bytes of the archive, read-only when a piece
+    /// is: read-only input gives read-only arrays, as views of it are.
+    fn made(&self, buffer: Buffer) -> Buffer {
+        if self.writable {
+            buffer
+        } else {
+            buffer.into_read_only()
+        }
     }
 
     /// A `Read + Seek` over the bytes, from the start.

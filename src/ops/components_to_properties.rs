@@ -8,7 +8,7 @@ use crate::tensor::TensorMap;
 
 use super::copy::{into_array, permute_axes};
 use super::finish;
-use super::rows::Rows;
+use super::rows::RowSet;
 
 /// Move the component dimensions `names` to the properties of every block
 /// (and gradient), as metatensor-core's `components_to_properties` does:
@@ -93,7 +93,7 @@ fn new_properties(moved: &[&Labels], properties: &Labels) -> Result<Labels> {
     names.extend_from_slice(properties.names());
     let counts: Vec<usize> = moved.iter().map(|c| c.count()).collect();
     let total = counts.iter().product::<usize>() * properties.count();
-    let mut rows = Rows::with_capacity(names.len(), total);
+    let mut rows = RowSet::with_capacity(names.len(), total);
     let mut index = vec![0usize; moved.len()];
     let mut row = Vec::with_capacity(names.len());
     if total > 0 {

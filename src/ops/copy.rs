@@ -17,16 +17,22 @@ thread_local! {
 /// Run `work` with the arrays that [`gather`] makes on this thread placed,
 /// as long as they fit, one after the other in one new shared-memory
 /// segment of `capacity` bytes (an upper bound of what `work` makes).
+///
+/// Calls nest: a join that runs inside `work` on the same thread (a signal
+/// handler's, called by the interrupt checker between two pieces of work)
+/// places its arrays in a segment of its own, and the outer call's arena
+/// is this thread's again once it returns, however it returns.
 pub(super) fn in_segment<R>(capacity: usize, work: impl FnOnce() -> Result<R>) -> Result<R> {
-    struct Reset;
-    impl Drop for Reset {
+    /// Puts the arena of the enclosing call (or none) back in the slot.
+    struct Restore(Option<SegmentArena>);
+    impl Drop for Restore {
         fn drop(&mut self) {
-            ARENA.with(|arena| arena.borrow_mut().take());
+            let outer = self.0.take();
+            ARENA.with(|arena| *arena.borrow_mut() = outer);
         }
     }
     let arena = SegmentArena::new(capacity)?;
-    ARENA.with(|cell| *cell.borrow_mut() = Some(arena));
-    let _reset = Reset;
+    let _restore = Restore(ARENA.with(|cell| cell.borrow_mut().replace(arena)));
     work()
 }
 

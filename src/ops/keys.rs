@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::labels::{Labels, Names};
 use crate::tensor::TensorMap;
 
-use super::rows::Rows;
+use super::rows::RowSet;
 
 /// The blocks of one new key: their positions in the map, and the values
 /// each takes for the moved dimensions (in the order the dimensions were
@@ -50,7 +50,7 @@ pub(super) fn split(map: &TensorMap, names: &[String]) -> Result<Split> {
     }
     let remaining: Vec<usize> = (0..keys.size()).filter(|d| !moved.contains(d)).collect();
 
-    let mut rows = Rows::with_capacity(remaining.len(), keys.count());
+    let mut rows = RowSet::with_capacity(remaining.len(), keys.count());
     let mut groups: Vec<Group> = Vec::new();
     let mut entry = Vec::with_capacity(remaining.len());
     for i in 0..keys.count() {

@@ -11,7 +11,7 @@ use crate::tensor::TensorMap;
 use super::copy::{gather, Run, Scatter};
 use super::keys::split;
 use super::merge::{gradient_samples, samples};
-use super::rows::Rows;
+use super::rows::RowSet;
 use super::{check_fill, check_group, finish};
 
 /// Move the key dimensions named by `keys_to_move` to the front of the
@@ -74,7 +74,7 @@ fn properties(
             // blocks of one group differ by their moved values, so each
             // block's properties are new entries, one after the other
             let total = blocks.iter().map(|b| b.properties().count()).sum();
-            let mut rows = Rows::with_capacity(width, total);
+            let mut rows = RowSet::with_capacity(width, total);
             let mut starts = Vec::with_capacity(blocks.len());
             for (block, key) in blocks.iter().zip(moved) {
                 let properties = block.properties();
@@ -95,7 +95,7 @@ fn properties(
                      blocks have different property labels",
                 ));
             }
-            let mut rows = Rows::with_capacity(width, entries.count() * first.count());
+            let mut rows = RowSet::with_capacity(width, entries.count() * first.count());
             for e in 0..entries.count() {
                 for i in 0..first.count() {
                     row.clear();

@@ -5,7 +5,7 @@ use crate::block::TensorBlock;
 use crate::error::{Error, Result};
 use crate::labels::Labels;
 
-use super::rows::{is_sorted, label_value, Rows};
+use super::rows::{is_sorted, label_value, RowSet};
 
 /// Labels of merged blocks, and for each block, the position in them of
 /// each of its entries.
@@ -40,7 +40,7 @@ pub(super) fn samples(
     let extra = moved_names.map_or(0, <[String]>::len);
     let width = first.size() + extra;
     let total = blocks.iter().map(|b| b.samples().count()).sum();
-    let mut rows = Rows::with_capacity(width, total);
+    let mut rows = RowSet::with_capacity(width, total);
     let mut mappings = Vec::with_capacity(blocks.len());
     let mut row = Vec::with_capacity(width);
     for (block, key) in blocks.iter().zip(moved) {
@@ -94,7 +94,7 @@ pub(super) fn gradient_samples(
     }
     let width = first.size();
     let total = gradients.iter().map(|g| g.samples().count()).sum();
-    let mut rows = Rows::with_capacity(width, total);
+    let mut rows = RowSet::with_capacity(width, total);
     let mut mappings = Vec::with_capacity(gradients.len());
     let mut row = Vec::with_capacity(width);
     for (gradient, sample_mapping) in gradients.iter().zip(sample_mappings) {
@@ -134,7 +134,7 @@ pub(super) fn union_properties(blocks: &[&TensorBlock]) -> Result<Merged> {
             mappings: identity(blocks.len(), first.count()),
         });
     }
-    let mut rows = Rows::with_capacity(first.size(), first.count());
+    let mut rows = RowSet::with_capacity(first.size(), first.count());
     let mappings = blocks
         .iter()
         .map(|block| {

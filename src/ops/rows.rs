@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::labels::Labels;
 
 /// Unique rows of `width` int32 values, in insertion order.
-pub(super) struct Rows {
+pub(super) struct RowSet {
     width: usize,
     values: Vec<i32>,
     count: usize,
@@ -21,9 +21,9 @@ pub(super) struct Rows {
     hasher: hashbrown::DefaultHashBuilder,
 }
 
-impl Rows {
+impl RowSet {
     pub(super) fn with_capacity(width: usize, capacity: usize) -> Self {
-        Rows {
+        RowSet {
             width,
             values: Vec::with_capacity(capacity.saturating_mul(width)),
             count: 0,
@@ -120,7 +120,7 @@ mod tests {
 
     #[test]
     fn insertion_order_lookup_and_sort() {
-        let mut rows = Rows::with_capacity(2, 0);
+        let mut rows = RowSet::with_capacity(2, 0);
         assert_eq!(rows.insert(&[3, 1]), 0);
         assert_eq!(rows.insert(&[0, 2]), 1);
         assert_eq!(rows.insert(&[3, 1]), 0);
@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn rows_without_values() {
-        let mut rows = Rows::with_capacity(0, 4);
+        let mut rows = RowSet::with_capacity(0, 4);
         assert_eq!(rows.insert(&[]), 0);
         assert_eq!(rows.insert(&[]), 0);
         assert_eq!(rows.len(), 1);

@@ -326,3 +326,46 @@ fn join_refuses_what_metatensor_operations_refuses() {
     // the same samples twice, with nothing to tell them apart
     assert!(join(&[&a, &a], Axis::Samples, DifferentKeys::Error, None).is_err());
 }
+
+/// The segment a joined map's first values lie in (its address).
+fn segment_of(map: &TensorMap) -> Option<*const u8> {
+    let buffer = map.blocks()[0].values().buffer();
+    buffer.shared_segment().map(|(segment, _)| segment.as_ptr())
+}
+
+#[test]
+fn a_nested_join_in_a_segment_gives_the_outer_one_its_segment_back() {
+    use super::join::join_in_segment;
+    let a = TensorMap::new(
+        labels(&["k"], &[0]),
+        vec![make(100.0, &[0, 1], &[0, 1], &[1, 0])],
+    )
+    .unwrap();
+    let b = TensorMap::new(
+        labels(&["k"], &[0]),
+        vec![make(200.0, &[0], &[0, 1], &[0, 7])],
+    )
+    .unwrap();
+    let join_ab = || join(&[&a, &b], Axis::Samples, DifferentKeys::Error, Some("t"));
+    // the outer call (a batch being joined) and, inside its work on the
+    // same thread, another one (what a signal handler may start between
+    // two pieces of the outer work)
+    let (first, nested, second) = super::copy::in_segment(1 << 16, || {
+        let first = join_ab()?;
+        let nested = join_in_segment(&[&a, &b], Axis::Samples, DifferentKeys::Error, Some("t"))?;
+        let second = join_ab()?;
+        Ok((first, nested, second))
+    })
+    .unwrap();
+    let outer = segment_of(&first).expect("the outer join's values lie in a segment");
+    let inner = segment_of(&nested).expect("the nested join's values lie in a segment");
+    assert_ne!(outer, inner);
+    assert_eq!(
+        segment_of(&second),
+        Some(outer),
+        "after the nested join, the outer work places its arrays in its own segment again"
+    );
+    assert_eq!(second, first);
+    // and once the outer call is over, nothing is placed in a segment
+    assert_eq!(segment_of(&join_ab().unwrap()), None);
+}

@@ -14,7 +14,7 @@ use super::labels::{keys_arg, LabelsArg};
 use super::tensor::PyTensorMap;
 use super::torch::arrays_arg;
 use super::torch::Arrays;
-use crate::arc::{ForkArc, ForkMutex};
+use crate::arc::{ForkArc, ForkMutex, SetOnce};
 use crate::buffer::MapMode;
 use crate::dataset;
 
@@ -32,8 +32,10 @@ pub struct PyDataset {
     mode: MapMode,
     count: usize,
     schema: dataset::Schema,
-    /// the checksum of the `count` maps, computed at the first pickle
-    checksum: std::sync::OnceLock<u32>,
+    /// the checksum of the `count` maps, computed at the first pickle (a
+    /// `SetOnce`, never waited for: a `OnceLock` being set by a thread of
+    /// the parent at a fork would hang the child's first pickle)
+    checksum: SetOnce<u32>,
 }
 
 #[pymethods]
@@ -73,7 +75,7 @@ impl PyDataset {
             mode,
             count,
             schema,
-            checksum: std::sync::OnceLock::new(),
+            checksum: SetOnce::new(),
         })
     }
 
@@ -118,7 +120,9 @@ impl PyDataset {
         }
         let (inner, count) = (&self.inner, self.count);
         let checksum = detached(py, || inner.checksum(count))?;
-        Ok(*self.checksum.get_or_init(|| checksum))
+        // threads racing here computed the same value: the first one kept
+        let _ = self.checksum.set(checksum);
+        Ok(checksum)
     }
 
     /// ``(offset, length)`` in the file of entry ``index``: its record
@@ -436,9 +440,9 @@ impl PyDatasetWriter {
     /// Write the commit record and its trailer now (``close`` does it
     /// too), so that opening the file reads the index alone. Each commit
     /// writes the whole index again (24 bytes per entry, 8 per column):
-    /// commit after many writes, not after each (2,000 small maps
-    /// committed one by one make a 68 MB file, 4.2 MB committed once). A
-    /// write is in the file when it returns, committed or not.
+    /// commit after many writes, not after each, or the file grows by the
+    /// whole index at every commit. A write is in the file when it
+    /// returns, committed or not.
     ///
     /// Raises
     /// ------

@@ -13,6 +13,7 @@ use pyo3::types::{PyBytes, PyMemoryView, PyTuple};
 
 use super::array::{buffer_from_python, to_numpy};
 use super::block::{Origin, PyTensorBlock};
+use super::docstrings::docstring;
 use super::errors::{type_name, wrong_type};
 use super::file::{FileArg, MmapArg, UseNumpy};
 use super::gil::detached;
@@ -53,28 +54,13 @@ use crate::io;
 ///
 /// Parameters
 /// ----------
-/// file : str, os.PathLike or binary file object
-///     The path (``.mts`` appended when missing) or a writable file object.
+#[doc = docstring!(save_file)]
 /// data : TensorMap, TensorBlock or Labels
 ///     What to save.
-/// use_numpy : bool, optional
-///     metatensor-core's argument, accepted and ignored.
-/// durable : bool, optional
-///     For a path: sync the data and the rename to disk before returning
-///     (the default).
+#[doc = docstring!(use_numpy)]
+#[doc = docstring!(durable)]
 ///
-/// Raises
-/// ------
-/// BlockMapIOError
-///     If the operating system refuses the write, the file object fails or
-///     holds data after its position that it cannot cut off, or mapped data
-///     was lost (its file truncated by another program).
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
+#[doc = docstring!(raises_save)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "save", signature = (file, data, use_numpy = UseNumpy, *, durable = true), text_signature = "(file, data, use_numpy=False, *, durable=True)")]
@@ -96,8 +82,7 @@ fn py_save(
 /// ----------
 /// data : TensorMap, TensorBlock or Labels
 ///     What to save.
-/// use_numpy : bool, optional
-///     metatensor-core's argument, accepted and ignored.
+#[doc = docstring!(use_numpy)]
 ///
 /// Returns
 /// -------
@@ -106,14 +91,10 @@ fn py_save(
 ///
 /// Raises
 /// ------
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapIOError
-///     If mapped data was lost (its file truncated by another program).
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
+#[doc = docstring!(wrong_type)]
+#[doc = docstring!(invalid)]
+#[doc = docstring!(mapped_lost)]
+#[doc = docstring!(no_memory)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "save_buffer", signature = (data, use_numpy = UseNumpy), text_signature = "(data, use_numpy=False)")]
@@ -156,40 +137,19 @@ fn py_save_buffer<'py>(
 ///
 /// Parameters
 /// ----------
-/// file : str, os.PathLike or binary file object
-///     The path, or a readable binary file object.
-/// use_numpy : bool, optional
-///     metatensor-core's argument, accepted and ignored.
-/// mmap : bool or {"r", "c"}, optional
-///     Map the file instead of reading it (paths only): read-only views
-///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
-/// arrays : {"numpy", "torch"}, optional
-///     The array type of the result (numpy arrays by default); torch
-///     tensors share the same memory.
-/// keys : Labels, optional
-///     Load only the blocks whose keys match these entries.
+#[doc = docstring!(load_file)]
+#[doc = docstring!(use_numpy)]
+#[doc = docstring!(mmap)]
+#[doc = docstring!(arrays)]
+#[doc = docstring!(keys)]
 ///
 /// Returns
 /// -------
 /// TensorMap
 ///     The map.
 ///
-/// Raises
-/// ------
-/// MissingFileError
-///     If ``file`` is a path that does not exist.
-/// BlockMapIOError
-///     If the operating system refuses the read, or the file object fails.
-/// FormatError
-///     If the data is not a valid archive of the expected kind.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
-/// ModuleNotFoundError
-///     If ``arrays="torch"`` and torch is not installed.
+#[doc = docstring!(raises_load)]
+#[doc = docstring!(no_torch)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None, keys = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None, keys=None)")]
@@ -211,38 +171,18 @@ fn py_load(
 ///
 /// Parameters
 /// ----------
-/// file : str, os.PathLike or binary file object
-///     The path, or a readable binary file object.
-/// use_numpy : bool, optional
-///     metatensor-core's argument, accepted and ignored.
-/// mmap : bool or {"r", "c"}, optional
-///     Map the file instead of reading it (paths only): read-only views
-///     (``True`` or ``"r"``) or copy-on-write views (``"c"``).
-/// arrays : {"numpy", "torch"}, optional
-///     The array type of the result (numpy arrays by default); torch
-///     tensors share the same memory.
+#[doc = docstring!(load_file)]
+#[doc = docstring!(use_numpy)]
+#[doc = docstring!(mmap)]
+#[doc = docstring!(arrays)]
 ///
 /// Returns
 /// -------
 /// TensorBlock
 ///     The block.
 ///
-/// Raises
-/// ------
-/// MissingFileError
-///     If ``file`` is a path that does not exist.
-/// BlockMapIOError
-///     If the operating system refuses the read, or the file object fails.
-/// FormatError
-///     If the data is not a valid archive of the expected kind.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
-/// ModuleNotFoundError
-///     If ``arrays="torch"`` and torch is not installed.
+#[doc = docstring!(raises_load)]
+#[doc = docstring!(no_torch)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_block", signature = (file, use_numpy = UseNumpy, *, mmap = MmapArg::default(), arrays = None), text_signature = "(file, use_numpy=False, *, mmap=False, arrays=None)")]
@@ -262,28 +202,14 @@ fn py_load_block(
 ///
 /// Parameters
 /// ----------
-/// file : str, os.PathLike or binary file object
-///     The path, or a readable binary file object.
+#[doc = docstring!(load_file)]
 ///
 /// Returns
 /// -------
 /// Labels
 ///     The Labels.
 ///
-/// Raises
-/// ------
-/// MissingFileError
-///     If ``file`` is a path that does not exist.
-/// BlockMapIOError
-///     If the operating system refuses the read, or the file object fails.
-/// FormatError
-///     If the data is not a valid archive of the expected kind.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
+#[doc = docstring!(raises_load)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_labels")]
@@ -301,33 +227,18 @@ fn py_load_labels(py: Python<'_>, file: FileArg<'_>) -> PyResult<Py<PyAny>> {
 ///
 /// Parameters
 /// ----------
-/// buffer : bytes-like object
-///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
-/// use_numpy : bool, optional
-///     metatensor-core's argument, accepted and ignored.
-/// arrays : {"numpy", "torch"}, optional
-///     The array type of the result (numpy arrays by default); torch
-///     tensors share the same memory.
-/// keys : Labels, optional
-///     Load only the blocks whose keys match these entries.
+#[doc = docstring!(load_buffer)]
+#[doc = docstring!(use_numpy)]
+#[doc = docstring!(arrays)]
+#[doc = docstring!(keys)]
 ///
 /// Returns
 /// -------
 /// TensorMap
 ///     The map.
 ///
-/// Raises
-/// ------
-/// FormatError
-///     If the data is not a valid archive of the expected kind.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
-/// ModuleNotFoundError
-///     If ``arrays="torch"`` and torch is not installed.
+#[doc = docstring!(raises_load_buffer)]
+#[doc = docstring!(no_torch)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None, keys = None), text_signature = "(buffer, use_numpy=False, *, arrays=None, keys=None)")]
@@ -348,31 +259,17 @@ fn py_load_buffer(
 ///
 /// Parameters
 /// ----------
-/// buffer : bytes-like object
-///     The archive: ``bytes``, ``bytearray``, ``memoryview``, a numpy array, ...
-/// use_numpy : bool, optional
-///     metatensor-core's argument, accepted and ignored.
-/// arrays : {"numpy", "torch"}, optional
-///     The array type of the result (numpy arrays by default); torch
-///     tensors share the same memory.
+#[doc = docstring!(load_buffer)]
+#[doc = docstring!(use_numpy)]
+#[doc = docstring!(arrays)]
 ///
 /// Returns
 /// -------
 /// TensorBlock
 ///     The block.
 ///
-/// Raises
-/// ------
-/// FormatError
-///     If the data is not a valid archive of the expected kind.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
-/// ModuleNotFoundError
-///     If ``arrays="torch"`` and torch is not installed.
+#[doc = docstring!(raises_load_buffer)]
+#[doc = docstring!(no_torch)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_block_buffer", signature = (buffer, use_numpy = UseNumpy, *, arrays = None), text_signature = "(buffer, use_numpy=False, *, arrays=None)")]
@@ -399,16 +296,7 @@ fn py_load_block_buffer(
 /// Labels
 ///     The Labels.
 ///
-/// Raises
-/// ------
-/// FormatError
-///     If the data is not a valid archive of the expected kind.
-/// ValidationError
-///     If an argument has an invalid value.
-/// BlockMapTypeError
-///     If an argument has the wrong type.
-/// BlockMapMemoryError
-///     If memory for the result cannot be allocated.
+#[doc = docstring!(raises_load_buffer)]
 // numpydoc sections name parameters and exception classes bare, as help() shows them
 #[allow(clippy::doc_markdown)]
 #[pyfunction(name = "load_labels_buffer")]

@@ -2,7 +2,8 @@
 //! `blockmap._blockmap`. It converts, checks and calls into the core; the
 //! public Python API is re-exported by `python/blockmap/__init__.py`.
 
-//! Modules, bottom up (as docs/design.md lists them): `errors` (core errors
+//! Modules, bottom up (as docs/design.md lists them): `docstrings`
+//! (docstring text several members share), `errors` (core errors
 //! to blockmap's exception classes), `gil` (core work with the GIL
 //! released, interruptible), `array` (numpy glue), `file` (paths and file
 //! objects), `cell` (the swapped value of a map or a block), `torch` (torch
@@ -13,7 +14,9 @@
 //! data), then the classes, each struct with its methods: `entry` and
 //! `labels`, `ops` and `selection` (the arguments of the map operations and
 //! of block selections, read as metatensor-core reads them), `block` and
-//! `tensor`; then `gc` (what maps and blocks report to the
+//! `tensor` (the methods of `labels`, `block` and `tensor` in a folder of
+//! that name, a file per concern: pyo3's `multiple-pymethods`); then `gc`
+//! (what maps and blocks report to the
 //! garbage collector), `objects` (any class's object to and from core
 //! data), `functions` (the module-level functions over objects), and last
 //! `dataset`, `join` and `split`.
@@ -27,6 +30,7 @@ mod block;
 mod cell;
 mod convert;
 mod dataset;
+mod docstrings;
 mod entry;
 mod errors;
 mod file;

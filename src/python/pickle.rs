@@ -72,9 +72,9 @@ pub fn reduce<'py>(
 }
 
 /// The reconstructor's arguments after the version, for the core.
-struct Arguments<'a, 'py>(&'a Bound<'py, PyTuple>);
+struct CallArguments<'a, 'py>(&'a Bound<'py, PyTuple>);
 
-impl pickle::Arguments for Arguments<'_, '_> {
+impl pickle::Arguments for CallArguments<'_, '_> {
     type Error = PyErr;
 
     fn count(&self) -> usize {
@@ -116,7 +116,7 @@ pub fn reconstruct(
         })?
         .value;
     let version = i64::try_from(version).unwrap_or(i64::MAX);
-    let pickled = Pickled::read(version, &Arguments(args))?;
+    let pickled = Pickled::read(version, &CallArguments(args))?;
     detached(py, move || pickled.load())
 }
 

@@ -31,7 +31,7 @@ fn numpy(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
 
 /// One selection, checked against the first block as metatensor-operations
 /// checks it.
-enum Selection<'py> {
+enum SplitSelection<'py> {
     Labels(Labels),
     /// a list (made an int32 array) or an array: numpy indexes with it
     Index(Bound<'py, PyAny>),
@@ -42,7 +42,7 @@ fn check_arguments<'py>(
     first: &TensorBlock,
     axis: &Bound<'py, PyAny>,
     selections: &Bound<'py, PyAny>,
-) -> PyResult<(Axis, Vec<Selection<'py>>)> {
+) -> PyResult<(Axis, Vec<SplitSelection<'py>>)> {
     let Ok(axis_name) = axis.cast::<PyString>() else {
         return Err(wrong_type(
             py,
@@ -70,7 +70,7 @@ fn check_arguments<'py>(
             if selection.getattr("ndim")?.extract::<usize>()? > 1 {
                 return Err(invalid(py, "`selection` must be a 1-D array of integers"));
             }
-            checked.push(Selection::Index(selection));
+            checked.push(SplitSelection::Index(selection));
         } else if selection.is_instance_of::<PyList>() {
             let kwargs = PyDict::new(py);
             kwargs.set_item("dtype", numpy(py)?.getattr("int32")?)?;
@@ -78,7 +78,7 @@ fn check_arguments<'py>(
                 .getattr("array")?
                 .call((selection,), Some(&kwargs))
                 .map_err(|e| from_callee(py, e))?;
-            checked.push(Selection::Index(array));
+            checked.push(SplitSelection::Index(array));
         } else if let Ok(labels) = selection.cast::<PyLabels>() {
             let labels = labels.get().labels.clone();
             let (names, what) = match axis {
@@ -91,7 +91,7 @@ fn check_arguments<'py>(
                     format!("invalid {what} name '{name}' which is not part of the input"),
                 ));
             }
-            checked.push(Selection::Labels(labels));
+            checked.push(SplitSelection::Labels(labels));
         } else {
             return Err(wrong_type(
                 py,
@@ -121,7 +121,7 @@ fn positions(
     py: Python<'_>,
     block: &TensorBlock,
     axis: Axis,
-    selections: &[Selection<'_>],
+    selections: &[SplitSelection<'_>],
 ) -> PyResult<Vec<Vec<usize>>> {
     let labels = match axis {
         Axis::Samples => block.samples(),
@@ -131,8 +131,8 @@ fn positions(
     selections
         .iter()
         .map(|selection| match selection {
-            Selection::Labels(selection) => Ok(labels.select(selection)?),
-            Selection::Index(index) => {
+            SplitSelection::Labels(selection) => Ok(labels.select(selection)?),
+            SplitSelection::Index(index) => {
                 if axis == Axis::Samples && is_partial_mask(index)? {
                     // metatensor-operations renumbers the samples with
                     // `sample_map[selected] = range(len(selected))`, which

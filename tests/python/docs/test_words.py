@@ -76,8 +76,8 @@ def _constant(path, name="VERSION"):
 def test_contributing_states_the_versions_the_code_has():
     text = " ".join((ROOT / "CONTRIBUTING.md").read_text().split())
     assert f"**The package: {CARGO_VERSION}** (`version` in `Cargo.toml`" in text
-    pickle = _constant("src/pickle.rs")
-    assert f"(`VERSION` in `src/pickle.rs`, {pickle} now)" in text
+    pickle = _constant("src/pickle/mod.rs")
+    assert f"(`VERSION` in `src/pickle/mod.rs`, {pickle} now)" in text
     dataset = _constant("src/dataset/v2/layout.rs")
     assert f"version {dataset} (`VERSION` in `src/dataset/v2/layout.rs`, {dataset} now)" in text
     assert _constant("src/dataset/v1/mod.rs") == 1

@@ -50,7 +50,7 @@ def doubled(tensor):
 
 
 #: labels up to this size equal to labels sent before them are referred to,
-#: not sent again (``SHARED_LABELS_MAX`` in src/pickle.rs)
+#: not sent again (``SHARED_LABELS_MAX`` in src/pickle/mod.rs)
 SHARED_LABELS_MAX = 4096
 
 
