@@ -1,0 +1,85 @@
+"""blockmap.metatrain as one package: one system conversion (the batch path
+and an item's ``sample.system`` take and refuse the same maps)."""
+
+import numpy as np
+import pytest
+
+import blockmap
+import blockmap.metatrain
+from blockmap.exceptions import ValidationError
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:`torch.jit.:FutureWarning"),
+    pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning"),
+    pytest.mark.filterwarnings("ignore:register_new_resolver:UserWarning"),
+]
+torch = pytest.importorskip("torch")
+pytest.importorskip("metatrain")
+
+from blockmap._systems import system_from_tensormaps, tensormap_from_system  # noqa: E402
+from blockmap.metatrain import _batch  # noqa: E402
+from blockmap.metatrain._dataset import MetatrainDataset  # noqa: E402
+
+TARGETS = {"energy": {"key": "energy"}}
+
+
+def _relabelled(tensor, names):
+    """``tensor`` (a system's map) with its samples renamed ``names``:
+    not a system's map any more."""
+    blocks = [
+        blockmap.TensorBlock(
+            np.array(block.values),
+            blockmap.Labels(names, np.array(block.samples.values)),
+            block.components,
+            block.properties,
+        )
+        for block in tensor.blocks()
+    ]
+    return blockmap.TensorMap(tensor.keys, blocks)
+
+
+def test_the_batch_path_refuses_the_maps_an_item_refuses(tiny, tmp_path):
+    # a dataset whose systems' samples are named otherwise: sample.system
+    # refused them, and the batch path made systems of them
+    source = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    path = tmp_path / "renamed.bmdata"
+    with blockmap.DatasetWriter(path) as writer:
+        for index in range(4):
+            item = source[index]
+            system = _relabelled(item._views["system"]["system"], ["atom", "type"])
+            writer.write(
+                system=system,
+                energy=item._views["energy"],
+                columns={"n_atoms": len(system.block(0))},
+            )
+    dataset = MetatrainDataset(path, fields=TARGETS)
+    items = [dataset[i] for i in range(4)]
+    with pytest.raises(ValidationError) as by_item:
+        items[0]["system"]
+    with pytest.raises(ValidationError) as by_batch:
+        _batch.collate(["energy"], [], items)
+    assert str(by_batch.value) == str(by_item.value)
+    assert "not a system's map" in str(by_item.value)
+
+    # the same maps, named as systems are, go through both
+    good = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    batch = _batch.collate(["energy"], [], [good[i] for i in range(4)])
+    for i, system in enumerate(batch.systems):
+        expected = good[i].system
+        assert torch.equal(system.positions, expected.positions)
+        assert torch.equal(system.types, expected.types)
+        assert torch.equal(system.cell, expected.cell) and torch.equal(system.pbc, expected.pbc)
+
+
+def test_a_systems_map_converts_in_either_key_order(tiny):
+    # keys (array) = 1, 0: the cell's block first (a dataset refuses such
+    # maps at open: its n_samples column counts the first block's rows)
+    item = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)[0]
+    tensor = item._views["system"]["system"]
+    swapped = blockmap.TensorMap(
+        blockmap.Labels(["array"], np.array([[1], [0]], dtype=np.int32)),
+        [tensor.block(1), tensor.block(0)],
+    )
+    system = system_from_tensormaps({"system": swapped})
+    assert tensormap_from_system(system) == tensor
+    assert torch.equal(system.positions, item["system"].positions)
