@@ -37,7 +37,7 @@ import json
 import math
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -633,8 +633,6 @@ def system_from_tensormaps(maps: Any, dtype: Any = None) -> Any:
         If torch or metatomic-torch is not installed.
     """
     mta = _metatomic()
-    from collections.abc import Mapping
-
     if not isinstance(maps, Mapping) or not all(isinstance(m, TensorMap) for m in maps.values()):
         raise BlockMapTypeError("expected a mapping of names to blockmap TensorMaps")
     if "system" not in maps:

@@ -1,5 +1,7 @@
 """blockmap.metatrain as one package: one system conversion (the batch path
-and an item's ``sample.system`` take and refuse the same maps)."""
+and an item's ``sample.system`` take and refuse the same maps), one
+neighbour-list conversion (every stored list converted as
+``to_metatensor_torch`` converts it, with its own labels)."""
 
 import numpy as np
 import pytest
@@ -16,11 +18,15 @@ pytestmark = [
 torch = pytest.importorskip("torch")
 pytest.importorskip("metatrain")
 
+from metatomic.torch import NeighborListOptions  # noqa: E402
+
 from blockmap._systems import system_from_tensormaps, tensormap_from_system  # noqa: E402
-from blockmap.metatrain import _batch  # noqa: E402
+from blockmap.metatensor_torch import to_metatensor_torch  # noqa: E402
+from blockmap.metatrain import _batch, _neighbors  # noqa: E402
 from blockmap.metatrain._dataset import MetatrainDataset  # noqa: E402
 
 TARGETS = {"energy": {"key": "energy"}}
+OPTIONS = NeighborListOptions(cutoff=5.0, full_list=True, strict=True)
 
 
 def _relabelled(tensor, names):
@@ -83,3 +89,43 @@ def test_a_systems_map_converts_in_either_key_order(tiny):
     system = system_from_tensormaps({"system": swapped})
     assert tensormap_from_system(system) == tensor
     assert torch.equal(system.positions, item["system"].positions)
+
+
+def test_every_stored_list_converts_as_to_metatensor_torch_does(tiny):
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    store = _neighbors.ensure(dataset, OPTIONS)
+    blocks = [store.block(i) for i in range(len(dataset))]
+    for i, block in enumerate(blocks):
+        expected = to_metatensor_torch(store.maps[i].block(0))
+        assert torch.equal(block.values, expected.values)
+        assert block.values.dtype == expected.values.dtype
+        assert block.samples == expected.samples
+        assert block.components == expected.components and block.properties == expected.properties
+        # new tensors: the stored arrays are read-only views of the file
+        assert not np.shares_memory(block.values.numpy(), store.maps[i].block(0).values)
+    # the components and properties, the same for every list, made once
+    # (one Labels object: one tensor of values)
+    made = blocks[0].properties.values.data_ptr(), blocks[0].components[0].values.data_ptr()
+    for block in blocks:
+        assert (block.properties.values.data_ptr(), block.components[0].values.data_ptr()) == made
+    # and what the store keeps converted stays bounded
+    assert len(store._converter.labels.made) <= _neighbors.Store.LABELS_KEPT
+
+
+def test_each_stored_list_keeps_its_own_labels(tiny):
+    # a store whose second list has other component values (damaged: the
+    # store's CRC covers samples and values) is converted as it is, not
+    # with the first list's labels
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    stored = _neighbors.ensure(dataset, OPTIONS).maps
+    first, second = stored[0].block(0), stored[1].block(0)
+    reversed_xyz = blockmap.Labels(["xyz"], np.array([[2], [1], [0]], dtype=np.int32))
+    changed = blockmap.TensorBlock(
+        np.array(second.values), second.samples, [reversed_xyz], second.properties
+    )
+    keys = stored[1].keys
+    maps = [stored[0], blockmap.TensorMap(keys, [changed])]
+    store = _neighbors.Store(OPTIONS, maps)
+    assert store.block(0).components[0].values.flatten().tolist() == [0, 1, 2]
+    assert store.block(1).components[0].values.flatten().tolist() == [2, 1, 0]
+    assert first.components[0] == blockmap.Labels.range("xyz", 3)
