@@ -42,6 +42,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _optional
 from ._blockmap import Labels, TensorBlock, TensorMap, _zip_members, load_block_buffer, load_buffer
 from .exceptions import BlockMapTypeError, FormatError, ValidationError
 
@@ -367,10 +368,10 @@ def _metatomic() -> Any:
     try:
         import metatomic.torch as mta  # type: ignore[import-untyped, unused-ignore]
     except ImportError as error:
-        raise ModuleNotFoundError(
-            "metatomic's systems need metatomic-torch, which is not installed: "
-            "`pip install metatomic-torch`",
-            name="metatomic",
+        raise _optional.missing(
+            "metatomic's systems need metatomic-torch, which is not installed",
+            "metatomic",
+            "metatomic-torch",
         ) from error
     return mta
 

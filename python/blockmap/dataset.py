@@ -45,6 +45,7 @@ import numpy as np
 
 from . import _namedtuple
 from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, _ForeignZip, load
+from ._optional import progress as _progress
 from .exceptions import (
     BlockMapIOError,
     BlockMapTypeError,
@@ -745,20 +746,6 @@ def _open_zip(path: Any) -> Any:
         return _ForeignZip(os.fsdecode(path))
     except FormatError as error:
         raise FormatError(f"not a DiskDataset zip: {error}") from error
-
-
-def _progress(items: list[Any], wanted: bool, unit: str) -> Iterable[Any]:
-    if not wanted:
-        return items
-    try:
-        from tqdm.auto import tqdm
-    except ImportError as error:
-        raise ImportError(
-            "progress=True shows a tqdm progress bar, and tqdm is not installed: "
-            "`pip install tqdm` (or `pip install blockmap[progress]`)",
-            name="tqdm",
-        ) from error
-    return tqdm(items, unit=unit)
 
 
 def _iterate(items: Any, what: str) -> Iterator[Any]:

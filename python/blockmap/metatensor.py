@@ -37,7 +37,7 @@ import sys
 import weakref
 from typing import Any
 
-from . import _hooks
+from . import _hooks, _optional
 from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 from ._bridges import LabelsCache, convert_block
 from .exceptions import BlockMapTypeError
@@ -51,10 +51,11 @@ def _metatensor() -> Any:
     try:
         import metatensor
     except ImportError as error:
-        raise ImportError(
-            "blockmap.metatensor converts to and from metatensor-core, which is not "
-            "installed: `pip install metatensor-core`",
-            name="metatensor",
+        raise _optional.missing(
+            "blockmap.metatensor converts to and from metatensor-core, which is not installed",
+            "metatensor",
+            "metatensor-core",
+            "metatensor",
         ) from error
     return metatensor
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _optional
 from ._blockmap import Labels, TensorBlock, TensorMap
 from ._bridges import LabelsCache, convert_block
 from .exceptions import BlockMapTypeError
@@ -53,10 +54,12 @@ def _metatensor_torch() -> Any:
     try:
         import metatensor.torch as mtt
     except ImportError as error:
-        raise ImportError(
+        raise _optional.missing(
             "blockmap.metatensor_torch converts to and from metatensor-torch, which is not "
-            "installed: `pip install metatensor-torch`",
-            name="metatensor.torch",
+            "installed",
+            "metatensor.torch",
+            "metatensor-torch",
+            "metatensor-torch",
         ) from error
     _keep_metatensor_operations()
     return mtt

@@ -32,24 +32,21 @@ from typing import Any
 
 import numpy as np
 
-from . import exceptions
+from . import _optional, exceptions
 from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 
 __all__: list[str] = []
 
 
 def _find_package() -> Any:
-    try:
-        spec = importlib.util.find_spec("metatensor_operations")
-    except (ImportError, ValueError):
-        # an import hook refusing it, or a module without a spec
-        spec = None
+    spec = _optional.find_spec("metatensor_operations")
     if spec is None or spec.origin is None or not spec.submodule_search_locations:
-        raise ImportError(
+        raise _optional.missing(
             "blockmap.operations runs metatensor-operations on blockmap's maps, and "
-            "metatensor-operations is not installed: "
-            "`pip install metatensor-operations` (or `pip install blockmap[operations]`)",
-            name="metatensor_operations",
+            "metatensor-operations is not installed",
+            "metatensor_operations",
+            "metatensor-operations",
+            "operations",
         )
     return spec
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _optional
 from .._blockmap import DatasetWriter, Labels, TensorBlock, TensorMap
 from ..dataset import _convert_diskdataset, _progress
 from ..exceptions import (
@@ -40,13 +41,12 @@ _SECTIONS = ("training_set", "validation_set", "test_set")
 def require_metatrain() -> None:
     """Raise a ``ModuleNotFoundError`` saying how to install metatrain
     when it is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("metatrain") is None:
-        raise ModuleNotFoundError(
-            "blockmap.metatrain needs metatrain, which is not installed: "
-            "`pip install blockmap[metatrain]`",
-            name="metatrain",
+    if _optional.find_spec("metatrain") is None:
+        raise _optional.missing(
+            "blockmap.metatrain needs metatrain, which is not installed",
+            "metatrain",
+            "metatrain>=2026.4,<2026.5",
+            "metatrain",
         )
 
 

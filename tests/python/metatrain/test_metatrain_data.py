@@ -1442,5 +1442,9 @@ def test_without_metatrain_the_error_says_how_to_install(monkeypatch):
         "find_spec",
         lambda name, *a: None if name == "metatrain" else find_spec(name, *a),
     )
-    with pytest.raises(ModuleNotFoundError, match=r"blockmap\[metatrain\]"):
+    with pytest.raises(
+        ModuleNotFoundError, match=r'pip install "metatrain>=2026\.4,<2026\.5"'
+    ) as error:
         blockmap.metatrain.install()
+    assert error.value.name == "metatrain"
+    assert "pip install blockmap[" not in str(error.value)
