@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import _optional
 from .._blockmap import DatasetWriter, Labels, TensorBlock, TensorMap
-from ..dataset import _convert_diskdataset, _progress
+from .._optional import progress as _progress
 from ..exceptions import (
     BlockMapIOError,
     BlockMapTypeError,
@@ -33,6 +33,7 @@ from ..exceptions import (
     MissingFileError,
     ValidationError,
 )
+from ._diskdataset import convert_diskdataset
 
 #: the dataset sections of an options file that may name files
 _SECTIONS = ("training_set", "validation_set", "test_set")
@@ -123,7 +124,7 @@ def convert(
         _check_dests([dest], overwrite)
         # written once, the atom counts derived as it goes: a kill at any
         # moment leaves dest as it was, or complete, and nothing beside it
-        _convert_diskdataset(source, dest, target=None, progress=progress, require_system=True)
+        convert_diskdataset(source, dest, target=None, progress=progress, require_system=True)
         return [dest]
     if not source.endswith((".yaml", ".yml")):
         raise FormatError(

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+# blockmap.Dataset, from the package: blockmap.dataset imports this package
+from .. import Dataset
 from .._blockmap import Labels, TensorBlock, TensorMap
 from .._systems import POSITIONS, describe_options, system_from_tensormaps
-from ..dataset import Dataset
 from ..exceptions import (
     BlockMapError,
     BlockMapIndexError,

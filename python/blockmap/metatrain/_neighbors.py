@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+# blockmap.Dataset, from the package: blockmap.dataset imports this package
+from .. import Dataset
 from .._blockmap import DatasetWriter, Labels, TensorMap
-from ..dataset import Dataset
 from ..exceptions import BlockMapError, BlockMapIOError, ValidationError
 from ..metatensor_torch import _Converter, from_metatensor_torch
 

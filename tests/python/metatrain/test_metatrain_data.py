@@ -237,8 +237,8 @@ def test_convert_keeps_vector_targets_and_extra_data(tiny, tmp_path, patched):
 #: the outside by the test)
 KILLED_CONVERT = """
 import os, signal, sys
-import blockmap.dataset
-from blockmap.metatrain import _convert
+import blockmap
+from blockmap.metatrain import _convert, _diskdataset
 
 mode, source, dest, overwrite = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 kind, _, count = mode.partition(":")
@@ -274,7 +274,7 @@ class Writer:
         self.writer.close()
         kill_at("closed")
 
-for module in (blockmap.dataset, _convert):
+for module in (_diskdataset, _convert):
     module._progress = progress
     module.DatasetWriter = Writer
 print("started", flush=True)

@@ -1,7 +1,10 @@
 """blockmap.metatrain as one package: one system conversion (the batch path
 and an item's ``sample.system`` take and refuse the same maps), one
 neighbour-list conversion (every stored list converted as
-``to_metatensor_torch`` converts it, with its own labels)."""
+``to_metatensor_torch`` converts it, with its own labels), and the
+DiskDataset conversion beside ``convert``."""
+
+import sys
 
 import numpy as np
 import pytest
@@ -129,3 +132,25 @@ def test_each_stored_list_keeps_its_own_labels(tiny):
     assert store.block(0).components[0].values.flatten().tolist() == [0, 1, 2]
     assert store.block(1).components[0].values.flatten().tolist() == [2, 1, 0]
     assert first.components[0] == blockmap.Labels.range("xyz", 3)
+
+
+def test_the_diskdataset_conversion_is_the_metatrain_packages(tiny, tmp_path):
+    # Dataset.from_diskdataset delegates to blockmap.metatrain, which
+    # imports neither metatrain nor torch for it (in a fresh interpreter)
+    import subprocess
+
+    code = (
+        "import sys, blockmap\n"
+        f"ds = blockmap.Dataset.from_diskdataset({str(tiny / 'data.zip')!r}, "
+        f"{str(tmp_path / 'from.bmdata')!r})\n"
+        "print(len(ds), ds.fields[:1], 'blockmap.metatrain._diskdataset' in sys.modules,\n"
+        "      [m for m in ('torch', 'metatrain', 'metatomic') if m in sys.modules])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["40", "['system']", "True", "[]"]
+    converted = blockmap.Dataset(tmp_path / "from.bmdata")
+    reference = blockmap.Dataset(tiny / "zip.bmdata")
+    assert converted.fields == reference.fields
+    assert converted[7].system == reference[7].system
+    assert np.array_equal(converted.column("n_atoms"), reference.column("n_atoms"))
