@@ -39,7 +39,17 @@ commands:
 
 def install() -> None:
     """Patch metatrain (docs/training.md): ``.bmdata`` datasets served by
-    blockmap, their batches made by blockmap. Idempotent."""
+    blockmap, their batches made by blockmap. Idempotent.
+
+    Raises
+    ------
+    ModuleNotFoundError
+        If metatrain is not installed.
+    ImportError
+        If the metatrain installed is not one the patches were tested with
+        (2026.4.x, ``blockmap.metatrain._patch.SUPPORTED``): nothing is
+        patched.
+    """
     from ._convert import require_metatrain
 
     require_metatrain()

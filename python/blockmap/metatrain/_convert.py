@@ -42,11 +42,13 @@ _SECTIONS = ("training_set", "validation_set", "test_set")
 def require_metatrain() -> None:
     """Raise a ``ModuleNotFoundError`` saying how to install metatrain
     when it is not installed."""
+    from ._patch import SUPPORTED
+
     if _optional.find_spec("metatrain") is None:
         raise _optional.missing(
             "blockmap.metatrain needs metatrain, which is not installed",
             "metatrain",
-            "metatrain>=2026.4,<2026.5",
+            f"metatrain{SUPPORTED}",
             "metatrain",
         )
 

@@ -1,10 +1,13 @@
 """blockmap.metatrain as one package: one system conversion (the batch path
 and an item's ``sample.system`` take and refuse the same maps), one
 neighbour-list conversion (every stored list converted as
-``to_metatensor_torch`` converts it, with its own labels), and the
-DiskDataset conversion beside ``convert``."""
+``to_metatensor_torch`` converts it, with its own labels), the DiskDataset
+conversion beside ``convert``, and the patches refusing a metatrain
+version they were not tested with."""
 
 import sys
+import tomllib
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,3 +157,55 @@ def test_the_diskdataset_conversion_is_the_metatrain_packages(tiny, tmp_path):
     assert converted.fields == reference.fields
     assert converted[7].system == reference[7].system
     assert np.array_equal(converted.column("n_atoms"), reference.column("n_atoms"))
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_patches_name_the_range_of_the_extra():
+    from blockmap.metatrain import _patch
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert extras["metatrain"] == [f"metatrain{_patch.SUPPORTED}"]
+    import metatrain
+
+    _patch.check_version(metatrain.__version__)  # the version tested here
+
+
+@pytest.mark.parametrize("version", ["2026.5.0", "2026.3.2", "2027.4.1", "2026", "main"])
+def test_an_untested_metatrain_is_refused_and_nothing_is_patched(monkeypatch, version):
+    import metatrain
+    from metatrain.utils.data import dataset as data_module
+
+    from blockmap.metatrain import _patch
+
+    blockmap.metatrain.uninstall()
+    original = data_module.CollateFn.__call__
+    monkeypatch.setattr(metatrain, "__version__", version)
+    with pytest.raises(ImportError) as error:
+        blockmap.metatrain.install()
+    message = str(error.value)
+    assert error.value.name == "metatrain"
+    assert f"metatrain {version} is installed" in message
+    assert 'pip install "metatrain>=2026.4,<2026.5"' in message
+    assert "pip install blockmap[" not in message
+    assert not _patch._patched and data_module.CollateFn.__call__ is original
+    # the command line refuses before running metatrain
+    with pytest.raises(ImportError, match="nothing was patched"):
+        blockmap.metatrain.main(["train", "options.yaml"])
+    monkeypatch.undo()
+    blockmap.metatrain.install()
+    try:
+        assert data_module.CollateFn.__call__ is not original
+    finally:
+        blockmap.metatrain.uninstall()
+    assert data_module.CollateFn.__call__ is original
+
+
+@pytest.mark.parametrize("version", ["2026.4.0", "2026.4.1", "2026.4.17", "2026.4.2rc1"])
+def test_the_tested_versions_are_patched(version):
+    from blockmap.metatrain import _patch
+
+    _patch.check_version(version)
