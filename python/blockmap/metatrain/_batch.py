@@ -300,9 +300,9 @@ def _rebuild_labels(arrival: _Arrival, packed: Any, pairs_of: int | None = None)
     if values.dtype != arrival.int32 or values.dim() != 2 or values.shape[1] != len(names):
         raise _bad(f"labels {names!r} of {values.dtype} values of shape {tuple(values.shape)}")
     # checked unique by blockmap's Labels (one pass when the rows are
-    # sorted, a hash set otherwise: several times cheaper than
-    # metatensor-torch's check on unsorted rows), then made without
-    # checking again: a repeated row would make lookups and sums wrong
+    # sorted, a hash set otherwise: cheaper than metatensor-torch's check
+    # of unsorted rows, docs/benchmarks.md), then made without checking
+    # again: a repeated row would make lookups and sums wrong
     try:
         Labels(list(names), values.numpy())
     except ValidationError as error:
