@@ -47,12 +47,12 @@ def install() -> None:
         If metatrain is not installed.
     ImportError
         If the metatrain installed is not one the patches were tested with
-        (2026.4.x, ``blockmap.metatrain._patch.SUPPORTED``): nothing is
+        (2026.4.x, ``blockmap.metatrain._version.SUPPORTED``): nothing is
         patched.
     """
-    from ._convert import require_metatrain
+    from ._version import require_tested
 
-    require_metatrain()
+    require_tested()
     from ._patch import install as _install
 
     _install()

@@ -23,7 +23,6 @@ from typing import Any
 
 import numpy as np
 
-from .. import _optional
 from .._blockmap import DatasetWriter, Labels, TensorBlock, TensorMap
 from .._optional import progress as _progress
 from ..exceptions import (
@@ -34,23 +33,10 @@ from ..exceptions import (
     ValidationError,
 )
 from ._diskdataset import convert_diskdataset
+from ._version import require_tested
 
 #: the dataset sections of an options file that may name files
 _SECTIONS = ("training_set", "validation_set", "test_set")
-
-
-def require_metatrain() -> None:
-    """Raise a ``ModuleNotFoundError`` saying how to install metatrain
-    when it is not installed."""
-    from ._patch import SUPPORTED
-
-    if _optional.find_spec("metatrain") is None:
-        raise _optional.missing(
-            "blockmap.metatrain needs metatrain, which is not installed",
-            "metatrain",
-            f"metatrain{SUPPORTED}",
-            "metatrain",
-        )
 
 
 def _path(value: Any, what: str) -> str:
@@ -213,7 +199,7 @@ def check_regular_file(path: str, what: str) -> None:
 def _options_sections(source: str) -> list[tuple[str, Any]]:
     """The sections of the options file that name files, expanded as
     metatrain expands them."""
-    require_metatrain()
+    require_tested()
     from metatrain.utils.omegaconf import expand_dataset_config
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException

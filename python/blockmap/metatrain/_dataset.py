@@ -33,6 +33,7 @@ from ..exceptions import (
 )
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
+from ._version import require_tested
 
 #: metatrain's extra field: the entry's index in the dataset
 SYSTEM_INDEX = "mtt::aux::system_index"
@@ -323,6 +324,7 @@ class MetatrainDataset:
     def get_target_info(self, target_config: Any, is_extra_data: bool = False) -> Any:
         """metatrain's target information, as ``DiskDataset.get_target_info``
         gives it (from the first entry)."""
+        require_tested()  # DiskDataset's own method, on this dataset
         from metatrain.utils.data.dataset import DiskDataset
 
         return DiskDataset.get_target_info(self, target_config, is_extra_data)  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ from .. import Dataset
 from .._blockmap import DatasetWriter, Labels, TensorMap
 from ..exceptions import BlockMapError, BlockMapIOError, ValidationError
 from ..metatensor_torch import _Converter, from_metatensor_torch
+from ._version import require_tested
 
 #: how many structures had their neighbour lists computed in this process
 #: (tests count the computations with it)
@@ -219,6 +220,7 @@ def ensure(dataset: Any, options: Any) -> Store | None:
 
 def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) -> Any:
     global computed
+    require_tested()  # _compute_single_neighbor_list is metatrain's own
     from metatrain.utils import neighbor_lists
     from metatrain.utils.data.system_to_ase import system_to_ase
 

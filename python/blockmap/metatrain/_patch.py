@@ -18,9 +18,9 @@ blockmap, everything else left as it is.
 :func:`install` is idempotent; :func:`uninstall` puts the originals back.
 These functions are metatrain's internals, not an API it keeps: the
 patches are installed only on the metatrain versions they were written
-for and tested with (:data:`SUPPORTED`, the range of blockmap's
-``metatrain`` extra); on another, :func:`install` raises an ``ImportError``
-naming that range, and patches nothing.
+for and tested with (:data:`SUPPORTED`, in :mod:`._version`, the range of
+blockmap's ``metatrain`` extra); on another, :func:`install` raises an
+``ImportError`` naming that range, and patches nothing.
 """
 
 from __future__ import annotations
@@ -29,14 +29,10 @@ import sys
 import threading
 from typing import Any
 
-from .. import _optional
 from . import _batch, _dataset, _neighbors
+from ._version import SUPPORTED, check_version, require_tested
 
-#: the metatrain versions the patches were written for and are tested with
-#: (pyproject.toml's `metatrain` extra requires the same)
-SUPPORTED = ">=2026.4,<2026.5"
-#: SUPPORTED as the (major, minor) of the first version in and out of it
-_FIRST, _PAST = (2026, 4), (2026, 5)
+__all__ = ["SUPPORTED", "check_version", "install", "uninstall"]
 
 #: name -> (original, wrapper), filled by install()
 _patched: dict[str, tuple[Any, Any]] = {}
@@ -82,34 +78,13 @@ def install() -> None:
         _install_locked()
 
 
-def check_version(version: str) -> None:
-    """Refuse a metatrain ``version`` outside :data:`SUPPORTED`
-    (``ImportError``, naming the range and how to install a version in
-    it)."""
-    parts = version.split(".")
-    try:
-        found = (int(parts[0]), int(parts[1]))
-    except (ValueError, IndexError):
-        found = None
-    if found is None or not _FIRST <= found < _PAST:
-        raise ImportError(
-            f"blockmap.metatrain patches metatrain {SUPPORTED} (the functions it replaces "
-            f"are metatrain's internals, tested with these versions), and metatrain "
-            f"{version} is installed: nothing was patched; install a metatrain in that "
-            f"range: {_optional.install_hint(f'metatrain{SUPPORTED}', 'metatrain')}",
-            name="metatrain",
-        )
-
-
 def _install_locked() -> None:
     if _patched:
         _walk()
         return
     import importlib
 
-    import metatrain
-
-    check_version(str(getattr(metatrain, "__version__", "(of no version)")))
+    require_tested()
     from metatrain.utils import neighbor_lists
 
     data_module = importlib.import_module("metatrain.utils.data.dataset")

@@ -2,8 +2,9 @@
 and an item's ``sample.system`` take and refuse the same maps), one
 neighbour-list conversion (every stored list converted as
 ``to_metatensor_torch`` converts it, with its own labels), the DiskDataset
-conversion beside ``convert``, and the patches refusing a metatrain
-version they were not tested with."""
+conversion beside ``convert``, and the patches (and every other use of
+metatrain's internals) refusing a metatrain version they were not tested
+with."""
 
 import sys
 import tomllib
@@ -209,3 +210,32 @@ def test_the_tested_versions_are_patched(version):
     from blockmap.metatrain import _patch
 
     _patch.check_version(version)
+
+
+def test_every_use_of_metatrains_internals_refuses_an_untested_metatrain(
+    monkeypatch, tiny, tmp_path
+):
+    # the neighbour-list computation (metatrain's _compute_single_neighbor_list),
+    # DiskDataset.get_target_info on a blockmap dataset, and metatrain's
+    # readers for an options file: none runs on a version not tested
+    import metatrain
+
+    from blockmap.metatrain import _convert
+
+    dataset = MetatrainDataset(tiny / "zip.bmdata", fields=TARGETS)
+    options = NeighborListOptions(cutoff=3.25, full_list=False, strict=True)
+    store = _neighbors.store_path(str(tiny / "zip.bmdata"), _neighbors.options_key(options))
+    computed = _neighbors.computed
+    monkeypatch.setattr(metatrain, "__version__", "2026.5.0")
+    with pytest.raises(ImportError, match="metatrain 2026.5.0 is installed"):
+        _neighbors.ensure(dataset, options)
+    assert _neighbors.computed == computed and not Path(store).exists()
+    with pytest.raises(ImportError, match="metatrain 2026.5.0 is installed"):
+        dataset.get_target_info({"energy": {"key": "energy"}})
+    with pytest.raises(ImportError, match="metatrain 2026.5.0 is installed"):
+        _convert.convert(tiny / "options.yaml", tmp_path / "options.bmdata")
+    assert not (tmp_path / "options.bmdata").exists()
+    # a zip needs no metatrain: its conversion is blockmap's alone
+    assert _convert.convert(tiny / "data.zip", tmp_path / "zip.bmdata") == [
+        str(tmp_path / "zip.bmdata")
+    ]
