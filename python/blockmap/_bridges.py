@@ -5,12 +5,27 @@ their gradients."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-__all__ = ["LabelsCache", "convert_block"]
+__all__ = ["LabelsCache", "convert_block", "script_class"]
+
+
+def script_class(obj: Any) -> str | None:
+    """The qualified name of the TorchScript class of ``obj``
+    (``"__torch__.torch.classes.metatensor.TensorMap"``), or ``None`` for
+    any other object. metatensor-torch's and metatomic's classes are
+    TorchScript classes, which ``isinstance`` cannot tell apart: their name
+    is read with torch's ``ScriptObject._type()``, as metatensor reads it
+    itself, here only. torch is not imported: its objects exist only if it
+    was."""
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(obj, torch.ScriptObject):
+        return None
+    return str(obj._type().qualified_name())
 
 
 class LabelsCache:

@@ -44,6 +44,7 @@ import numpy as np
 
 from . import _optional
 from ._blockmap import Labels, TensorBlock, TensorMap, _zip_members, load_block_buffer, load_buffer
+from ._bridges import script_class
 from .exceptions import BlockMapTypeError, FormatError, ValidationError
 
 __all__ = [
@@ -377,11 +378,8 @@ def _metatomic() -> Any:
 
 
 def _is_system(obj: object) -> bool:
-    import torch
-
-    if not isinstance(obj, torch.ScriptObject):
-        return False
-    return bool(obj._type().qualified_name().endswith("metatomic.System"))
+    name = script_class(obj)
+    return name is not None and name.endswith("metatomic.System")
 
 
 def tensormap_from_system(system: Any, *, drop_neighbor_lists: bool = False) -> TensorMap:

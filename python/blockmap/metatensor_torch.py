@@ -39,7 +39,7 @@ import numpy as np
 
 from . import _optional
 from ._blockmap import Labels, TensorBlock, TensorMap
-from ._bridges import LabelsCache, convert_block
+from ._bridges import LabelsCache, convert_block, script_class
 from .exceptions import BlockMapTypeError
 
 __all__ = ["from_metatensor_torch", "to_metatensor_torch"]
@@ -185,11 +185,8 @@ def _kind(obj: Any) -> str | None:
     """``"Labels"``, ``"TensorBlock"`` or ``"TensorMap"`` for metatensor-torch's
     objects (TorchScript objects, which ``isinstance`` cannot tell apart),
     else None. torch is not imported: its objects exist only if it was."""
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(obj, torch.ScriptObject):
-        return None
-    name = obj._type().qualified_name()
-    if not name.startswith(_QUALIFIED):
+    name = script_class(obj)
+    if name is None or not name.startswith(_QUALIFIED):
         return None
     kind = name[len(_QUALIFIED) :]
     return kind if kind in ("Labels", "TensorBlock", "TensorMap") else None
