@@ -7,11 +7,10 @@ and a :class:`TensorMap` is a set of blocks keyed by Labels.
 
 import functools
 import importlib
-import importlib.util
 import types
 from typing import TYPE_CHECKING
 
-from . import _hooks, _reduction
+from . import _hooks, _optional, _reduction
 from ._blockmap import (
     Labels,
     LabelsEntry,
@@ -141,17 +140,9 @@ if TYPE_CHECKING:
     # isort: on
 
 
-def _has_metatensor_operations() -> bool:
-    try:
-        return importlib.util.find_spec("metatensor_operations") is not None
-    except (ImportError, ValueError):
-        # an import hook refusing it, or a module without a spec
-        return False
-
-
 #: whether metatensor-operations is installed, for :mod:`blockmap.operations`
 #: (found without importing it: ``import blockmap`` stays light)
-HAS_METATENSOR_OPERATIONS = _has_metatensor_operations()
+HAS_METATENSOR_OPERATIONS = _optional.find_spec("metatensor_operations") is not None
 
 # the names that `metatensor` re-exports from metatensor-operations 0.5; join,
 # join_blocks, split and split_block are blockmap's own
@@ -198,8 +189,8 @@ def __getattr__(name: str) -> object:
     if name in _OPERATIONS or name == "operations":
         if not HAS_METATENSOR_OPERATIONS:
             raise AttributeError(
-                f"blockmap.{name} comes from metatensor-operations, which is not "
-                "installed: `pip install metatensor-operations`",
+                f"blockmap.{name} comes from metatensor-operations, which is not installed: "
+                + _optional.install_hint("metatensor-operations", "operations"),
                 name=name,
                 obj=__name__,
             )

@@ -32,6 +32,12 @@ the common "put the result on a queue and return" works, a process that has
 sent descriptors waits at its exit, for at most :data:`EXIT_WAIT_SECONDS`,
 until every receiver has fetched them (blockmap's descriptors: those of
 others, torch's among them, are not waited for).
+
+What this needs of multiprocessing beyond its public API (which
+descriptors its resource sharer still holds, which messages its queues
+have not written, whether a process is starting or exiting) is asked of
+:mod:`blockmap._mp_internals`, and only on the CPython versions that module
+was tested on: on another one, every object is sent by value.
 """
 
 from __future__ import annotations
@@ -42,14 +48,12 @@ import os
 import pickle
 import threading
 import time
+import warnings
 from collections.abc import Sequence
-from multiprocessing import context as _context
-from multiprocessing import process as _process
-from multiprocessing import util as _util
 from multiprocessing.reduction import DupFd, ForkingPickler
 from typing import Any
 
-from . import _blockmap
+from . import _blockmap, _mp_internals
 from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
 from .exceptions import BlockMapError, BlockMapIOError, BlockMapTypeError
 
@@ -93,7 +97,7 @@ def _auto_shared(obj: Shareable) -> Shareable | None:
     # a segment (one descriptor) and its duplicate until it is fetched
     if not _descriptors_suffice(2):
         return None
-    if _context.get_spawning_popen() is not None:
+    if _mp_internals.spawning():
         # arguments of a process being started: their descriptors must stay
         # open until the start, which a temporary copy would not
         return None
@@ -114,20 +118,6 @@ EXIT_WAIT_SECONDS = 5.0
 _exit_wait_pid: int | None = None
 
 
-def _queues_still_sending() -> bool:
-    """Whether a multiprocessing Queue of this process still has messages
-    its feeder thread has not written (each queue's close finalizer holds
-    its buffer)."""
-    from multiprocessing.queues import Queue
-
-    for finalizer in list(_util._finalizer_registry.values()):
-        if getattr(finalizer, "_callback", None) is Queue._finalize_close:
-            buffer = finalizer._args[0]
-            if buffer:
-                return True
-    return False
-
-
 #: The resource sharer's keys of the descriptors this process sent for
 #: blockmap (the exit wait is for these only: torch's tensors go through the
 #: same sharer, and a DataLoader worker whose prefetched batches are dropped
@@ -139,20 +129,15 @@ _sent_keys: set[Any] = set()
 def _descriptors_pending() -> bool:
     """Whether the resource sharer still holds descriptors blockmap sent
     that no receiver fetched."""
-    from multiprocessing import resource_sharer
-
-    sharer = resource_sharer._resource_sharer
-    with sharer._lock:
-        _sent_keys.intersection_update(sharer._cache)
-        return bool(_sent_keys)
+    return _mp_internals.sharer_holds(_sent_keys)
 
 
 def _sent(handles: list[Any]) -> list[Any]:
     """``handles`` (DupFd objects), their sharer keys noted as blockmap's."""
     for handle in handles:
-        identity = getattr(handle, "_id", None)
-        if isinstance(identity, tuple) and len(identity) == 2:
-            _sent_keys.add(identity[1])
+        key = _mp_internals.sharer_key(handle)
+        if key is not None:
+            _sent_keys.add(key)
     return handles
 
 
@@ -171,21 +156,17 @@ def _wait_for_pending_descriptors() -> None:
 
 def _wait_until_fetched() -> None:
     deadline = time.monotonic() + EXIT_WAIT_SECONDS
-    try:
-        quiet = 0
-        while time.monotonic() < deadline:
-            if _reducing or _queues_still_sending() or _descriptors_pending():
-                quiet = 0
-            else:
-                # twice in a row: a feeder thread may be between taking a
-                # message from its buffer and registering its descriptors
-                quiet += 1
-                if quiet == 2:
-                    return
-            time.sleep(0.005)
-    except (AttributeError, ImportError, TypeError, IndexError):
-        # another multiprocessing than CPython 3.11-3.13's: do not wait
-        return
+    quiet = 0
+    while time.monotonic() < deadline:
+        if _reducing or _mp_internals.queues_still_sending() or _descriptors_pending():
+            quiet = 0
+        else:
+            # twice in a row: a feeder thread may be between taking a
+            # message from its buffer and registering its descriptors
+            quiet += 1
+            if quiet == 2:
+                return
+        time.sleep(0.005)
 
 
 def _wait_at_exit(force: bool = False) -> bool:
@@ -202,9 +183,9 @@ def _wait_at_exit(force: bool = False) -> bool:
     # runs at priority 0): whichever pass of the exit finalizers runs the
     # sharer's also runs this one, first; two threads may both register
     # (harmless: the second wait returns at once)
-    _util.Finalize(None, _wait_for_pending_descriptors, exitpriority=100)
+    _mp_internals.at_exit(_wait_for_pending_descriptors, priority=100)
     _exit_wait_pid = os.getpid()
-    return not getattr(_util, "_exiting", False)
+    return not _mp_internals.exiting()
 
 
 #: Threads in :func:`_reduce` now (a queue's feeder thread between taking
@@ -239,6 +220,8 @@ def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
         # its numpy twin (the same memory, reduced by this function again)
         # and which tensors require grad
         return obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+    if not _mp_internals.SUPPORTED:
+        return _by_value(obj)
     parts = _blockmap._shared_parts(obj)
     if parts is None:
         shared = _auto_shared(obj)
@@ -247,7 +230,7 @@ def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     if parts is not None and parts[1] and not _descriptors_suffice(len(parts[1])):
         # descriptors run short: send the data instead of handles to it
         parts = None
-    if parts is not None and parts[1] and _context.get_spawning_popen() is None:
+    if parts is not None and parts[1] and not _mp_internals.spawning():
         # sent now, held by the resource sharer until fetched: this process
         # must wait for that at its exit (a process being started gets its
         # descriptors at its start)
@@ -258,6 +241,29 @@ def _reduce_now(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
     # DupFd duplicates each descriptor now: the segment outlives `shared`
     header, fds, places, labels = parts
     return _rebuild, (header, _sent([DupFd(fd) for fd in fds]), places, labels)
+
+
+#: Whether this process warned that a map in shared memory went by value
+#: (:func:`_by_value`): once per process.
+_warned_by_value = False
+
+
+def _by_value(obj: Shareable) -> tuple[Any, tuple[Any, ...]]:
+    """``obj`` pickled with its data, on a Python whose multiprocessing
+    internals blockmap does not use (:data:`blockmap._mp_internals.REASON`):
+    the receiver gets a copy. An object the user put in shared memory warns
+    once per process, as its receiver no longer sees the sender's writes."""
+    global _warned_by_value
+    if not _warned_by_value and isinstance(obj, (TensorMap, TensorBlock)) and obj.is_shared():
+        _warned_by_value = True
+        warnings.warn(
+            f"blockmap sends this shared {type(obj).__name__} by value, not as shared "
+            f"memory (the receiver gets a copy): {_mp_internals.REASON}; see "
+            "docs/transports.md",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return obj.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
 
 
 def _rebuild(
@@ -347,16 +353,18 @@ def register() -> None:
     finalizers already run (too late to register one: that data would go
     by value). A forked child clears the finalizers it inherited and then
     runs the after-fork hooks; a spawned one runs none, and imports
-    blockmap while it is being set up (``_inheriting``).
+    blockmap while it is being set up (:func:`blockmap._mp_internals.inheriting`).
     """
     for cls in (TensorMap, TensorBlock, Labels):
         ForkingPickler.register(cls, _reduce)
-    _util.register_after_fork(_AFTER_FORK, lambda _: _wait_at_exit(force=True))
-    if getattr(_process.current_process(), "_inheriting", False):
-        _wait_at_exit()
     # the threads of the parent that were reducing are not in a child
     os.register_at_fork(after_in_child=_reducing.clear)
     os.register_at_fork(after_in_child=_sent_keys.clear)
+    if not _mp_internals.SUPPORTED:
+        return  # no descriptor is ever sent: there is no exit wait
+    _mp_internals.after_fork(_AFTER_FORK, lambda _: _wait_at_exit(force=True))
+    if _mp_internals.inheriting():
+        _wait_at_exit()
 
 
 #: loky's pickler (joblib's default backend) has its own reducer registry:

@@ -37,12 +37,14 @@ import json
 import math
 import re
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from . import _optional
 from ._blockmap import Labels, TensorBlock, TensorMap, _zip_members, load_block_buffer, load_buffer
+from ._bridges import script_class
 from .exceptions import BlockMapTypeError, FormatError, ValidationError
 
 __all__ = [
@@ -63,6 +65,7 @@ CELL = 1
 
 _KEY = "array"
 _SAMPLES = ("atom_or_vector", "type_or_pbc")
+_SAMPLE_NAMES = list(_SAMPLES)
 _COMPONENT = "xyz"
 _PROPERTY = "_"
 
@@ -366,20 +369,17 @@ def _metatomic() -> Any:
     try:
         import metatomic.torch as mta  # type: ignore[import-untyped, unused-ignore]
     except ImportError as error:
-        raise ModuleNotFoundError(
-            "metatomic's systems need metatomic-torch, which is not installed: "
-            "`pip install metatomic-torch`",
-            name="metatomic",
+        raise _optional.missing(
+            "metatomic's systems need metatomic-torch, which is not installed",
+            "metatomic",
+            "metatomic-torch",
         ) from error
     return mta
 
 
 def _is_system(obj: object) -> bool:
-    import torch
-
-    if not isinstance(obj, torch.ScriptObject):
-        return False
-    return bool(obj._type().qualified_name().endswith("metatomic.System"))
+    name = script_class(obj)
+    return name is not None and name.endswith("metatomic.System")
 
 
 def tensormap_from_system(system: Any, *, drop_neighbor_lists: bool = False) -> TensorMap:
@@ -531,29 +531,32 @@ def system_from_tensormap(tensor: TensorMap, dtype: Any = None) -> Any:
     mta = _metatomic()
     import torch
 
+    # the batch path converts every system of every batch with this
+    # function: its checks read what they check once, small arrays as
+    # Python lists (numpy's reductions cost more than a 3-element list)
     if not isinstance(tensor, TensorMap):
         raise BlockMapTypeError(f"expected a blockmap TensorMap, got {type(tensor).__name__}")
     keys = tensor.keys
-    if list(keys.names) != [_KEY] or sorted(_numpy(keys.values)[:, 0].tolist()) != [
-        POSITIONS,
-        CELL,
-    ]:
+    order = _numpy(keys.values)[:, 0].tolist() if keys.names == [_KEY] else []
+    if sorted(order) != [POSITIONS, CELL]:
         raise ValidationError(
             f"not a system's map: its keys must be '{_KEY}' = {POSITIONS} (positions) and "
             f"{CELL} (cell), see docs/format.md 'Systems as TensorMaps'"
         )
     arrays = []
     for key in (POSITIONS, CELL):
-        block = tensor.block({_KEY: key})
+        block = tensor.block(order.index(key))
         name = "positions" if key == POSITIONS else "cell"
+        labels = block.samples
         components = block.components
+        properties = block.properties
         if (
-            list(block.samples.names) != list(_SAMPLES)
+            labels.names != _SAMPLE_NAMES
             or len(components) != 1
-            or list(components[0].names) != [_COMPONENT]
+            or components[0].names != [_COMPONENT]
             or _numpy(components[0].values).ravel().tolist() != [0, 1, 2]
-            or list(block.properties.names) != [_PROPERTY]
-            or len(block.properties) != 1
+            or properties.names != [_PROPERTY]
+            or len(properties) != 1
             or block.gradients_list()
         ):
             raise ValidationError(
@@ -561,28 +564,30 @@ def system_from_tensormap(tensor: TensorMap, dtype: Any = None) -> Any:
                 f"{_SAMPLES}, the component '{_COMPONENT}' (0, 1, 2), one property "
                 f"'{_PROPERTY}' and no gradients"
             )
-        samples = _numpy(block.samples.values)
+        samples = _numpy(labels.values)
         values = _numpy(block.values)
-        if samples[:, 0].tolist() != list(range(len(samples))):
+        if not (samples[:, 0] == np.arange(len(samples))).all():
             raise ValidationError(f"not a system's map: the {name} rows must be numbered 0, 1, ...")
         arrays.append((values.reshape(values.shape[0], 3), samples[:, 1]))
     (positions, types), (cell, pbc) = arrays
     if cell.shape != (3, 3):
         raise ValidationError(f"not a system's map: the cell block has {cell.shape[0]} rows, not 3")
-    if not np.all((pbc == 0) | (pbc == 1)):
+    flags = pbc.tolist()
+    if any(flag != 0 and flag != 1 for flag in flags):
         raise ValidationError("not a system's map: the cell's pbc labels must be 0 or 1")
     if positions.dtype not in _FLOATS or cell.dtype != positions.dtype:
         raise ValidationError(
             f"not a system's map: positions and cell must have one floating dtype, not "
             f"{positions.dtype} and {cell.dtype}"
         )
-    if np.any((pbc == 0) & np.any(cell != 0, axis=1)):
+    if any(flag == 0 and any(row) for flag, row in zip(flags, cell.tolist(), strict=True)):
         raise ValidationError("a cell vector is not zero while the system is not periodic along it")
     floats = (torch.float16, torch.float32, torch.float64)
     if dtype is not None and not isinstance(dtype, torch.dtype):
         raise BlockMapTypeError(f"dtype must be a torch.dtype, not {type(dtype).__name__}")
     if dtype is not None and dtype not in floats:
         raise ValidationError(f"dtype must be torch.float16, float32 or float64, not {dtype}")
+    # copies: the map's arrays may be read-only views of a file
     positions_t = torch.from_numpy(np.array(positions, copy=True, order="C"))
     cell_t = torch.from_numpy(np.array(cell, copy=True, order="C"))
     if dtype is not None:
@@ -592,7 +597,7 @@ def system_from_tensormap(tensor: TensorMap, dtype: Any = None) -> Any:
         types=torch.from_numpy(np.array(types, dtype=np.int32, copy=True)),
         positions=positions_t,
         cell=cell_t,
-        pbc=torch.from_numpy(np.array(pbc == 1, copy=True)),
+        pbc=torch.from_numpy(pbc == 1),
     )
 
 
@@ -627,16 +632,11 @@ def system_from_tensormaps(maps: Any, dtype: Any = None) -> Any:
         If torch or metatomic-torch is not installed.
     """
     mta = _metatomic()
-    from collections.abc import Mapping
-
-    from .metatensor_torch import to_metatensor_torch
-
     if not isinstance(maps, Mapping) or not all(isinstance(m, TensorMap) for m in maps.values()):
         raise BlockMapTypeError("expected a mapping of names to blockmap TensorMaps")
     if "system" not in maps:
         raise ValidationError("the maps of a system need one named 'system'")
     system = system_from_tensormap(maps["system"], dtype)
-    float_dtype = system.positions.dtype
     pairs = {}
     extra = {}
     for name, tensor in maps.items():
@@ -650,6 +650,11 @@ def system_from_tensormaps(maps: Any, dtype: Any = None) -> Any:
             raise ValidationError(
                 f"'{name}' is not a map of a system (system, pairs/<i>, data/<name>)"
             )
+    if not pairs and not extra:
+        return system  # the batch path's common case: nothing more to read
+    from .metatensor_torch import to_metatensor_torch
+
+    float_dtype = system.positions.dtype
     try:
         for index in sorted(pairs):
             tensor = pairs[index]

@@ -2,10 +2,13 @@
 
 Every error blockmap raises is a :class:`BlockMapError`; each subclass also
 inherits the builtin exception a user would catch, so that ``except
-ValueError`` works as well as ``except blockmap.ValidationError``. The one
-exception is Python's own ``TypeError`` for a call that does not match a
+ValueError`` works as well as ``except blockmap.ValidationError``. Two
+exceptions: Python's own ``TypeError`` for a call that does not match a
 signature (a missing argument, or one that cannot be converted to the
-declared type), raised before any of blockmap's code runs.
+declared type), raised before any of blockmap's code runs; and Python's
+``ModuleNotFoundError`` for an optional dependency a call needs and that
+is not installed (``ImportError`` for a metatrain that
+``blockmap.metatrain`` was not tested with).
 
 :data:`MetatensorError` is the same class as :class:`BlockMapError`, under the
 name metatensor-core gives its exception: code written for metatensor that

@@ -3,10 +3,12 @@
 Files flow both ways with metatensor-core: what it writes, blockmap reads, and
 the other way around. What blockmap adds:
 
-- saving streams array memory straight into the file (no copy of the data in
-  memory), to a temporary file beside the target that is then renamed, so a
-  failed save leaves nothing half-written and never truncates a file that
-  something has mapped;
+- saving copies array memory into the file once, a piece at a time (never
+  the whole data in memory; each CRC describes the bytes written, even when
+  another thread writes the values meanwhile), into a temporary file in the
+  target's directory that takes the target's place once complete and synced,
+  so a failed or killed save leaves nothing half-written and never truncates
+  a file that something has mapped;
 - payloads are 64-byte aligned in the archive, so ``load(path, mmap=True)``
   maps the file and views every array in place: its cost does not grow with
   the data (it does not check CRCs; :func:`verify` does);

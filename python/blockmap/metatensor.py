@@ -37,10 +37,9 @@ import sys
 import weakref
 from typing import Any
 
-import numpy as np
-
-from . import _hooks
+from . import _hooks, _optional
 from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
+from ._bridges import LabelsCache, convert_block
 from .exceptions import BlockMapTypeError
 
 __all__ = ["from_metatensor", "is_registered", "register", "share_memory", "to_metatensor"]
@@ -52,10 +51,11 @@ def _metatensor() -> Any:
     try:
         import metatensor
     except ImportError as error:
-        raise ImportError(
-            "blockmap.metatensor converts to and from metatensor-core, which is not "
-            "installed: `pip install metatensor-core`",
-            name="metatensor",
+        raise _optional.missing(
+            "blockmap.metatensor converts to and from metatensor-core, which is not installed",
+            "metatensor",
+            "metatensor-core",
+            "metatensor",
         ) from error
     return metatensor
 
@@ -86,59 +86,24 @@ def to_metatensor(obj: Blockmap) -> Any:
         If metatensor-core is not installed.
     """
     mts = _metatensor()
-    convert = _Cache(lambda labels: mts.Labels(labels.names, labels.values, assume_unique=True))
+    # blockmap's labels are unique already: metatensor-core need not check
+    convert = LabelsCache(
+        lambda labels, _: mts.Labels(labels.names, labels.values, assume_unique=True)
+    )
     if isinstance(obj, Labels):
         return convert(obj)
     if isinstance(obj, TensorBlock):
-        return _block_to(mts, convert, obj)
+        return convert_block(mts.TensorBlock, convert, _same, obj)
     if isinstance(obj, TensorMap):
         keys = convert(obj.keys)
-        result = mts.TensorMap(keys, [_block_to(mts, convert, block) for block in obj.blocks()])
+        blocks = [convert_block(mts.TensorBlock, convert, _same, block) for block in obj.blocks()]
+        result = mts.TensorMap(keys, blocks)
         for key, value in obj.info().items():
             result.set_info(key, value)
         return result
     raise BlockMapTypeError(
         f"to_metatensor takes blockmap's Labels, TensorBlock or TensorMap, not {type(obj).__name__}"
     )
-
-
-class _Cache:
-    """Labels converted once per conversion: the components and properties
-    that many blocks have in common (small labels, compared by content) are
-    made once, as each library's labels cost a native object, most of a
-    conversion (docs/benchmarks.md, "Figures behind design choices")."""
-
-    #: labels of at most this many bytes of values are looked up by content
-    SMALL = 4096
-
-    def __init__(self, make: Any) -> None:
-        self.make = make
-        self.made: dict[tuple[tuple[str, ...], bytes], Any] = {}
-
-    def __call__(self, labels: Any) -> Any:
-        # the labels of a torch-backed object give torch tensors: their bytes
-        # through numpy (a view, CPU memory)
-        values = np.asarray(labels.values)
-        if values.nbytes > self.SMALL:
-            return self.make(labels)
-        key = (tuple(labels.names), values.shape[0], values.tobytes())
-        made = self.made.get(key)
-        if made is None:
-            made = self.made[key] = self.make(labels)
-        return made
-
-
-def _block_to(mts: Any, convert: _Cache, block: TensorBlock) -> Any:
-    # blockmap's labels are unique already: metatensor-core need not check
-    result = mts.TensorBlock(
-        values=block.values,
-        samples=convert(block.samples),
-        components=[convert(component) for component in block.components],
-        properties=convert(block.properties),
-    )
-    for parameter, gradient in block.gradients():
-        result.add_gradient(parameter, _block_to(mts, convert, gradient))
-    return result
 
 
 def from_metatensor(obj: Any) -> Blockmap:
@@ -171,15 +136,16 @@ def from_metatensor(obj: Any) -> Blockmap:
         If memory for the labels cannot be allocated.
     """
     mts = sys.modules.get("metatensor")
-    convert = _Cache(lambda labels: Labels(labels.names, labels.values))
+    convert = LabelsCache(lambda labels, _: Labels(labels.names, labels.values))
     if mts is not None:
         if isinstance(obj, mts.Labels):
             return convert(obj)
         if isinstance(obj, mts.TensorBlock):
-            return _block_from(convert, obj)
+            return convert_block(TensorBlock, convert, _same, obj)
         if isinstance(obj, mts.TensorMap):
             keys = convert(obj.keys)
-            result = TensorMap(keys, [_block_from(convert, block) for block in obj.blocks()])
+            blocks = [convert_block(TensorBlock, convert, _same, block) for block in obj.blocks()]
+            result = TensorMap(keys, blocks)
             for key, value in obj.info().items():
                 # metatensor-core's info() gives None for a key whose value
                 # is the empty string (it stores the string; its own pickle
@@ -192,16 +158,10 @@ def from_metatensor(obj: Any) -> Blockmap:
     )
 
 
-def _block_from(convert: _Cache, block: Any) -> TensorBlock:
-    result = TensorBlock(
-        values=block.values,
-        samples=convert(block.samples),
-        components=[convert(component) for component in block.components],
-        properties=convert(block.properties),
-    )
-    for parameter, gradient in block.gradients():
-        result.add_gradient(parameter, _block_from(convert, gradient))
-    return result
+def _same(values: Any) -> Any:
+    """The values of a block, given as they are: each library keeps the
+    other's numpy array (or a buffer export of it)."""
+    return values
 
 
 # -- shared memory ----------------------------------------------------------

@@ -37,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from . import _optional
 from ._blockmap import Labels, TensorBlock, TensorMap
+from ._bridges import LabelsCache, convert_block, script_class
 from .exceptions import BlockMapTypeError
 
 __all__ = ["from_metatensor_torch", "to_metatensor_torch"]
@@ -52,10 +54,12 @@ def _metatensor_torch() -> Any:
     try:
         import metatensor.torch as mtt
     except ImportError as error:
-        raise ImportError(
+        raise _optional.missing(
             "blockmap.metatensor_torch converts to and from metatensor-torch, which is not "
-            "installed: `pip install metatensor-torch`",
-            name="metatensor.torch",
+            "installed",
+            "metatensor.torch",
+            "metatensor-torch",
+            "metatensor-torch",
         ) from error
     _keep_metatensor_operations()
     return mtt
@@ -78,33 +82,6 @@ def _keep_metatensor_operations() -> None:
     if core is not None and alias is not None and alias is not core:
         if alias.__name__ == "metatensor_torch.operations":
             sys.modules["metatensor.operations"] = core
-
-
-class _Cache:
-    """Labels converted once per conversion: small labels (at most
-    :attr:`SMALL` bytes of values) are looked up by content, so that the
-    components and properties shared by many blocks are made once (each
-    metatensor-torch Labels is a native object, costly to build and to read:
-    docs/benchmarks.md, "Figures behind design choices")."""
-
-    #: labels of at most this many bytes of values are looked up by content
-    SMALL = 4096
-
-    def __init__(self, make: Any) -> None:
-        self.make = make
-        self.made: dict[tuple[tuple[str, ...], int, bytes], Any] = {}
-
-    def __call__(self, labels: Any) -> Any:
-        # numpy's int32 array (blockmap) or a CPU torch tensor (either
-        # library): a numpy view either way, no copy
-        values = np.asarray(labels.values)
-        if values.nbytes > self.SMALL:
-            return self.make(labels.names, values)
-        key = (tuple(labels.names), values.shape[0], values.tobytes())
-        made = self.made.get(key)
-        if made is None:
-            made = self.made[key] = self.make(labels.names, values)
-        return made
 
 
 # -- blockmap -> metatensor-torch ---------------------------------------------
@@ -143,58 +120,62 @@ def to_metatensor_torch(obj: Blockmap) -> Any:
             "to_metatensor_torch takes blockmap's Labels, TensorBlock or TensorMap, "
             f"not {type(obj).__module__}.{type(obj).__name__}"
         )
-    mtt = _metatensor_torch()
-    import torch
+    convert = _Converter()
+    if isinstance(obj, Labels):
+        return convert.labels(obj)
+    if isinstance(obj, TensorBlock):
+        return convert.block(obj)
+    keys = convert.labels(obj.keys)
+    result = convert.mtt.TensorMap(keys, [convert.block(block) for block in obj.blocks()])
+    for key, value in obj.info().items():
+        result.set_info(key, value)
+    return result
 
-    def make(names: list[str], values: np.ndarray) -> Any:
+
+class _Converter:
+    """blockmap's labels and blocks as metatensor-torch's, the small labels
+    made once (by content) for everything one converter converts: one per
+    :func:`to_metatensor_torch` call, or one per neighbour-list store of
+    :mod:`blockmap.metatrain`, which keeps at most ``most`` labels."""
+
+    def __init__(self, most: int | None = None) -> None:
+        self.mtt = _metatensor_torch()
+        import torch
+
+        self.torch = torch
+        self.labels = LabelsCache(self._labels, most)
+
+    def _labels(self, labels: Labels, values: np.ndarray) -> Any:
+        names = labels.names
         if len(names) == 0:
             raise BlockMapTypeError(
                 "metatensor-torch's Labels need at least one dimension: labels without "
                 "dimensions have no metatensor-torch equivalent"
             )
         # metatensor-torch keeps the tensor it is given: a copy of ours,
-        # which are read-only
-        return mtt.Labels(list(names), torch.from_numpy(np.array(values, dtype=np.int32)))
+        # which are read-only; and blockmap's labels are unique already:
+        # metatensor-torch need not check
+        tensor = self.torch.from_numpy(np.array(values, dtype=np.int32))
+        return self.mtt.Labels(list(names), tensor, assume_unique=True)
 
-    convert = _Cache(make)
-    if isinstance(obj, Labels):
-        return convert(obj)
-    if isinstance(obj, TensorBlock):
-        return _block_to(mtt, torch, convert, obj)
-    keys = convert(obj.keys)
-    result = mtt.TensorMap(keys, [_block_to(mtt, torch, convert, block) for block in obj.blocks()])
-    for key, value in obj.info().items():
-        result.set_info(key, value)
-    return result
+    def _values(self, values: Any) -> Any:
+        """The torch tensor of a block's values: itself, or a view of the
+        numpy array (a copy when it is read-only)."""
+        torch = self.torch
+        if isinstance(values, torch.Tensor):
+            return values
+        if not values.flags.writeable:
+            values = values.copy()
+        try:
+            return torch.from_numpy(values)
+        except TypeError as error:
+            raise BlockMapTypeError(
+                f"torch has no dtype for blockmap's {values.dtype} values: {error}"
+            ) from error
 
-
-def _tensor(torch: Any, values: Any) -> Any:
-    """The torch tensor of a blockmap block's values: itself, or a view of
-    the numpy array (a copy when it is read-only)."""
-    if isinstance(values, torch.Tensor):
-        return values
-    if not values.flags.writeable:
-        values = values.copy()
-    try:
-        return torch.from_numpy(values)
-    except TypeError as error:
-        raise BlockMapTypeError(
-            f"torch has no dtype for blockmap's {values.dtype} values: {error}"
-        ) from error
-
-
-def _block_to(mtt: Any, torch: Any, convert: _Cache, block: TensorBlock) -> Any:
-    result = mtt.TensorBlock(
-        values=_tensor(torch, block.values),
-        samples=convert(block.samples),
-        components=[convert(component) for component in block.components],
-        properties=convert(block.properties),
-    )
-    # a gradient is complete (its own gradients added) before it is added:
-    # metatensor-torch moves it into its parent
-    for parameter, gradient in block.gradients():
-        result.add_gradient(parameter, _block_to(mtt, torch, convert, gradient))
-    return result
+    def block(self, block: TensorBlock) -> Any:
+        """metatensor-torch's block of ``block``, with its gradients."""
+        return convert_block(self.mtt.TensorBlock, self.labels, self._values, block)
 
 
 # -- metatensor-torch -> blockmap ---------------------------------------------
@@ -204,11 +185,8 @@ def _kind(obj: Any) -> str | None:
     """``"Labels"``, ``"TensorBlock"`` or ``"TensorMap"`` for metatensor-torch's
     objects (TorchScript objects, which ``isinstance`` cannot tell apart),
     else None. torch is not imported: its objects exist only if it was."""
-    torch = sys.modules.get("torch")
-    if torch is None or not isinstance(obj, torch.ScriptObject):
-        return None
-    name = obj._type().qualified_name()
-    if not name.startswith(_QUALIFIED):
+    name = script_class(obj)
+    if name is None or not name.startswith(_QUALIFIED):
         return None
     kind = name[len(_QUALIFIED) :]
     return kind if kind in ("Labels", "TensorBlock", "TensorMap") else None
@@ -256,26 +234,20 @@ def from_metatensor_torch(obj: Any) -> Blockmap:
             f"blockmap holds CPU tensors only: this {kind} is on {obj.device}, "
             "move it first with .to('cpu')"
         )
-    convert = _Cache(Labels)
+    convert = LabelsCache(lambda labels, values: Labels(labels.names, values))
     if kind == "Labels":
         result: Blockmap = convert(obj)
     elif kind == "TensorBlock":
-        result = _block_from(convert, obj)
+        result = convert_block(TensorBlock, convert, _same, obj)
     else:
-        result = TensorMap(convert(obj.keys), [_block_from(convert, b) for b in obj.blocks()])
+        blocks = [convert_block(TensorBlock, convert, _same, block) for block in obj.blocks()]
+        result = TensorMap(convert(obj.keys), blocks)
         for key, value in obj.info().items():
             result.set_info(key, value)
     # torch-backed throughout (labels alone, and maps without blocks, too)
     return result.to(arrays="torch")
 
 
-def _block_from(convert: _Cache, block: Any) -> TensorBlock:
-    result = TensorBlock(
-        values=block.values,
-        samples=convert(block.samples),
-        components=[convert(component) for component in block.components],
-        properties=convert(block.properties),
-    )
-    for parameter, gradient in block.gradients():
-        result.add_gradient(parameter, _block_from(convert, gradient))
-    return result
+def _same(values: Any) -> Any:
+    """The values of a metatensor-torch block: its tensor, kept by blockmap."""
+    return values

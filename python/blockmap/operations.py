@@ -32,24 +32,23 @@ from typing import Any
 
 import numpy as np
 
-from . import exceptions
-from ._blockmap import Labels, TensorBlock, TensorMap, _foreign
+from . import _backends, _optional, exceptions
+
+# the classes too, in the namespace of the operations (users find them there)
+from ._blockmap import Labels, TensorBlock, TensorMap, _foreign  # noqa: F401
 
 __all__: list[str] = []
 
 
 def _find_package() -> Any:
-    try:
-        spec = importlib.util.find_spec("metatensor_operations")
-    except (ImportError, ValueError):
-        # an import hook refusing it, or a module without a spec
-        spec = None
+    spec = _optional.find_spec("metatensor_operations")
     if spec is None or spec.origin is None or not spec.submodule_search_locations:
-        raise ImportError(
+        raise _optional.missing(
             "blockmap.operations runs metatensor-operations on blockmap's maps, and "
-            "metatensor-operations is not installed: "
-            "`pip install metatensor-operations` (or `pip install blockmap[operations]`)",
-            name="metatensor_operations",
+            "metatensor-operations is not installed",
+            "metatensor_operations",
+            "metatensor-operations",
+            "operations",
         )
     return spec
 
@@ -58,9 +57,7 @@ def _make_backend() -> types.ModuleType:
     """The ``_backend`` module of metatensor-operations, for blockmap's classes."""
     backend = types.ModuleType(f"{__name__}._backend")
     backend.__dict__.update(
-        Labels=Labels,
-        TensorBlock=TensorBlock,
-        TensorMap=TensorMap,
+        **_backends.CLASSES,
         LabelsValues=np.ndarray,
         Array=Any,
         torch_jit_is_scripting=lambda: False,
@@ -68,28 +65,8 @@ def _make_backend() -> types.ModuleType:
         torch_jit_annotate=lambda type, value: value,
     )
 
-    def isinstance_metatensor(value: Any, typename: str) -> bool:
-        assert typename in ("Labels", "TensorBlock", "TensorMap")
-        if isinstance(value, backend.__dict__[typename]):
-            return True
-        # every type check of the operations: metatensor's own objects are
-        # refused naming their conversion, never as "must be a metatensor
-        # TensorMap, not <class 'metatensor.TensorMap'>"
-        foreign = _foreign(value)
-        if foreign is not None:
-            raise exceptions.BlockMapTypeError(
-                f"blockmap's operations take blockmap's {typename}, not {foreign}"
-            )
-        return False
-
-    def _version_at_least(version: str, expected: str) -> bool:
-        def parse(text: str) -> tuple[int, ...]:
-            return tuple(int(part) for part in text.split(".")[:2])
-
-        return parse(version) >= parse(expected)
-
-    backend.isinstance_metatensor = isinstance_metatensor
-    backend._version_at_least = _version_at_least
+    backend.isinstance_metatensor = _backends.isinstance_metatensor("blockmap's operations take")
+    backend._version_at_least = _backends.version_at_least
     return backend
 
 

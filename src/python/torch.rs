@@ -75,7 +75,7 @@ pub fn arrays_named(py: Python<'_>, name: &str) -> PyResult<Arrays> {
 static TORCH: PyOnceLock<Py<PyModule>> = PyOnceLock::new();
 
 /// The torch module, imported on first use. When torch is not installed
-/// (it is the optional extra `blockmap[torch]`): Python's
+/// (blockmap's extra `torch` installs it): Python's
 /// `ModuleNotFoundError` (`name="torch"`), saying how to install it.
 pub fn torch(py: Python<'_>) -> PyResult<&Bound<'_, PyModule>> {
     TORCH
@@ -127,8 +127,11 @@ pub fn device_of(py: Python<'_>, arrays: Arrays) -> PyResult<Bound<'_, PyAny>> {
 /// own (the class and `name` that code checking for a missing module
 /// catches), saying how to install it; `cause` is the import's error.
 fn torch_missing(py: Python<'_>, cause: PyErr) -> PyErr {
+    // the hint of python/blockmap/_optional.py's install_hint
     let message = "arrays='torch' gives torch tensors, and torch is not installed: \
-                   `pip install torch` (or `pip install blockmap[torch]`)";
+                   `pip install torch`, or blockmap's `torch` extra, given after its wheel \
+                   or sdist: `pip install \"dist/blockmap-<version>-<tags>.whl[torch]\"` \
+                   (README.md, \"Install\")";
     let made = (|| {
         let kwargs = PyDict::new(py);
         kwargs.set_item("name", "torch")?;

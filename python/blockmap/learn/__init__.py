@@ -26,24 +26,23 @@ working on metatensor's objects in the same process.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 from typing import Any
 
+from .. import _optional
 
-def _find(name: str, extra: str) -> str:
-    """The folder of the installed package ``name``, or an ImportError
-    naming what to install."""
-    try:
-        spec = importlib.util.find_spec(name)
-    except (ImportError, ValueError):
-        # an import hook refusing it, or a module without a spec
-        spec = None
+
+def _find(name: str, requirement: str) -> str:
+    """The folder of the installed package ``name``, or a
+    ModuleNotFoundError naming what to install."""
+    spec = _optional.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise ImportError(
-            f"blockmap.learn runs metatensor-learn on blockmap's maps, and {extra} is "
-            f"not installed: `pip install {extra}` (or `pip install blockmap[learn]`)",
-            name=name,
+        raise _optional.missing(
+            f"blockmap.learn runs metatensor-learn on blockmap's maps, and {requirement} is "
+            "not installed",
+            name,
+            requirement,
+            "learn",
         )
     return list(spec.submodule_search_locations)[0]
 
@@ -51,9 +50,8 @@ def _find(name: str, extra: str) -> str:
 try:
     import torch  # noqa: F401 - metatensor-learn's data and nn need it
 except ImportError as error:
-    raise ImportError(
-        "blockmap.learn needs torch: `pip install torch` (or `pip install blockmap[learn]`)",
-        name="torch",
+    raise _optional.missing(
+        "blockmap.learn needs torch, which is not installed", "torch", "torch", "learn"
     ) from error
 
 # this package's own modules first (_backend, data), then metatensor-learn's

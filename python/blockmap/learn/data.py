@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from .. import _blockmap, _namedtuple, exceptions
+from .._bridges import script_class
 
 __all__ = ["DataLoader", "Dataset", "IndexedDataset", "group", "group_and_join"]
 
@@ -157,6 +158,9 @@ def group_and_join(
     return _namedtuple.namedtuple("Batch", names)(*data)
 
 
+#: the TorchScript class of metatensor-torch's maps
+_METATENSOR_TORCH_MAP = "__torch__.torch.classes.metatensor.TensorMap"
+
 #: what group_and_join joins or stacks, in the order its errors name them
 _JOINED = ("blockmap", "metatensor-core", "metatensor-torch", "torch")
 
@@ -173,7 +177,7 @@ def _kind(value: Any) -> tuple[str, str | None]:
         if len(value) > 0:
             arrays = "torch" if isinstance(value.block(0).values, torch.Tensor) else "numpy"
         return ("metatensor-core", arrays)
-    if isinstance(value, torch.ScriptObject) and value._type().name() == "TensorMap":
+    if script_class(value) == _METATENSOR_TORCH_MAP:
         return ("metatensor-torch", "torch")
     if isinstance(value, torch.Tensor):
         return ("torch", None)

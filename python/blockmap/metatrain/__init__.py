@@ -39,10 +39,20 @@ commands:
 
 def install() -> None:
     """Patch metatrain (docs/training.md): ``.bmdata`` datasets served by
-    blockmap, their batches made by blockmap. Idempotent."""
-    from ._convert import require_metatrain
+    blockmap, their batches made by blockmap. Idempotent.
 
-    require_metatrain()
+    Raises
+    ------
+    ModuleNotFoundError
+        If metatrain is not installed.
+    ImportError
+        If the metatrain installed is not one the patches were tested with
+        (2026.4.x, ``blockmap.metatrain._version.SUPPORTED``): nothing is
+        patched.
+    """
+    from ._version import require_tested
+
+    require_tested()
     from ._patch import install as _install
 
     _install()

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .._blockmap import Labels, join
-from .._systems import check_pair_atoms, describe_options, neighbor_list_options
+from .._systems import (
+    check_pair_atoms,
+    describe_options,
+    neighbor_list_options,
+    system_from_tensormaps,
+)
 from ..exceptions import ValidationError
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
@@ -129,56 +132,7 @@ def joined_system_index(indices: list[int]) -> Any:
 
 def system_of(item: Sample) -> Any:
     """The item's ``System`` (a new one: the callables add to it)."""
-    maps = item._views["system"]
-    if len(maps) == 1:
-        system = _plain_system(maps["system"])
-        if system is not None:
-            return system
-    from .._systems import system_from_tensormaps
-
-    return system_from_tensormaps(maps)
-
-
-def _plain_system(tensor: Any) -> Any:
-    """The system of a system's map (docs/format.md, "Systems as
-    TensorMaps") laid out as blockmap writes it (positions block first,
-    then the cell, float64, non-periodic along zero cell vectors), made
-    with fewer checks than :func:`blockmap._systems.system_from_tensormap`;
-    ``None`` for any other map, which that function then converts or
-    refuses."""
-    import metatomic.torch as mta
-    import torch
-
-    keys = tensor.keys
-    if len(keys) != 2 or list(keys.names) != ["array"]:
-        return None
-    if keys.values[:, 0].tolist() != [0, 1]:
-        return None
-    positions, cell = tensor.block(0), tensor.block(1)
-    values, cell_values = positions.values, cell.values
-    samples, cell_samples = positions.samples.values, cell.samples.values
-    n = len(values)
-    if (
-        values.shape != (n, 3, 1)
-        or cell_values.shape != (3, 3, 1)
-        or values.dtype != np.float64
-        or cell_values.dtype != np.float64
-        or samples.shape != (n, 2)
-        or cell_samples.shape != (3, 2)
-        or positions.gradients_list()
-        or not np.array_equal(samples[:, 0], np.arange(n))
-    ):
-        return None
-    pbc = cell_samples[:, 1]
-    cell_array = np.array(cell_values.reshape(3, 3))
-    if not np.all((pbc == 0) | (pbc == 1)) or np.any((pbc == 0) & np.any(cell_array != 0, axis=1)):
-        return None
-    return mta.System(
-        types=torch.from_numpy(np.array(samples[:, 1], dtype=np.int32)),
-        positions=torch.from_numpy(np.array(values.reshape(n, 3))),
-        cell=torch.from_numpy(cell_array),
-        pbc=torch.from_numpy(pbc == 1),
-    )
+    return system_from_tensormaps(item._views["system"])
 
 
 def attach(dataset: Any, options: Any, batch: list[Sample], systems: list[Any]) -> None:
@@ -346,9 +300,9 @@ def _rebuild_labels(arrival: _Arrival, packed: Any, pairs_of: int | None = None)
     if values.dtype != arrival.int32 or values.dim() != 2 or values.shape[1] != len(names):
         raise _bad(f"labels {names!r} of {values.dtype} values of shape {tuple(values.shape)}")
     # checked unique by blockmap's Labels (one pass when the rows are
-    # sorted, a hash set otherwise: several times cheaper than
-    # metatensor-torch's check on unsorted rows), then made without
-    # checking again: a repeated row would make lookups and sums wrong
+    # sorted, a hash set otherwise: cheaper than metatensor-torch's check
+    # of unsorted rows, docs/benchmarks.md), then made without checking
+    # again: a repeated row would make lookups and sums wrong
     try:
         Labels(list(names), values.numpy())
     except ValidationError as error:

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from .._blockmap import DatasetWriter, Labels, TensorBlock, TensorMap
-from ..dataset import _convert_diskdataset, _progress
+from .._optional import progress as _progress
 from ..exceptions import (
     BlockMapIOError,
     BlockMapTypeError,
@@ -32,22 +32,11 @@ from ..exceptions import (
     MissingFileError,
     ValidationError,
 )
+from ._diskdataset import convert_diskdataset
+from ._version import require_tested
 
 #: the dataset sections of an options file that may name files
 _SECTIONS = ("training_set", "validation_set", "test_set")
-
-
-def require_metatrain() -> None:
-    """Raise a ``ModuleNotFoundError`` saying how to install metatrain
-    when it is not installed."""
-    import importlib.util
-
-    if importlib.util.find_spec("metatrain") is None:
-        raise ModuleNotFoundError(
-            "blockmap.metatrain needs metatrain, which is not installed: "
-            "`pip install blockmap[metatrain]`",
-            name="metatrain",
-        )
 
 
 def _path(value: Any, what: str) -> str:
@@ -123,7 +112,7 @@ def convert(
         _check_dests([dest], overwrite)
         # written once, the atom counts derived as it goes: a kill at any
         # moment leaves dest as it was, or complete, and nothing beside it
-        _convert_diskdataset(source, dest, target=None, progress=progress, require_system=True)
+        convert_diskdataset(source, dest, target=None, progress=progress, require_system=True)
         return [dest]
     if not source.endswith((".yaml", ".yml")):
         raise FormatError(
@@ -210,7 +199,7 @@ def check_regular_file(path: str, what: str) -> None:
 def _options_sections(source: str) -> list[tuple[str, Any]]:
     """The sections of the options file that name files, expanded as
     metatrain expands them."""
-    require_metatrain()
+    require_tested()
     from metatrain.utils.omegaconf import expand_dataset_config
     from omegaconf import DictConfig, OmegaConf
     from omegaconf.errors import OmegaConfBaseException

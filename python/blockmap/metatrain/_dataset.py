@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+# blockmap.Dataset, from the package: blockmap.dataset imports this package
+from .. import Dataset
 from .._blockmap import Labels, TensorBlock, TensorMap
 from .._systems import POSITIONS, describe_options, system_from_tensormaps
-from ..dataset import Dataset
 from ..exceptions import (
     BlockMapError,
     BlockMapIndexError,
@@ -32,6 +33,7 @@ from ..exceptions import (
 )
 from ..metatensor_torch import to_metatensor_torch
 from . import _neighbors
+from ._version import require_tested
 
 #: metatrain's extra field: the entry's index in the dataset
 SYSTEM_INDEX = "mtt::aux::system_index"
@@ -322,6 +324,7 @@ class MetatrainDataset:
     def get_target_info(self, target_config: Any, is_extra_data: bool = False) -> Any:
         """metatrain's target information, as ``DiskDataset.get_target_info``
         gives it (from the first entry)."""
+        require_tested()  # DiskDataset's own method, on this dataset
         from metatrain.utils.data.dataset import DiskDataset
 
         return DiskDataset.get_target_info(self, target_config, is_extra_data)  # type: ignore[arg-type]

@@ -29,10 +29,12 @@ from typing import Any
 
 import numpy as np
 
+# blockmap.Dataset, from the package: blockmap.dataset imports this package
+from .. import Dataset
 from .._blockmap import DatasetWriter, Labels, TensorMap
-from ..dataset import Dataset
 from ..exceptions import BlockMapError, BlockMapIOError, ValidationError
-from ..metatensor_torch import from_metatensor_torch, to_metatensor_torch
+from ..metatensor_torch import _Converter, from_metatensor_torch
+from ._version import require_tested
 
 #: how many structures had their neighbour lists computed in this process
 #: (tests count the computations with it)
@@ -87,41 +89,27 @@ def _identity(dataset: Any, options: Any) -> dict[str, str]:
 class Store:
     """The stored neighbour lists of one dataset and one set of options."""
 
+    #: the small labels a store keeps converted (its lists' components and
+    #: properties, the same for every list, come first)
+    LABELS_KEPT = 8
+
     def __init__(self, options: Any, maps: Any) -> None:
         self.options = options
         # a Dataset of single maps (or a list of maps, when the file could
         # not be written)
         self.maps = maps
-
-        # metatensor-torch's components and properties, the same for every
-        # list: converted once
-        self._shared: tuple[Any, Any] | None = None
+        # made at the first block: it imports metatensor-torch
+        self._converter: Any = None
 
     def block(self, index: int) -> Any:
         """Entry ``index``'s list, a metatensor-torch ``TensorBlock`` of
-        new tensors (the stored arrays are read-only views of the file)."""
-        import metatensor.torch as mtt
-        import torch
-
-        block = self.maps[index].block(0)
-        if self._shared is None:
-            converted = to_metatensor_torch(block)
-            self._shared = (converted.components, converted.properties)
-            return converted
-        components, properties = self._shared
-        # unique: blockmap's reader checked them when it decoded the
-        # entry (a store whose pairs repeat is a FormatError, computed again)
-        samples = mtt.Labels(
-            list(block.samples.names),
-            torch.from_numpy(np.array(block.samples.values, dtype=np.int32)),
-            assume_unique=True,
-        )
-        return mtt.TensorBlock(
-            values=torch.from_numpy(np.array(block.values)),
-            samples=samples,
-            components=components,
-            properties=properties,
-        )
+        new tensors (the stored arrays are read-only views of the file),
+        converted as :func:`blockmap.metatensor_torch.to_metatensor_torch`
+        converts it, with the components and properties converted once
+        for the whole store."""
+        if self._converter is None:
+            self._converter = _Converter(most=self.LABELS_KEPT)
+        return self._converter.block(self.maps[index].block(0))
 
 
 def _digest(maps: Any) -> str:
@@ -232,6 +220,7 @@ def ensure(dataset: Any, options: Any) -> Store | None:
 
 def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) -> Any:
     global computed
+    require_tested()  # _compute_single_neighbor_list is metatrain's own
     from metatrain.utils import neighbor_lists
     from metatrain.utils.data.system_to_ase import system_to_ase
 

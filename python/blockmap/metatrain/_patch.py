@@ -16,6 +16,11 @@ blockmap, everything else left as it is.
   before any DataLoader worker forks).
 
 :func:`install` is idempotent; :func:`uninstall` puts the originals back.
+These functions are metatrain's internals, not an API it keeps: the
+patches are installed only on the metatrain versions they were written
+for and tested with (:data:`SUPPORTED`, in :mod:`._version`, the range of
+blockmap's ``metatrain`` extra); on another, :func:`install` raises an
+``ImportError`` naming that range, and patches nothing.
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ import threading
 from typing import Any
 
 from . import _batch, _dataset, _neighbors
+from ._version import SUPPORTED, check_version, require_tested
+
+__all__ = ["SUPPORTED", "check_version", "install", "uninstall"]
 
 #: name -> (original, wrapper), filled by install()
 _patched: dict[str, tuple[Any, Any]] = {}
@@ -76,6 +84,7 @@ def _install_locked() -> None:
         return
     import importlib
 
+    require_tested()
     from metatrain.utils import neighbor_lists
 
     data_module = importlib.import_module("metatrain.utils.data.dataset")

@@ -452,7 +452,8 @@ for name, call in calls.items():
         call("torch")
     except ModuleNotFoundError as error:
         assert error.name == "torch", (name, error.name)
-        assert "`pip install torch` (or `pip install blockmap[torch]`)" in str(error), name
+        assert "`pip install torch`, or blockmap's `torch` extra" in str(error), name
+        assert "pip install blockmap[" not in str(error), name
         assert isinstance(error.__cause__, ImportError), name
     else:
         raise AssertionError(name + ": no ModuleNotFoundError")

@@ -237,8 +237,8 @@ def test_convert_keeps_vector_targets_and_extra_data(tiny, tmp_path, patched):
 #: the outside by the test)
 KILLED_CONVERT = """
 import os, signal, sys
-import blockmap.dataset
-from blockmap.metatrain import _convert
+import blockmap
+from blockmap.metatrain import _convert, _diskdataset
 
 mode, source, dest, overwrite = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1"
 kind, _, count = mode.partition(":")
@@ -274,7 +274,7 @@ class Writer:
         self.writer.close()
         kill_at("closed")
 
-for module in (blockmap.dataset, _convert):
+for module in (_diskdataset, _convert):
     module._progress = progress
     module.DatasetWriter = Writer
 print("started", flush=True)
@@ -1442,5 +1442,9 @@ def test_without_metatrain_the_error_says_how_to_install(monkeypatch):
         "find_spec",
         lambda name, *a: None if name == "metatrain" else find_spec(name, *a),
     )
-    with pytest.raises(ModuleNotFoundError, match=r"blockmap\[metatrain\]"):
+    with pytest.raises(
+        ModuleNotFoundError, match=r'pip install "metatrain>=2026\.4,<2026\.5"'
+    ) as error:
         blockmap.metatrain.install()
+    assert error.value.name == "metatrain"
+    assert "pip install blockmap[" not in str(error.value)
