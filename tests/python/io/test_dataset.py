@@ -499,6 +499,7 @@ def test_from_diskdataset_converts_every_field_as_metatensor_reads(tmp_path, map
 
 
 def test_from_diskdataset_refuses_what_it_cannot_convert(tmp_path, maps):
+    pytest.importorskip("metatensor")
     theirs = [tensor.to_metatensor() for tensor in maps[:4]]
     out = tmp_path / "out"
     # samples of different fields: the first that differs is named
