@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test docs browser wheels test-wheels clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test py-test-fast docs browser wheels test-wheels clean
 
 all: test
 
@@ -37,19 +37,29 @@ stubtest: build
 rust-test:
 	cargo test --quiet
 
+# The Python tests come in tiers by cost, marked (pyproject.toml's markers,
+# checked with --strict-markers): `slow` (minutes-long runs and timings of
+# large runs), `benchmark` (the benchmark harness run on small data) and
+# `docs` (the documentation site, built by `make docs`, and its browser
+# test). pytest leaves these three out unless told otherwise (the `-m` of
+# pyproject.toml's addopts): `make test-fast` runs what is left, `make
+# test` every tier (`-m ""`).
+#
 # Every engine is installed here, so nothing may be skipped: with
 # BLOCKMAP_REQUIRE_ALL set, a skipped test fails the run (tests/python/conftest.py).
 # The tests of the site (tests/python/docs) check the one `make docs` built
 # (BLOCKMAP_DOCS_SITE) and open it in Debian's chromium.
 py-test: build docs browser
-	BLOCKMAP_REQUIRE_ALL=1 BLOCKMAP_DOCS_SITE=$(abspath $(DOCS_OUT)) $(PY) -m pytest -q $(PYTEST_ARGS)
+	BLOCKMAP_REQUIRE_ALL=1 BLOCKMAP_DOCS_SITE=$(abspath $(DOCS_OUT)) $(PY) -m pytest -q -m "" $(PYTEST_ARGS)
+
+py-test-fast: build
+	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
 test: build lint stubtest rust-test py-test
 
-# The same without the slow tests (soak, fuzz, demo and benchmark runs, and
-# timings of large runs).
-test-fast: PYTEST_ARGS = -m "not slow"
-test-fast: build lint stubtest rust-test py-test
+# Every tier but the slow ones: lints, stubs, Rust tests and pytest without
+# the `slow`, `benchmark` and `docs` tiers (no site is built).
+test-fast: build lint stubtest rust-test py-test-fast
 
 # The documentation site (docs/conf.py), into target/docs/html: README and
 # the guides of docs/, the API reference made from the public modules, each
