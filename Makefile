@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test py-test-fast docs browser wheels test-wheels clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test py-test-fast test-installed docs browser wheels test-wheels clean
 
 all: test
 
@@ -55,7 +55,18 @@ py-test: build docs browser
 py-test-fast: build
 	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
-test: build lint stubtest rust-test py-test
+# The core tier (tests/python/core, io, pickle; numpy and pytest only)
+# against a wheel of the venv's Python installed into a fresh virtual
+# environment with numpy and pytest alone, so that the core tier cannot come
+# to need an optional engine unnoticed (what `make test-wheels` does for
+# each release wheel). The wheel reuses the release build of `make build`.
+INSTALLED_OUT := target/installed
+test-installed: build
+	rm -rf $(INSTALLED_OUT)
+	$(PY) -m maturin build --release --quiet --interpreter $(abspath $(PY)) --out $(INSTALLED_OUT)
+	scripts/test-installed.sh $(abspath $(PY)) $(INSTALLED_OUT)/*.whl
+
+test: build lint stubtest rust-test py-test test-installed
 
 # Every tier but the slow ones: lints, stubs, Rust tests and pytest without
 # the `slow`, `benchmark` and `docs` tiers (no site is built).
@@ -128,8 +139,8 @@ wheels: $(WHEEL_STAMP)
 # Each wheel of dist/ installed into a fresh virtual environment of its own
 # Python with no Rust on PATH, and the core tier (tests/python/core, io,
 # pickle; numpy and pytest only, the optional engines' tests skip
-# themselves) run against the installed package; then the same for the
-# sdist, built from source. About 20 minutes.
+# themselves) run against the installed package (scripts/test-installed.sh);
+# then the same for the sdist, built from source. About 20 minutes.
 test-wheels: wheels
 	scripts/test-wheels.sh dist
 
