@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test docs browser wheels test-wheels clean
+.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test py-test-fast test-installed docs browser wheels test-wheels clean
 
 all: test
 
@@ -37,19 +37,40 @@ stubtest: build
 rust-test:
 	cargo test --quiet
 
+# The Python tests come in tiers by cost, marked (pyproject.toml's markers,
+# checked with --strict-markers): `slow` (minutes-long runs and timings of
+# large runs), `benchmark` (the benchmark harness run on small data) and
+# `docs` (the documentation site, built by `make docs`, and its browser
+# test). pytest leaves these three out unless told otherwise (the `-m` of
+# pyproject.toml's addopts): `make test-fast` runs what is left, `make
+# test` every tier (`-m ""`).
+#
 # Every engine is installed here, so nothing may be skipped: with
 # BLOCKMAP_REQUIRE_ALL set, a skipped test fails the run (tests/python/conftest.py).
 # The tests of the site (tests/python/docs) check the one `make docs` built
 # (BLOCKMAP_DOCS_SITE) and open it in Debian's chromium.
 py-test: build docs browser
-	BLOCKMAP_REQUIRE_ALL=1 BLOCKMAP_DOCS_SITE=$(abspath $(DOCS_OUT)) $(PY) -m pytest -q $(PYTEST_ARGS)
+	BLOCKMAP_REQUIRE_ALL=1 BLOCKMAP_DOCS_SITE=$(abspath $(DOCS_OUT)) $(PY) -m pytest -q -m "" $(PYTEST_ARGS)
 
-test: build lint stubtest rust-test py-test
+py-test-fast: build
+	BLOCKMAP_REQUIRE_ALL=1 $(PY) -m pytest -q $(PYTEST_ARGS)
 
-# The same without the slow tests (soak, fuzz, demo and benchmark runs, and
-# timings of large runs).
-test-fast: PYTEST_ARGS = -m "not slow"
-test-fast: build lint stubtest rust-test py-test
+# The core tier (tests/python/core, io, pickle; numpy and pytest only)
+# against a wheel of the venv's Python installed into a fresh virtual
+# environment with numpy and pytest alone, so that the core tier cannot come
+# to need an optional engine unnoticed (what `make test-wheels` does for
+# each release wheel). The wheel reuses the release build of `make build`.
+INSTALLED_OUT := target/installed
+test-installed: build
+	rm -rf $(INSTALLED_OUT)
+	$(PY) -m maturin build --release --quiet --interpreter $(abspath $(PY)) --out $(INSTALLED_OUT)
+	scripts/test-installed.sh $(abspath $(PY)) $(INSTALLED_OUT)/*.whl
+
+test: build lint stubtest rust-test py-test test-installed
+
+# Every tier but the slow ones: lints, stubs, Rust tests and pytest without
+# the `slow`, `benchmark` and `docs` tiers (no site is built).
+test-fast: build lint stubtest rust-test py-test-fast
 
 # The documentation site (docs/conf.py), into target/docs/html: README and
 # the guides of docs/, the API reference made from the public modules, each
@@ -118,8 +139,8 @@ wheels: $(WHEEL_STAMP)
 # Each wheel of dist/ installed into a fresh virtual environment of its own
 # Python with no Rust on PATH, and the core tier (tests/python/core, io,
 # pickle; numpy and pytest only, the optional engines' tests skip
-# themselves) run against the installed package; then the same for the
-# sdist, built from source. About 20 minutes.
+# themselves) run against the installed package (scripts/test-installed.sh);
+# then the same for the sdist, built from source. About 20 minutes.
 test-wheels: wheels
 	scripts/test-wheels.sh dist
 

@@ -8,6 +8,7 @@ import pytest
 import blockmap
 from blockmap.metatensor import from_metatensor, to_metatensor
 from helpers.io_cases import assert_matches_metatensor, make_map, zero_block_map
+from helpers.memory import address_of
 
 mts = pytest.importorskip("metatensor")
 
@@ -29,9 +30,7 @@ def _arrays(data):
 
 
 def _same_memory(a, b):
-    return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and (
-        a.nbytes == 0 or np.shares_memory(a, b)
-    )
+    return address_of(a) == address_of(b) and (a.nbytes == 0 or np.shares_memory(a, b))
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])

@@ -24,23 +24,7 @@ from tensor_oracle import (
 )
 
 import blockmap
-
-ALL_DTYPES = [
-    np.float16,
-    np.float32,
-    np.float64,
-    np.int8,
-    np.int16,
-    np.int32,
-    np.int64,
-    np.uint8,
-    np.uint16,
-    np.uint32,
-    np.uint64,
-    np.bool_,
-    np.complex64,
-    np.complex128,
-]
+from helpers.dtypes import ALL_DTYPES, dtype_id
 
 
 def _gradient(rng, n_samples, properties, extra=(), parent_components=()):
@@ -196,7 +180,7 @@ def test_one_dtype_per_map():
         assert "same dtype" in str(our_error)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_every_dtype_both_ways(tmp_path, dtype):
     rng = np.random.default_rng(1)
     properties = column("p", [0, 1, 2])

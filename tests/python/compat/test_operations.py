@@ -9,9 +9,7 @@ operators, and that ``blockmap.operations`` neither disturbs metatensor nor
 is needed by ``import blockmap``."""
 
 import pickle
-import subprocess
 import sys
-import textwrap
 import warnings
 
 import numpy as np
@@ -31,6 +29,7 @@ from tensor_oracle import (
 
 import blockmap
 import blockmap.operations as bops
+from helpers.child import run_python
 
 metatensor = pytest.importorskip("metatensor")
 mops = pytest.importorskip("metatensor_operations")
@@ -1246,15 +1245,7 @@ def test_results_share_memory_as_in_metatensor(case):
 
 
 def _python(code, *, check=True):
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    if check:
-        assert result.returncode == 0, result.stderr
-    return result
+    return run_python(code, check=check)
 
 
 _BOTH = """

@@ -20,14 +20,9 @@ import torch  # noqa: E402
 import blockmap  # noqa: E402
 from blockmap.metatensor_torch import from_metatensor_torch, to_metatensor_torch  # noqa: E402
 from helpers.io_cases import make_map, zero_block_map  # noqa: E402
+from helpers.memory import address_of  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:FutureWarning")
-
-
-def _address(values):
-    if isinstance(values, torch.Tensor):
-        return values.data_ptr()
-    return values.__array_interface__["data"][0]
 
 
 def _numpy(values):
@@ -81,7 +76,7 @@ def _assert_same_data(ours, theirs, *, shared=True):
             _assert_labels_equal(x, y)
         _assert_labels_equal(a.properties, b.properties)
         if shared:
-            assert _address(a.values) == _address(b.values)
+            assert address_of(a.values) == address_of(b.values)
 
 
 def _their_map(dtype=torch.float64, info=None):
@@ -168,7 +163,7 @@ def test_a_read_only_array_is_copied_once(rng):
     assert not block.values.flags.writeable
     theirs = to_metatensor_torch(block)
     np.testing.assert_array_equal(theirs.values.numpy(), values)
-    assert theirs.values.data_ptr() != _address(block.values)
+    assert theirs.values.data_ptr() != address_of(block.values)
 
 
 # -- metatensor-torch -> blockmap ---------------------------------------------
@@ -241,7 +236,7 @@ def test_labels_are_copied_once(rng):
     assert theirs._type().name() == "Labels"
     expected = mtt.Labels(list(tensor.keys.names), torch.tensor(_numpy(tensor.keys.values)))
     assert theirs == expected
-    assert theirs.values.data_ptr() != _address(tensor.keys.values)
+    assert theirs.values.data_ptr() != address_of(tensor.keys.values)
     back = from_metatensor_torch(theirs)
     assert isinstance(back, blockmap.Labels)
     assert back == tensor.keys
@@ -268,12 +263,12 @@ def test_blocks_and_gradients_alone(rng):
     assert theirs._type().name() == "TensorBlock"
     _assert_same_data(block, theirs)
     gradient = block.gradient("positions")
-    assert to_metatensor_torch(gradient).values.data_ptr() == _address(gradient.values)
+    assert to_metatensor_torch(gradient).values.data_ptr() == address_of(gradient.values)
     back = from_metatensor_torch(theirs)
     assert isinstance(back, blockmap.TensorBlock)
     assert back.gradients_list() == block.gradients_list()
     for a, b in zip(_blocks(back), _blocks(block), strict=True):
-        assert _address(a.values) == _address(b.values)
+        assert address_of(a.values) == address_of(b.values)
 
 
 def test_nested_gradients_and_any_parameter_name():

@@ -16,7 +16,7 @@ import pytest
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
 
 # C leaves float -> integer conversions of values that do not fit undefined
 # (numpy warns); the core gives the results of numpy's x86-64 builds
@@ -145,7 +145,7 @@ def _all_patterns(dtype):
     return np.concatenate([np.array(special, dtype=object).astype(dtype), drawn])
 
 
-@pytest.mark.parametrize("source", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("source", ALL_DTYPES, ids=dtype_id)
 def test_every_bit_pattern_and_nan_payload_gives_numpys_astype(source):
     values = _all_patterns(source)
     # numpy's answer for a value C leaves undefined (a float out of an
@@ -213,7 +213,7 @@ def _same_bits(got, want):
     assert got.tobytes() == want.tobytes()
 
 
-@pytest.mark.parametrize("source", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("source", ALL_DTYPES, ids=dtype_id)
 def test_every_dtype_pair_gives_numpys_astype_bit_for_bit(source):
     values = _inputs(source)
     block = _block(values)

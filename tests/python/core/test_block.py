@@ -6,7 +6,7 @@ import pytest
 
 import blockmap
 from blockmap import Labels, TensorBlock
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
 
 
 def _samples(n, names=("system", "atom")):
@@ -78,7 +78,7 @@ def test_construct_from_nested_list():
     np.testing.assert_array_equal(block.values, [[1.0, 2.0], [3.0, 4.0]])
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_dtype_round_trip(dtype, random_values):
     values = random_values((5, 3, 4), dtype)
     block = TensorBlock(values, _samples(5), [_xyz()], Labels.range("n", 4))

@@ -9,11 +9,12 @@ the fork; the child uses the same object, in a fresh interpreter's
 subprocess under a timeout.
 """
 
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from helpers.child import run_python
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="fork of Linux processes")
 
@@ -76,14 +77,7 @@ def fork_while_held(hold, in_child):
 
 
 def _run(tmp_path, code):
-    result = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(code), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_python(PRELUDE + textwrap.dedent(code), tmp_path)
     return result.stdout.split()
 
 

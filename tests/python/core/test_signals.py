@@ -5,11 +5,12 @@ Each test runs in a fresh interpreter under a timeout, so that a panic, a
 deadlock or a lost signal fails the test instead of hanging the suite.
 """
 
-import subprocess
 import sys
 import textwrap
 
 import pytest
+
+from helpers.child import run_python
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="signals of Linux processes")
 
@@ -42,14 +43,7 @@ def small_map(i=0):
 
 
 def _run(tmp_path, code, timeout=120):
-    result = subprocess.run(
-        [sys.executable, "-c", PRELUDE + textwrap.dedent(code), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = run_python(PRELUDE + textwrap.dedent(code), tmp_path, timeout=timeout)
     assert "panicked" not in result.stderr, result.stderr
     return result.stdout.split()
 

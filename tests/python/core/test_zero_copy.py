@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from blockmap import Labels, TensorBlock, TensorMap
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
+from helpers.memory import address_of
 
 
 def _block(values):
@@ -20,10 +21,6 @@ def _block(values):
     components = [Labels.range(f"c{i}", size) for i, size in enumerate(values_shape[1:-1])]
     properties = Labels.range("property", values_shape[-1])
     return TensorBlock(values, samples, components, properties)
-
-
-def _address(array):
-    return array.__array_interface__["data"][0]
 
 
 def _assert_native_aligned_contiguous(values):
@@ -40,22 +37,22 @@ def test_values_share_memory_with_input(rng):
     arr = rng.random((4, 3, 2))
     block = _block(arr)
     assert np.shares_memory(arr, block.values)
-    assert _address(block.values) == _address(arr)
+    assert address_of(block.values) == address_of(arr)
     assert block.values.shape == arr.shape
     assert block.values.base is not None
     assert block.values.flags.writeable
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_every_dtype_is_zero_copy(dtype, random_values):
     arr = random_values((5, 2, 3), dtype)
     block = _block(arr)
     assert block.values.dtype == np.dtype(dtype)
     assert np.shares_memory(arr, block.values)
-    assert _address(block.values) == _address(arr)
+    assert address_of(block.values) == address_of(arr)
     np.testing.assert_array_equal(block.values, arr)
     tm = TensorMap(Labels.single(), [block])
-    assert _address(tm.block(0).values) == _address(arr)
+    assert address_of(tm.block(0).values) == address_of(arr)
 
 
 def test_edit_input_visible_in_block(rng):
@@ -83,7 +80,7 @@ def test_map_block_shares_memory_with_input(rng):
     tm = TensorMap(Labels.range("key", 2), blocks)
     for i, arr in enumerate(arrays):
         assert np.shares_memory(arr, tm.block(i).values)
-        assert _address(tm.block(i).values) == _address(arr)
+        assert address_of(tm.block(i).values) == address_of(arr)
     tm.block(1).values[0, 0] = 99.0
     assert arrays[1][0, 0] == 99.0
     assert blocks[1].values[0, 0] == 99.0
@@ -111,7 +108,7 @@ def test_contiguous_slice_with_offset_is_zero_copy(rng):
     rows = arr[2:5]
     assert rows.flags.c_contiguous
     block = _block(rows)
-    assert _address(block.values) == _address(rows)
+    assert address_of(block.values) == address_of(rows)
     np.testing.assert_array_equal(block.values, arr[2:5])
     arr[2, 0] = 11.0
     assert block.values[0, 0] == 11.0

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from example_pages import own_warnings, parse, run, scripts
 
+pytestmark = pytest.mark.docs
+
 ROOT = Path(__file__).resolve().parents[3]
 
 

@@ -17,10 +17,13 @@ import types
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from internal_links import broken_links
 from sphinx.util.inventory import InventoryFile
 
 import blockmap
+
+pytestmark = pytest.mark.docs
 
 ROOT = Path(__file__).resolve().parents[3]
 

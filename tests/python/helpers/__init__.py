@@ -6,7 +6,11 @@
   crafted reconstructor input;
 - ``strategies``: hypothesis strategies of valid maps, blocks and labels
   (needs hypothesis);
-- ``dtypes``: the element types the tests iterate over;
+- ``dtypes``: the element types the tests iterate over, and the test ids
+  they give;
+- ``memory``: the address of an array or tensor, this process's mappings,
+  the peak resident memory of a child process;
+- ``child``: code run in a fresh interpreter (``run_python``);
 - ``crafted_zips``: zip archives written byte by byte, whose directory may
   lie (entries over the same bytes, archives cut inside an entry);
 - ``error_cases``: every blockmap error (each exception class, and the

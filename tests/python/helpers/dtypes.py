@@ -22,3 +22,8 @@ ALL_DTYPES = [
     np.complex64,
     np.complex128,
 ]
+
+
+def dtype_id(dtype):
+    """The name of a test parametrized by element type: ``float64``, ``uint8``..."""
+    return np.dtype(dtype).name

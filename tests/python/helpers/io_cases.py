@@ -11,14 +11,14 @@ import io
 import json
 import os
 import struct
-import subprocess
-import sys
 import textwrap
 import zipfile
 
 import numpy as np
 
 from blockmap import Labels, TensorBlock, TensorMap
+from helpers.child import run_python
+from helpers.memory import PEAK
 
 KEY_NAMES = ["o3_lambda", "center_type"]
 KEY_ROWS = [[0, 1], [1, 1], [1, 6]]
@@ -394,10 +394,8 @@ def assert_matches_metatensor(ours, theirs):
 
 # -------------------------------------------------------------- subprocesses
 
-# helpers for code run in a child process: peak memory as the kernel's high
-# water mark of this process only. ``ru_maxrss`` is not used: a child started by
-# subprocess inherits the parent's peak in it (through exec), and clear_refs
-# cannot lower it, so it would hide growth below pytest's own peak.
+# what code run in a child process by run_child has: the usual imports and
+# big_map, then the peak memory helpers of helpers.memory.PEAK
 CHILD_PRELUDE = textwrap.dedent(
     """
     import gc
@@ -411,19 +409,6 @@ CHILD_PRELUDE = textwrap.dedent(
 
     import blockmap
     from blockmap import Labels, TensorBlock, TensorMap
-
-
-    def reset_peak():
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-
-
-    def peak_bytes():
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-        raise RuntimeError("no VmHWM in /proc/self/status")
 
 
     def big_map(total_bytes, n_blocks=4, n_properties=1000):
@@ -448,16 +433,7 @@ CHILD_PRELUDE = textwrap.dedent(
 def run_child(code, *args, timeout=120):
     """Run ``CHILD_PRELUDE + code`` in a fresh interpreter; its last stdout line
     is parsed as JSON. A crash (e.g. SIGBUS) fails the calling test only."""
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD_PRELUDE + textwrap.dedent(code), *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
-    assert result.returncode == 0, (
-        f"child process failed with code {result.returncode}:\n{result.stderr}"
-    )
+    result = run_python(CHILD_PRELUDE + PEAK + textwrap.dedent(code), *args, timeout=timeout)
     lines = result.stdout.strip().splitlines()
     return json.loads(lines[-1]) if lines else None
 

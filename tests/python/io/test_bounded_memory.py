@@ -6,11 +6,11 @@ memory is reset just before the call. The ratios measured are in
 docs/format.md ("Bounded reading")."""
 
 import json
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from helpers.child import run_python
+from helpers.memory import PEAK
 
 #: the bound asserted: 12 times the input, plus what the interpreter's own
 #: handling of the call may take
@@ -22,11 +22,6 @@ import io, json, sys, zipfile
 import blockmap
 from blockmap._blockmap import _reconstruct
 
-def peak():
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmHWM"):
-                return int(line.split()[1]) * 1024
 
 def labels(names, count=0):
     return {"names": names, "count": count, "dtype": "<i4"}
@@ -72,15 +67,14 @@ if case.startswith("archive"):
 else:
     data = header(case, n).encode()
     call = lambda: _reconstruct(1, data)
-with open("/proc/self/clear_refs", "w") as clear:
-    clear.write("5")
-before = peak()
+reset_peak()
+before = peak_bytes()
 try:
     call()
     outcome = "loaded"
 except blockmap.BlockMapError as error:
     outcome = type(error).__name__
-print(json.dumps({"input": len(data), "growth": peak() - before, "outcome": outcome}))
+print(json.dumps({"input": len(data), "growth": peak_bytes() - before, "outcome": outcome}))
 """
 
 CASES = {
@@ -98,13 +92,7 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_crafted_input_costs_a_small_constant_times_its_size(case):
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(CHILD), case, str(CASES[case])],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_python(PEAK + CHILD, case, str(CASES[case]), timeout=300)
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured["outcome"] != "loaded", "crafted input was accepted"
     assert measured["input"] > 5_000_000

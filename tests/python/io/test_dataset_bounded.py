@@ -7,7 +7,6 @@ would have replaced is left as it was."""
 
 import json
 import struct
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -18,6 +17,8 @@ import pytest
 import blockmap
 from bench.batches import structure_maps
 from helpers import TESTS_DIR
+from helpers.child import run_python
+from helpers.memory import PEAK
 
 ROOT = TESTS_DIR.parent.parent
 
@@ -44,21 +45,15 @@ CHILD = textwrap.dedent(
     sys.path[:0] = [sys.argv[1]]
     import blockmap
 
-    def peak():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM"):
-                    return int(line.split()[1]) * 1024
 
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    before = peak()
+    reset_peak()
+    before = peak_bytes()
     try:
         blockmap.Dataset.from_diskdataset(sys.argv[2], sys.argv[3])
         outcome = "converted"
     except blockmap.BlockMapError as error:
         outcome = type(error).__name__ + ": " + str(error)
-    print(json.dumps({"growth": peak() - before, "outcome": outcome}))
+    print(json.dumps({"growth": peak_bytes() - before, "outcome": outcome}))
     """
 )
 
@@ -69,13 +64,7 @@ def test_a_zip_bomb_is_refused_in_bounded_memory(tmp_path):
     _bomb(bomb)
     size = bomb.stat().st_size
     assert size < 4_000_000
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD, str(ROOT), str(bomb), str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_python(PEAK + CHILD, str(ROOT), str(bomb), str(tmp_path / "out"), timeout=300)
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured["outcome"].startswith("FormatError"), measured
     assert "zip bomb" in measured["outcome"]

@@ -20,7 +20,9 @@ import blockmap
 from bench.batches import structure_maps
 from bench.workload import build_blockmap, make_arrays
 from helpers import TESTS_DIR
+from helpers.child import run_python
 from helpers.io_cases import assert_identical
+from helpers.memory import PEAK
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SIGKILL of a child")
 
@@ -221,13 +223,7 @@ FAILING_WRITE = textwrap.dedent(
 @pytest.mark.parametrize("in_memory", [True, False])
 def test_a_write_that_failed_part_way_leaves_no_tail(tmp_path, in_memory):
     path = tmp_path / "d"
-    done = subprocess.run(
-        [sys.executable, "-c", FAILING_WRITE, str(ROOT), str(path), str(int(in_memory))],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
+    done = run_python(FAILING_WRITE, ROOT, path, int(in_memory))
     assert done.stdout.split() == ["refused"]
     ds = blockmap.Dataset(path)
     # the file ends with the commit's trailer: opened from it, not recovered
@@ -261,31 +257,18 @@ OPEN_MEASURED = textwrap.dedent(
     sys.path[:0] = [sys.argv[1]]
     import blockmap
 
-    def peak():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM"):
-                    return int(line.split()[1]) * 1024
-
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    before = peak()
+    reset_peak()
+    before = peak_bytes()
     ds = blockmap.Dataset(sys.argv[2])
-    print(len(ds), ds.committed, peak() - before)
+    print(len(ds), ds.committed, peak_bytes() - before)
     """
 )
 
 
 def test_recovery_hashes_an_entry_in_constant_memory(tmp_path):
     path = tmp_path / "d"
-    for script in (UNCOMMITTED, OPEN_MEASURED):
-        done = subprocess.run(
-            [sys.executable, "-c", script, str(ROOT), str(path)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
+    for script in (UNCOMMITTED, PEAK + OPEN_MEASURED):
+        done = run_python(script, ROOT, path)
     count, committed, grown = done.stdout.split()
     assert (count, committed) == ("1", "False")
     # the 64 MB entry was hashed a piece at a time, not read whole

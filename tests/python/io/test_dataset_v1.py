@@ -26,8 +26,8 @@ def test_stored_v1_datasets_read_the_same_maps(name, expected):
     assert len(ds) == len(maps)
     assert ds.committed == (name != "v1-recovered.bmds")
     for i, want in enumerate(maps):
-        assert blockmap.equal(ds[i], want)
-        assert blockmap.equal(ds[i - len(maps)], want)
+        assert ds[i] == want
+        assert ds[i - len(maps)] == want
     with pytest.raises(blockmap.BlockMapIndexError):
         ds[len(maps)]
     # no columns: none listed, and reading one names the upgrade
@@ -48,9 +48,9 @@ def test_upgrade_onto_its_own_path(tmp_path, expected):
     new = blockmap.Dataset(path)
     maps = expected["v1-appended.bmds"]
     assert (new.version, len(new)) == (3, len(maps))
-    assert all(blockmap.equal(new[i], want) for i, want in enumerate(maps))
+    assert all(new[i] == want for i, want in enumerate(maps))
     # the reader of the replaced file keeps its mapping; its reference
     # now names another file
-    assert all(blockmap.equal(old[i], want) for i, want in enumerate(maps))
+    assert all(old[i] == want for i, want in enumerate(maps))
     with pytest.raises(blockmap.BlockMapIOError, match="replaced"):
         pickle.loads(reference)

@@ -23,7 +23,7 @@ from blockmap import (
     TensorBlock,
     TensorMap,
 )
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
 from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
@@ -42,14 +42,7 @@ from helpers.io_cases import (
     tensor_entries_dict,
     write_archive,
 )
-
-
-def _dtype_id(dtype):
-    return np.dtype(dtype).name
-
-
-def _address(array):
-    return array.__array_interface__["data"][0]
+from helpers.memory import address_of, mapping_containing
 
 
 def _kind(data):
@@ -135,7 +128,7 @@ LABELS_METHODS = [m for m in METHODS if "mmap" not in m]
 
 
 @pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_round_trip_every_dtype(tmp_path, rng, dtype, method):
     tensor = make_map(rng, dtype, info=INFO)
     loaded = _round_trip(method, tensor, tmp_path)
@@ -179,7 +172,7 @@ def test_round_trip_block_cases(tmp_path, rng, case, method):
     assert_identical(loaded, block)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_round_trip_block_every_dtype(tmp_path, rng, dtype):
     block = block_with_gradients(rng, dtype)
     for method in ("pathlib", "bytesio", "buffer", "mmap", "methods_buffer"):
@@ -294,19 +287,6 @@ def test_load_reads_any_extension(tmp_path, rng):
 # --------------------------------------------------- zero copy: mapped files
 
 
-def _mapping_containing(address):
-    """(start, end, offset, pathname) of the region of /proc/self/maps holding
-    ``address``."""
-    with open("/proc/self/maps") as f:
-        for line in f:
-            fields = line.split(maxsplit=5)
-            start, end = (int(x, 16) for x in fields[0].split("-"))
-            if start <= address < end:
-                path = fields[5].strip() if len(fields) > 5 else ""
-                return start, end, int(fields[2], 16), path
-    raise AssertionError(f"address {address:#x} is not mapped")
-
-
 def test_mapped_values_are_views_of_one_file_mapping(tmp_path, rng):
     tensor = make_map(rng, np.float64, n_samples=(30, 50, 40))
     path = tmp_path / "data.mts"
@@ -322,7 +302,7 @@ def test_mapped_values_are_views_of_one_file_mapping(tmp_path, rng):
         values = block.values
         assert values.base is not None
         assert values.flags.c_contiguous
-        address = _address(values)
+        address = address_of(values)
         # the array starts exactly where its payload is in the file
         bases.add(address - payloads[f"{name}/values.npy"])
         assert address % 64 == 0
@@ -331,7 +311,9 @@ def test_mapped_values_are_views_of_one_file_mapping(tmp_path, rng):
     assert len(bases) == 1, "values of different blocks are in different mappings"
     (base,) = bases
     assert base % mmap.PAGESIZE == 0
-    start, end, offset, mapped_path = _mapping_containing(base)
+    mapping = mapping_containing(base)
+    assert mapping is not None, f"address {base:#x} is not mapped"
+    start, end, offset, mapped_path, _ = mapping
     assert mapped_path == os.path.realpath(path)
     assert start == base
     assert offset == 0
@@ -401,7 +383,7 @@ def test_load_buffer_views_a_writable_buffer(rng, buffer_type):
     for name, block in all_blocks(loaded):
         values = block.values
         assert np.shares_memory(values, memory), name
-        offset = _address(values) - _address(memory)
+        offset = address_of(values) - address_of(memory)
         assert offset == payloads[f"{name}/values.npy"], name
         assert values.flags.writeable, name
         # writing to the buffer changes the block, and the other way around
@@ -492,7 +474,7 @@ def test_load_buffer_misaligned_buffer_copies(rng, dtype):
     assert_identical(loaded, tensor)
     for name, block in all_blocks(loaded):
         assert block.values.flags.aligned, name
-        assert _address(block.values) % np.dtype(dtype).alignment == 0, name
+        assert address_of(block.values) % np.dtype(dtype).alignment == 0, name
 
 
 # -------------------------------------------------------------- the archive
@@ -502,9 +484,9 @@ def _archives(rng):
     """(name, archive bytes) of maps and blocks of every dtype and case."""
     result = []
     for dtype in ALL_DTYPES:
-        result.append((f"map-{_dtype_id(dtype)}", blockmap.save_buffer(make_map(rng, dtype))))
+        result.append((f"map-{dtype_id(dtype)}", blockmap.save_buffer(make_map(rng, dtype))))
         block = block_with_gradients(rng, dtype)
-        result.append((f"block-{_dtype_id(dtype)}", blockmap.save_buffer(block)))
+        result.append((f"block-{dtype_id(dtype)}", blockmap.save_buffer(block)))
     for case, build in MAP_CASES.items():
         result.append((f"map-{case}", blockmap.save_buffer(build(rng, np.float64))))
     for case, build in BLOCK_CASES.items():
@@ -688,7 +670,7 @@ NUMPY_VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", NUMPY_VARIANTS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_reads_numpy_written_archives(tmp_path, rng, dtype, variant):
     tensor = make_map(rng, dtype, component_sizes=(3, 2), n_samples=(4, 3), info=INFO)
     entries = tensor_entries_dict(tensor)

@@ -15,7 +15,7 @@ import pytest
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
 from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
@@ -34,10 +34,6 @@ from helpers.io_cases import (
 metatensor = pytest.importorskip("metatensor")
 
 WRITERS = {"native": False, "use_numpy": True}
-
-
-def _dtype_id(dtype):
-    return np.dtype(dtype).name
 
 
 def test_reference_is_metatensor_core_0_2_6():
@@ -71,7 +67,7 @@ def _metatensor_reads(path, kind, use_numpy):
 
 
 @pytest.mark.parametrize("reader", WRITERS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_metatensor_reads_blockmap_every_dtype(tmp_path, rng, dtype, reader):
     tensor = make_map(rng, dtype, info=INFO)
     path = tmp_path / "data.mts"
@@ -115,7 +111,7 @@ def test_metatensor_reads_blockmap_blocks(tmp_path, rng, case, reader):
 
 
 @pytest.mark.parametrize("reader", WRITERS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_metatensor_reads_blockmap_blocks_every_dtype(tmp_path, rng, dtype, reader):
     block = block_with_gradients(rng, dtype)
     path = tmp_path / "block.mts"
@@ -185,7 +181,7 @@ def _check_blockmap_reads(path, kind, expected, theirs):
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_blockmap_reads_metatensor_every_dtype(tmp_path, rng, dtype, writer):
     tensor = _metatensor_can_write(make_map(rng, dtype, info=INFO), writer)
     theirs = to_metatensor(tensor)
@@ -229,7 +225,7 @@ def test_blockmap_reads_metatensor_blocks(tmp_path, rng, case, writer):
 
 
 @pytest.mark.parametrize("writer", WRITERS)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_blockmap_reads_metatensor_blocks_every_dtype(tmp_path, rng, dtype, writer):
     block = block_with_gradients(rng, dtype)
     theirs = to_metatensor(block)
@@ -325,7 +321,7 @@ def test_same_entries_as_metatensor(rng, case):
         assert archive.namelist() == expected_entry_names(tensor)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_same_entries_as_metatensor_every_dtype(rng, dtype):
     tensor = make_map(rng, dtype, info=INFO)
     _assert_same_entries(
@@ -337,7 +333,7 @@ def test_same_entries_as_metatensor_every_dtype(rng, dtype):
     )
 
 
-@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.bool_], ids=_dtype_id)
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.bool_], ids=dtype_id)
 def test_one_byte_types_are_written_as_metatensor_accepts(rng, dtype):
     # numpy writes "|i1"; metatensor-core's reader rejects "|"
     block = block_with_gradients(rng, dtype)

@@ -26,6 +26,7 @@ from helpers.io_cases import (
     npy_bytes,
     tensor_entries_dict,
 )
+from helpers.memory import mappings
 
 # ------------------------------------------------------------ mapping modes
 
@@ -137,13 +138,7 @@ def test_headers_longer_than_what_is_read_ahead_are_read_when_met(tmp_path, rng)
 
 
 def _mapping_of(path):
-    ranges = []
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if line.rstrip().endswith(str(path)):
-                start, end = line.split()[0].split("-")
-                ranges.append((int(start, 16), int(end, 16)))
-    return ranges
+    return [(m.start, m.end) for m in mappings() if m.path == str(path)]
 
 
 # ------------------------------------------------------------ larger than memory

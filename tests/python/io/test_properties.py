@@ -21,7 +21,7 @@ import pytest
 
 import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
 from helpers.io_cases import (
     all_blocks,
     assert_identical,
@@ -81,10 +81,6 @@ def _assert_values_not_shared(copied, data):
     for (name, ours), (_, theirs) in zip(all_blocks(copied), all_blocks(data), strict=True):
         if ours.values.size:
             assert not np.shares_memory(ours.values, theirs.values), name
-
-
-def _dtype_id(dtype):
-    return np.dtype(dtype).name
 
 
 def _readable_by_metatensor(data):
@@ -174,7 +170,7 @@ def _check_files(data, workdir, load, load_buffer, cls, is_map):
 PER_DTYPE = scaled(SETTINGS, 1 / 6)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 @PER_DTYPE
 @given(data=st.data())
 def test_map_every_path(workdir, dtype, data):
@@ -191,7 +187,7 @@ def test_map_every_path_any_dtypes(workdir, tensor):
     _check_every_path(tensor, workdir)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 @scaled(SETTINGS, 1 / 10)
 @given(data=st.data())
 def test_map_through_metatensor(workdir, dtype, data):
@@ -228,7 +224,7 @@ def _blocks_and_gradients(draw, dtype=None, for_metatensor=False):
     return block
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 @scaled(SETTINGS, 1 / 10)
 @given(data=st.data())
 def test_block_every_path(workdir, dtype, data):

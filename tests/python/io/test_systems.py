@@ -10,7 +10,6 @@ import io
 import json
 import re
 import struct
-import subprocess
 import sys
 import textwrap
 import zipfile
@@ -31,6 +30,8 @@ from blockmap._systems import (
 )
 from blockmap.metatensor_torch import from_metatensor_torch, to_metatensor_torch
 from helpers import TESTS_DIR
+from helpers.child import run_python
+from helpers.memory import PEAK
 
 # importorskip imports with the modules' own warnings silenced (torch's
 # deprecation of torch.jit.interface, which metatensor-learn and metatomic
@@ -333,22 +334,16 @@ CHILD = textwrap.dedent(
     import blockmap
     from blockmap._systems import tensormap_from_mta
 
-    def peak():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM"):
-                    return int(line.split()[1]) * 1024
 
     data = open(sys.argv[2], "rb").read()
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    before = peak()
+    reset_peak()
+    before = peak_bytes()
     try:
         tensormap_from_mta(data)
         outcome = "converted"
     except blockmap.BlockMapError as error:
         outcome = type(error).__name__ + ": " + str(error)
-    print(json.dumps({"growth": peak() - before, "outcome": outcome}))
+    print(json.dumps({"growth": peak_bytes() - before, "outcome": outcome}))
     """
 )
 
@@ -359,13 +354,7 @@ def test_a_zip_bomb_is_refused_in_bounded_memory(tmp_path):
     _bomb(bomb)
     size = bomb.stat().st_size
     assert size < 1_000_000
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD, str(ROOT / "python"), str(bomb)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert result.returncode == 0, result.stderr
+    result = run_python(PEAK + CHILD, str(ROOT / "python"), str(bomb), timeout=300)
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured["outcome"].startswith("FormatError"), measured
     assert "zip bomb" in measured["outcome"]

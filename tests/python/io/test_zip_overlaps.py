@@ -22,6 +22,8 @@ import pytest
 import blockmap
 from helpers import TESTS_DIR
 from helpers import crafted_zips as cz
+from helpers.child import run_python
+from helpers.memory import PEAK
 
 ROOT = TESTS_DIR.parent.parent
 
@@ -36,11 +38,6 @@ CHILD = textwrap.dedent(
     sys.path[:0] = [sys.argv[1], sys.argv[2]]
     import blockmap
 
-    def peak():
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM"):
-                    return int(line.split()[1]) * 1024
 
     op, path, out = sys.argv[3], sys.argv[4], sys.argv[5]
     with open(path, "rb") as file:
@@ -60,15 +57,14 @@ CHILD = textwrap.dedent(
         "from_diskdataset": lambda: blockmap.Dataset.from_diskdataset(path, out),
         "metatrain convert": lambda: __import__("blockmap.metatrain").metatrain.convert(path, out),
     }
-    with open("/proc/self/clear_refs", "w") as clear:
-        clear.write("5")
-    before = peak()
+    reset_peak()
+    before = peak_bytes()
     try:
         calls[op]()
         outcome = "loaded"
     except blockmap.BlockMapError as error:
         outcome = type(error).__name__ + ": " + str(error)
-    print(json.dumps({"growth": peak() - before, "outcome": outcome}))
+    print(json.dumps({"growth": peak_bytes() - before, "outcome": outcome}))
     """
 )
 
@@ -103,13 +99,9 @@ def test_entries_over_the_same_bytes_are_refused_in_bounded_memory(tmp_path, op,
     path = tmp_path / name
     path.write_bytes(data)
     out = tmp_path / "out.bmdata"
-    result = subprocess.run(
-        [sys.executable, "-c", CHILD, str(TESTS_DIR), str(ROOT), op, str(path), str(out)],
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = run_python(
+        PEAK + CHILD, str(TESTS_DIR), str(ROOT), op, str(path), str(out), timeout=300
     )
-    assert result.returncode == 0, result.stderr
     measured = json.loads(result.stdout.strip().splitlines()[-1])
     assert measured["outcome"].startswith("FormatError"), measured
     assert "overlaps" in measured["outcome"], measured

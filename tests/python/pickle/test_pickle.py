@@ -29,7 +29,7 @@ import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
 from blockmap._blockmap import _reconstruct, _set_pickle_piece_size
 from helpers import TESTS_DIR
-from helpers.dtypes import ALL_DTYPES
+from helpers.dtypes import ALL_DTYPES, dtype_id
 from helpers.io_cases import (
     BLOCK_CASES,
     INFO,
@@ -41,6 +41,7 @@ from helpers.io_cases import (
     labels,
     make_map,
 )
+from helpers.memory import address_of
 from helpers.pickle_cases import (
     CRAFTED,
     FLIPPED_V0,
@@ -54,17 +55,6 @@ DATA = TESTS_DIR.parent / "data" / "pickle"
 
 # "5-oob": protocol 5 with a buffer_callback (out-of-band buffers)
 MODES = ["0", "1", "2", "3", "4", "5", "5-oob"]
-
-
-def _dtype_id(dtype):
-    return np.dtype(dtype).name
-
-
-def _address(obj):
-    """The address of the first byte of an array or any buffer object."""
-    if not isinstance(obj, np.ndarray):
-        obj = np.asarray(memoryview(obj))
-    return obj.__array_interface__["data"][0]
 
 
 def _dumps(data, mode):
@@ -90,11 +80,11 @@ def _aligned(data, offset=0, writable=True):
     past a multiple of 64."""
     data = bytes(data)
     store = np.zeros(len(data) + 128, dtype=np.uint8)
-    start = (-_address(store)) % 64 + offset
+    start = (-address_of(store)) % 64 + offset
     view = store[start : start + len(data)]
     view[:] = np.frombuffer(data, dtype=np.uint8)
     view.flags.writeable = writable
-    assert _address(view) % 64 == offset
+    assert address_of(view) % 64 == offset
     return view
 
 
@@ -126,7 +116,7 @@ def test_map_cases_are_what_they_say(rng):
 
 
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_every_dtype_every_protocol(rng, dtype, mode):
     tensor = make_map(rng, dtype, info=INFO)
     loaded = _round_trip(tensor, mode)
@@ -143,7 +133,7 @@ def test_block_cases_every_protocol(rng, case, mode):
     assert_identical(_round_trip(block, mode), block)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_block_every_dtype_every_protocol(rng, dtype):
     block = block_with_gradients(rng, dtype)
     for mode in MODES:
@@ -248,7 +238,7 @@ def test_out_of_band_buffers_are_the_objects_memory(rng, kind):
         raw = np.frombuffer(buffer.raw(), dtype=np.uint8)
         assert raw.nbytes == array.nbytes, name
         assert raw.nbytes > 0, name
-        assert _address(raw) == _address(array), name
+        assert address_of(raw) == address_of(array), name
         assert np.shares_memory(raw, array), name
 
 
@@ -284,7 +274,7 @@ def test_out_of_band_stream_holds_only_metadata():
     arrays = wire_arrays(big)
     assert sum(buffer.raw().nbytes for buffer in buffers) == sum(a.nbytes for _, a in arrays)
     for buffer, (name, array) in zip(buffers, arrays, strict=True):
-        assert _address(buffer) == _address(array), name
+        assert address_of(buffer) == address_of(array), name
     # the stream does not grow with the data: only the counts' digits change
     small = _big_map(n_samples=1)
     small_stream = pickle.dumps(small, protocol=5, buffer_callback=lambda _: None)
@@ -308,7 +298,7 @@ def test_loads_views_the_buffers_it_is_given(rng, kind):
     # for the values; labels own the copy they validated
     for (name, ours), (_, theirs) in zip(wire_arrays(loaded), wire_arrays(data), strict=True):
         if is_values(name):
-            assert _address(ours) == _address(theirs), name
+            assert address_of(ours) == address_of(theirs), name
             assert np.shares_memory(ours, theirs), name
         else:
             assert not np.shares_memory(ours, theirs), name
@@ -357,7 +347,7 @@ def test_loads_views_fresh_aligned_buffers(rng):
     arrays = wire_arrays(loaded)
     for buffer, (name, array) in zip(given, arrays, strict=True):
         if is_values(name):
-            assert _address(array) == _address(buffer), name
+            assert address_of(array) == address_of(buffer), name
             assert np.shares_memory(array, buffer), name
         else:
             assert not np.shares_memory(array, buffer), name
@@ -620,7 +610,7 @@ def test_copy_shares_block_memory(rng, kind):
     shallow = copy.copy(data)
     assert_identical(shallow, data)
     for (name, ours), (_, theirs) in zip(all_blocks(shallow), all_blocks(data), strict=True):
-        assert _address(ours.values) == _address(theirs.values), name
+        assert address_of(ours.values) == address_of(theirs.values), name
     first = all_blocks(shallow)[0][1]
     first.values[...] = 5
     assert np.all(all_blocks(data)[0][1].values == 5)
@@ -646,7 +636,7 @@ def _odd_memoryview(data):
     store = bytearray(len(data) + 1)
     store[1:] = data
     view = memoryview(store)[1:]
-    assert len(data) == 0 or _address(view) % 2 == 1
+    assert len(data) == 0 or address_of(view) % 2 == 1
     return view
 
 
@@ -702,26 +692,26 @@ def test_reconstruct_accepts_every_kind_of_buffer(rng, kind):
     for buffer, (name, array) in zip(given, wire_arrays(loaded), strict=True):
         alignment = array.dtype.alignment
         assert array.flags.aligned, name
-        assert _address(array) % alignment == 0, name
+        assert address_of(array) % alignment == 0, name
         shares = np.shares_memory(array, np.asarray(memoryview(buffer)))
         if not is_values(name):
             # labels own the copy they validated
             viewed_here = False
         elif viewed is None:
             # offset 4: aligned for the int32 labels, not for the float64 values
-            viewed_here = _address(buffer) % alignment == 0
+            viewed_here = address_of(buffer) % alignment == 0
         else:
             viewed_here = viewed
         assert shares == viewed_here, name
         if not viewed_here:
-            assert _address(array) % 64 == 0, name
+            assert address_of(array) % 64 == 0, name
     if read_only:
         _assert_values_read_only(loaded)
     else:
         _assert_values_writable(loaded)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=_dtype_id)
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=dtype_id)
 def test_misaligned_buffers_are_copied_into_aligned_memory(rng, dtype):
     tensor = make_map(rng, dtype)
     header, buffers = _reduce_5(tensor)
@@ -733,12 +723,12 @@ def test_misaligned_buffers_are_copied_into_aligned_memory(rng, dtype):
             # numpy's alignment of the element type (complex64: 4, complex128: 8)
             alignment = array.dtype.alignment
             assert array.flags.aligned, (offset, name)
-            assert _address(array) % alignment == 0, (offset, name)
+            assert address_of(array) % alignment == 0, (offset, name)
             if offset % alignment == 0 and is_values(name):
-                assert _address(array) == _address(buffer), (offset, name)
+                assert address_of(array) == address_of(buffer), (offset, name)
             else:
                 assert not np.shares_memory(array, buffer), (offset, name)
-                assert _address(array) % 64 == 0, (offset, name)
+                assert address_of(array) % 64 == 0, (offset, name)
 
 
 def test_non_contiguous_buffers_are_copied(rng):

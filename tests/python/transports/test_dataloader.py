@@ -23,6 +23,7 @@ from bench.batches import structure_arrays, structure_maps, w_pieces
 from bench.workload import build_blockmap, make_arrays
 from helpers import TESTS_DIR, error_cases, loaders
 from helpers.io_cases import assert_identical, run_child
+from helpers.memory import address_of, mappings
 
 torch = pytest.importorskip("torch")
 DataLoader = pytest.importorskip("torch.utils.data").DataLoader
@@ -67,14 +68,8 @@ def _numpy(tensor):
 
 
 def _in_segment(array):
-    address = np.asarray(array).__array_interface__["data"][0]
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if SEGMENT in line:
-                start, end = (int(x, 16) for x in line.split()[0].split("-"))
-                if start <= address and address + array.nbytes <= end:
-                    return True
-    return False
+    address = address_of(np.asarray(array))
+    return any(m.holds(address, array.nbytes) for m in mappings() if SEGMENT in m.path)
 
 
 def _loader(dataset, method, batch_size=2, collate_fn=loaders.collate, **kwargs):

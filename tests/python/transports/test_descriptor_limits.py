@@ -11,13 +11,13 @@ receive a descriptor raises ``BlockMapIOError``.
 """
 
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from helpers import TESTS_DIR
+from helpers.child import environment, run_python
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memfd shared memory is Linux only")
 
@@ -53,17 +53,14 @@ def check(maps):
 
 def _run(tmp_path, code, limit, *args):
     # a script file, so that spawned workers can import its functions
-    script = tmp_path / "limited.py"
-    script.write_text(PRELUDE + textwrap.dedent(code))
-    result = subprocess.run(
-        [sys.executable, str(script), str(limit), *map(str, args)],
-        capture_output=True,
-        text=True,
+    result = run_python(
+        PRELUDE + textwrap.dedent(code),
+        limit,
+        *args,
+        script=tmp_path / "limited.py",
         timeout=180,
-        check=False,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS_DIR), *sys.path])},
+        env=environment(PYTHONPATH=os.pathsep.join([str(TESTS_DIR), *sys.path])),
     )
-    assert result.returncode == 0, result.stdout + result.stderr
     return result.stdout.split()
 
 

@@ -4,34 +4,19 @@ protocols through the ``.mts`` archive), multiprocessing Pool and shared
 memory, and a real dask LocalCluster. Registration changes the process it
 runs in, so every case runs in a fresh interpreter."""
 
-import os
-import pathlib
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-pytest.importorskip("metatensor")
+from helpers.child import run_python
 
-TESTS = pathlib.Path(__file__).parents[1]
+pytest.importorskip("metatensor")
 
 
 def run(code, timeout=180):
     """Run ``code`` in a fresh interpreter that can import the test helpers;
     return its stdout lines."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
-    result = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout.strip().splitlines()
+    return run_python(code, timeout=timeout).stdout.strip().splitlines()
 
 
 def test_importing_blockmap_changes_nothing_about_metatensor():

@@ -31,6 +31,7 @@ from helpers.io_cases import (
     labels,
     make_map,
 )
+from helpers.memory import mapping_containing
 from helpers.pickle_cases import doubled, is_values, wire_arrays
 
 ray = pytest.importorskip("ray")
@@ -72,22 +73,13 @@ def ray_instance():
 # ------------------------------------------------------------------ helpers
 
 
-def _mapping(address):
-    """The line of /proc/self/maps whose address range holds ``address``."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            start, end = (int(part, 16) for part in line.split()[0].split("-"))
-            if start <= address < end:
-                return line.strip()
-    return None
-
-
 def _in_object_store(array):
     """Whether ``array``'s memory lies in a shared mapping of ray's object
     store (``rw-s ... /dev/shm/plasmaXXXXXX (deleted)``)."""
-    line = _mapping(array.ctypes.data)
-    if line is None:
+    mapping = mapping_containing(array.ctypes.data)
+    if mapping is None:
         return False
+    line = mapping.line
     fields = line.split(maxsplit=5)
     return fields[1][3] == "s" and len(fields) == 6 and "plasma" in fields[5]
 

@@ -20,6 +20,7 @@ import blockmap
 from blockmap import Labels, TensorBlock, TensorMap
 from helpers import TESTS_DIR, error_cases
 from helpers.io_cases import assert_identical, make_map, zero_block_map
+from helpers.memory import address_of, mappings
 from helpers.pickle_cases import identity
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="memfd shared memory is Linux only")
@@ -46,11 +47,7 @@ def _arrays(data):
 
 def _segment_ranges():
     """Address ranges of this process's mappings of blockmap segments."""
-    with open("/proc/self/maps") as maps:
-        for line in maps:
-            if SEGMENT in line:
-                start, end = line.split()[0].split("-")
-                yield int(start, 16), int(end, 16)
+    return [(m.start, m.end) for m in mappings() if SEGMENT in m.path]
 
 
 def _value_arrays(data):
@@ -81,10 +78,8 @@ def _label_arrays(data):
 def _in_segment(array):
     if array.size == 0:
         return True
-    address = array.__array_interface__["data"][0]
-    return any(
-        start <= address and address + array.nbytes <= end for start, end in _segment_ranges()
-    )
+    address = address_of(array)
+    return any(m.holds(address, array.nbytes) for m in mappings() if SEGMENT in m.path)
 
 
 def _double_first(tensor):

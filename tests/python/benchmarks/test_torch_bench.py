@@ -10,7 +10,7 @@ import pytest
 from bench import report
 from helpers import TESTS_DIR
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.benchmark
 pytest.importorskip("torch")
 pytest.importorskip("metatensor.torch")
 

@@ -15,7 +15,7 @@ from bench.batches import qm9_maps
 from helpers import TESTS_DIR
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.benchmark,
     # metatrain (the DiskDataset peer) scripts functions with torch.jit on import
     pytest.mark.filterwarnings("ignore:`torch.jit.:FutureWarning"),
 ]

@@ -15,7 +15,7 @@ from bench.training_data import BLOCKMAP_UNAVAILABLE, blockmap_metatrain
 from helpers import TESTS_DIR
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.benchmark,
     pytest.mark.filterwarnings("ignore:`torch.jit.:FutureWarning"),
 ]
 pytest.importorskip("metatrain")

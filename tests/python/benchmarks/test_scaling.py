@@ -38,7 +38,7 @@ def test_generated_maps_have_the_fixed_total_size():
         assert arrays.blocks[-1].values.flat[0] == blocks - 1
 
 
-@pytest.mark.slow
+@pytest.mark.benchmark
 @pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}")
 def test_quick_scaling_report_has_every_operation_and_library(tmp_path):
     markdown, chart = tmp_path / "scaling.md", tmp_path / "scaling.png"

@@ -21,7 +21,7 @@ MISSING = [
 ]
 
 pytestmark = [
-    pytest.mark.slow,
+    pytest.mark.benchmark,
     pytest.mark.skipif(bool(MISSING), reason=f"not installed: {', '.join(MISSING)}"),
 ]
 
