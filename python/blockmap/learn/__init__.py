@@ -1,7 +1,7 @@
 """metatensor-learn, running on blockmap's classes.
 
-metatensor-learn 0.5 (``pip install metatensor-learn``, which metatrain
-uses) brings the data tools of a training loop (``Dataset``,
+metatensor-learn 0.5 (which metatrain 2026.4 uses) or 0.6 (``pip install
+metatensor-learn``) brings the data tools of a training loop (``Dataset``,
 ``IndexedDataset``, ``group``, ``group_and_join``, ``DataLoader``) and
 ``nn`` modules over maps (``ModuleMap``, ``Linear``, ``EquivariantLinear``,
 ``LayerNorm``, the activations, ``Sequential``). ``blockmap.learn`` offers
