@@ -97,7 +97,7 @@ def _stores_beside(path: str) -> list[str]:
     if it was computed for this dataset, or compute it again, and why."""
     import glob
 
-    from ..dataset import Dataset
+    from .. import Dataset
     from ..exceptions import BlockMapError
 
     notes = []
@@ -123,7 +123,7 @@ def _summary(path: str) -> str:
     dataset it wrote."""
     import os
 
-    from ..dataset import Dataset
+    from .. import Dataset
 
     data = Dataset(path)
     fields = list(data.fields) if not data._single else []

@@ -30,7 +30,7 @@ import sys
 import threading
 from typing import Any
 
-from ..dataset import Dataset
+from .. import Dataset
 from ..exceptions import BlockMapError, ValidationError
 from . import _batch, _dataset, _distributed, _neighbors
 from ._version import SUPPORTED, check_version, require_tested

@@ -116,16 +116,18 @@ def test_a_read_from_meant_for_blockmap_names_bmdata(tiny, tmp_path, name):
 
 @pytest.mark.slow
 def test_blockmaps_errors_inside_train_say_they_are_blockmaps(tiny, tmp_path):
-    shutil.copy(tiny / "zip.bmdata", tmp_path / "data.bmdata")
-    options = tmp_path / "options.yaml"
-    metatrain_data.write_options(options, "data.bmdata")
-    # a target the dataset does not hold: blockmap's ValidationError
-    options.write_text(options.read_text().replace("key: energy", "key: enthalpy"))
+    # a dataset of the energies alone, without systems: blockmap's
+    # ValidationError when train opens it
+    energies = blockmap.Dataset(tiny / "zip.bmdata").field("energy")
+    with blockmap.DatasetWriter(tmp_path / "data.bmdata") as writer:
+        for tensor in energies:
+            writer.write(energy=tensor)
+    metatrain_data.write_options(tmp_path / "options.yaml", "data.bmdata")
     done = run("train", "options.yaml", cwd=tmp_path)
     assert done.returncode == 1
     out = done.stdout + done.stderr
     assert "blockmap error (blockmap.ValidationError)" in out, out[-3000:]
-    assert "has no field for the target" in out
+    assert "it has no 'system' field" in out
     assert "metatrain/issues" not in out
     assert "error.log" in out  # where the traceback is
 
