@@ -29,7 +29,7 @@ blockmap.metatrain.install()
 import metatrain.soap_bpnn.trainer as trainer_module  # noqa: E402
 import metatrain.utils.data.dataset as data_module  # noqa: E402
 
-from blockmap.metatrain import _dataset  # noqa: E402
+from blockmap.metatrain import _dataset, _neighbors  # noqa: E402
 
 rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0")))
 disk_reads = []
@@ -73,6 +73,8 @@ def train(self, *args, **kwargs):
             "dataset_bytes": [os.path.getsize(d.path) for d in datasets],
         }
         record.update(memory({os.path.realpath(d.path) for d in datasets}))
+        # the structures whose neighbour lists this process computed
+        record["lists_computed"] = _neighbors.computed
         with open(f"{OUT}.{rank}.json", "w") as file:
             json.dump(record, file)
 

@@ -178,6 +178,10 @@ def test_only_rank_zero_writes(runs, launch):
         assert f"{made[0]}/{name}" in files, files
     assert "model.pt" in files and "model.ckpt" in files
     # the log of one process: each of the 2 epochs logged once
+    # the neighbour-list store of the dataset: computed by rank 0 alone
+    # (the first run here), or opened by both
+    computed = [record["lists_computed"] for record in reads(directory)]
+    assert computed in ([40, 0], [0, 0]), computed
     log = (directory / made[0] / "train.log").read_text()
     assert log.count("Epoch") == 2, log
     assert log.count("Training finished") == 1, log
