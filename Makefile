@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.deps-installed
 
-.PHONY: all test test-fast demo bench scaling fuzz check-memory build lint stubtest rust-test py-test py-test-fast test-installed docs browser wheels test-wheels clean
+.PHONY: all test test-fast test-learn-0.6 demo bench scaling fuzz check-memory build lint stubtest rust-test py-test py-test-fast test-installed docs browser wheels test-wheels clean
 
 all: test
 
@@ -66,7 +66,27 @@ test-installed: build
 	$(PY) -m maturin build --release --quiet --interpreter $(abspath $(PY)) --out $(INSTALLED_OUT)
 	scripts/test-installed.sh $(abspath $(PY)) $(INSTALLED_OUT)/*.whl
 
-test: build lint stubtest rust-test py-test test-installed
+# blockmap.learn on metatensor-learn 0.6 (what a standalone user of the
+# `learn` extra installs; metatrain 2026.4 in .venv pins < 0.6): a second,
+# small environment (scripts/learn-0.6-env.sh: metatensor-learn 0.6.2 of
+# constraints-learn-0.6.txt over .venv's packages, metatrain hidden; under
+# a second to make) running tests/python/compat/test_learn.py (about 30 s),
+# and metatensor-learn 0.6's own suite on blockmap.learn when a clone of
+# metatensor is given (METATENSOR_REPO; scripts/upstream-learn-tests.sh).
+LEARN06 := target/venv-learn-0.6
+$(LEARN06)/.installed: $(STAMP) constraints-learn-0.6.txt scripts/learn-0.6-env.sh
+	scripts/learn-0.6-env.sh $(abspath $(PY)) $(LEARN06)
+	touch $@
+
+test-learn-0.6: build $(LEARN06)/.installed
+	BLOCKMAP_REQUIRE_ALL=1 $(LEARN06)/bin/python -m pytest -q tests/python/compat/test_learn.py
+	@if [ -n "$(METATENSOR_REPO)" ]; then \
+		scripts/upstream-learn-tests.sh $(abspath $(LEARN06))/bin/python metatensor-learn-v0.6.1; \
+	else \
+		echo "metatensor-learn 0.6's own suite: not run (set METATENSOR_REPO to a clone of metatensor)"; \
+	fi
+
+test: build lint stubtest rust-test py-test test-installed test-learn-0.6
 
 # Every tier but the slow ones: lints, stubs, Rust tests and pytest without
 # the `slow`, `benchmark` and `docs` tiers (no site is built).

@@ -215,12 +215,17 @@ class Dataset(_Dataset):
     def _integer(self, index: Any) -> int:
         return _index(index)
 
+    # an entry is a TensorMap or the named tuple of an entry's maps, which
+    # the file decides: typed Any, so that both `second: TensorMap = ds[1]`
+    # and `ds[0].system`, `ds[0]["energy"]` (docs/format.md) type-check
     @overload
-    def __getitem__(self, index: SupportsIndex) -> TensorMap: ...
+    def __getitem__(self, index: SupportsIndex) -> Any: ...
     @overload
-    def __getitem__(self, index: slice) -> list[TensorMap]: ...
-    def __getitem__(self, index: SupportsIndex | slice) -> TensorMap | list[TensorMap]:
-        """``dataset[index]``: one map, or a list of maps for a slice.
+    def __getitem__(self, index: slice) -> list[Any]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> Any:
+        """``dataset[index]``: one entry, or a list of entries for a slice:
+        an entry is a map, or, in a dataset of fields, the named tuple of
+        its maps (``entry.system``, ``entry["energy"]``).
 
         Parameters
         ----------
@@ -229,8 +234,8 @@ class Dataset(_Dataset):
 
         Returns
         -------
-        TensorMap or list of TensorMap
-            The map (views of the mapped file), or the maps of the slice.
+        TensorMap, named tuple of TensorMap, or a list of them
+            The entry (views of the mapped file), or the entries of the slice.
 
         Raises
         ------
@@ -256,8 +261,9 @@ class Dataset(_Dataset):
         fields = tuple(self.fields)
         return _entry_type(fields)(*(self._get(index, field=f) for f in range(len(fields))))
 
-    def __iter__(self) -> Iterator[TensorMap]:
-        """``for tensor in dataset``: every map, in order.
+    def __iter__(self) -> Iterator[Any]:
+        """``for tensor in dataset``: every entry, in order (a map, or the
+        named tuple of an entry's maps).
 
         Yields
         ------

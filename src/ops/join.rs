@@ -190,19 +190,28 @@ fn block_of<'a>(map: &'a TensorMap, key: &[i32]) -> Result<&'a TensorBlock> {
     Ok(&map.blocks()[position])
 }
 
-/// metatensor-operations' `check_same_keys_raise`.
+/// What joining maps of different keys takes, added to the messages of
+/// `check_same_keys` (metatensor-operations' own messages say nothing of it).
+const DIFFERENT_KEYS_HINT: &str = "; to join maps whose keys differ, pass \
+    different_keys=\"union\" (every key, the blocks a map lacks taken as empty) or \
+    different_keys=\"intersection\" (the keys all maps have)";
+
+/// metatensor-operations' `check_same_keys_raise`, with the way out
+/// ([`DIFFERENT_KEYS_HINT`]).
 fn check_same_keys(a: &TensorMap, b: &TensorMap, fname: &str) -> Result<()> {
     let (keys_a, keys_b) = (a.keys(), b.keys());
     if keys_a.names() != keys_b.names() {
         return Err(Error::NotEqual(format!(
-            "inputs to '{fname}' should have the same keys names, got '{:?}' and '{:?}'",
+            "inputs to '{fname}' should have the same keys names, got '{:?}' and \
+             '{:?}'{DIFFERENT_KEYS_HINT}",
             keys_a.names(),
             keys_b.names()
         )));
     }
     if keys_a.count() != keys_b.count() {
         return Err(Error::NotEqual(format!(
-            "inputs to '{fname}' should have the same number of blocks, got {} and {}",
+            "inputs to '{fname}' should have the same number of blocks, got {} and \
+             {}{DIFFERENT_KEYS_HINT}",
             keys_a.count(),
             keys_b.count()
         )));
@@ -210,7 +219,7 @@ fn check_same_keys(a: &TensorMap, b: &TensorMap, fname: &str) -> Result<()> {
     for i in 0..keys_b.count() {
         if keys_a.position(keys_b.row(i))?.is_none() {
             return Err(Error::NotEqual(format!(
-                "inputs to '{fname}' should have the same keys"
+                "inputs to '{fname}' should have the same keys{DIFFERENT_KEYS_HINT}"
             )));
         }
     }

@@ -1,7 +1,7 @@
 """metatensor-learn, running on blockmap's classes.
 
-metatensor-learn 0.5 (``pip install metatensor-learn``, which metatrain
-uses) brings the data tools of a training loop (``Dataset``,
+metatensor-learn 0.5 (which metatrain 2026.4 uses) or 0.6 (``pip install
+metatensor-learn``) brings the data tools of a training loop (``Dataset``,
 ``IndexedDataset``, ``group``, ``group_and_join``, ``DataLoader``) and
 ``nn`` modules over maps (``ModuleMap``, ``Linear``, ``EquivariantLinear``,
 ``LayerNorm``, the activations, ``Sequential``). ``blockmap.learn`` offers
@@ -30,6 +30,7 @@ import os
 from typing import Any
 
 from .. import _optional
+from ..exceptions import BlockMapTypeError
 
 
 def _find(name: str, requirement: str) -> str:
@@ -95,5 +96,68 @@ def _writable_buffers(deserialize: Any) -> Any:
 
 
 nn._module._deserialize_metatensor = _writable_buffers(nn._module._deserialize_metatensor)
+
+
+def _checked_init(init: Any) -> Any:
+    """``ModuleMap.__init__`` (which every module over maps builds, and
+    whose keys and properties they all keep), refusing at construction
+    what is not blockmap's: metatensor's Labels were accepted and failed
+    only at ``state_dict()`` or ``.to()``."""
+
+    @functools.wraps(init)
+    def __init__(self: Any, in_keys: Any, modules: Any, out_properties: Any = None) -> None:
+        _labels(in_keys, "in_keys")
+        if out_properties is not None:
+            if isinstance(out_properties, (str, bytes)) or not hasattr(out_properties, "__iter__"):
+                raise BlockMapTypeError(
+                    "out_properties must be a list of blockmap.Labels, not "
+                    f"{type(out_properties).__name__}"
+                )
+            for i, labels in enumerate(out_properties):
+                _labels(labels, f"out_properties[{i}]")
+        init(self, in_keys, modules, out_properties)
+
+    return __init__
+
+
+def _labels(value: Any, what: str) -> None:
+    from ._backend import isinstance_metatensor
+
+    if not isinstance_metatensor(value, "Labels"):  # metatensor's: refused naming it
+        raise BlockMapTypeError(
+            f"blockmap.learn.nn takes blockmap.Labels as {what}, not {type(value).__name__}"
+        )
+
+
+def _checked_forward(forward: Any) -> Any:
+    """``ModuleMap.forward`` (which every module over maps calls), refusing
+    a map that is not blockmap's, or whose arrays are numpy's (a
+    ``blockmap.Dataset``'s read-only views): torch's modules would raise
+    their own ``TypeError`` on a numpy array."""
+
+    @functools.wraps(forward)
+    def wrapper(self: Any, tensor: Any) -> Any:
+        from ._backend import isinstance_metatensor
+
+        if not isinstance_metatensor(tensor, "TensorMap"):
+            raise BlockMapTypeError(
+                f"blockmap.learn.nn modules take a blockmap.TensorMap, not {type(tensor).__name__}"
+            )
+        if tensor._arrays == "numpy":
+            raise BlockMapTypeError(
+                "blockmap.learn.nn modules take maps of torch tensors, and this map holds "
+                "numpy arrays (a blockmap.Dataset's entries are numpy views of the file): "
+                'convert it with `tensor.to(arrays="torch")` (the same memory, no copy) '
+                "before calling the module, or in a DataLoader's collate_fn (a dataset opened "
+                'with mmap="c" gives writable views, of which torch makes tensors without '
+                "its warning on read-only arrays)"
+            )
+        return forward(self, tensor)
+
+    return wrapper
+
+
+nn.ModuleMap.__init__ = _checked_init(nn.ModuleMap.__init__)
+nn.ModuleMap.forward = _checked_forward(nn.ModuleMap.forward)
 
 __all__ = ["DataLoader", "Dataset", "IndexedDataset", "Linear", "ModuleMap", "data", "nn"]

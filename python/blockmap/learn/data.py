@@ -1,7 +1,7 @@
 """metatensor-learn's data tools on blockmap's maps.
 
-- :class:`Dataset` and :class:`IndexedDataset` are metatensor-learn 0.5's
-  own code (``metatensor_learn/data/_dataset.py``, loaded again as
+- :class:`Dataset` and :class:`IndexedDataset` are the installed
+  metatensor-learn's own code (``metatensor_learn/data/_dataset.py``, loaded again as
   ``blockmap.learn.data._dataset``): the same constructors, ``from_dict``,
   errors and messages. Their samples are the named tuples of
   ``blockmap._namedtuple``, which pickle (so do the datasets, for

@@ -1,4 +1,4 @@
-"""Type stubs for :mod:`blockmap.learn.nn`: metatensor-learn 0.5's ``nn``
+"""Type stubs for :mod:`blockmap.learn.nn`: metatensor-learn 0.5's and 0.6's ``nn``
 modules (its own files, loaded on blockmap's classes), with their
 signatures as metatensor-learn declares them."""
 
@@ -10,6 +10,7 @@ import torch
 from .._blockmap import Labels, LabelsEntry, TensorBlock, TensorMap
 
 __all__ = [
+    "Buffer",
     "EquivariantLinear",
     "EquivariantTransformation",
     "InvariantLayerNorm",
@@ -26,8 +27,16 @@ __all__ = [
     "Tanh",
 ]
 
+class Buffer:
+    # metatensor-learn 0.6 (absent from 0.5): metatensor data assigned to a
+    # Module attribute, registered as a buffer
+    data: Any
+    persistent: bool
+    def __init__(self, value: Any, persistent: bool = True) -> None: ...
+
 class Module(torch.nn.Module):
     def __init__(self) -> None: ...
+    def register_buffer(self, name: str, value: Any, persistent: bool = True) -> None: ...
     def get_extra_state(self) -> dict[str, Any]: ...
     def set_extra_state(self, extra: dict[str, Any]) -> None: ...
 

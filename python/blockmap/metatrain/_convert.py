@@ -236,6 +236,13 @@ def _options_sections(source: str) -> list[tuple[str, Any]]:
         read_from = config["systems"]["read_from"] if "systems" in config else None
         if not read_from:
             raise ValidationError(f"'{source}': its {section} names no systems (read_from)")
+        if str(read_from).lower().endswith(".zip"):
+            raise ValidationError(
+                f"'{source}': its {section} reads the DiskDataset zip '{read_from}': convert "
+                f"the zip itself (`python -m blockmap.metatrain convert {read_from} "
+                f"{section_dest('DEST.bmdata', section)}`), then point read_from at the "
+                ".bmdata"
+            )
         # every file metatrain's readers will open (the systems', each
         # target's and extra data's, their gradients'): regular files only
         for path in _read_from(config):
@@ -282,12 +289,17 @@ def _from_readers(config: Any, writer: DatasetWriter, progress: bool) -> None:
     from ..metatensor_torch import from_metatensor_torch
 
     read_from = config["systems"]["read_from"]
+    reader = config["systems"]["reader"]
     try:
-        systems = read_systems(filename=read_from, reader=config["systems"]["reader"])
-        targets, _ = read_targets(conf=config["targets"])
+        what = f"reading the systems of '{read_from}' ({_reader(reader, read_from)})"
+        with _phase(progress, what):
+            systems = read_systems(filename=read_from, reader=reader)
+        with _phase(progress, "reading the targets (metatrain's readers)"):
+            targets, _ = read_targets(conf=config["targets"])
         extra: dict[str, Any] = {}
         if "extra_data" in config and config["extra_data"]:
-            extra, _ = read_extra_data(conf=config["extra_data"])
+            with _phase(progress, "reading the extra data (metatrain's readers)"):
+                extra, _ = read_extra_data(conf=config["extra_data"])
     except FileNotFoundError as error:
         raise MissingFileError(f"metatrain's readers: {error}") from error
     except (ValueError, KeyError, TypeError) as error:
@@ -302,7 +314,9 @@ def _from_readers(config: Any, writer: DatasetWriter, progress: bool) -> None:
     def stored(tensor: Any, index: int) -> TensorMap:
         return _fixed(from_metatensor_torch(tensor.to(dtype=torch.float64)), index)
 
-    for index in _progress(list(range(len(systems))), progress, "systems"):
+    entries = _progress(list(range(len(systems))), progress, "systems")
+    _describe(entries, f"writing '{os.path.basename(writer.path)}'")
+    for index in entries:
         system = systems[index].to(dtype=torch.float64)
         maps = {
             "system" if name == "system" else f"system/{name}": tensor
@@ -311,6 +325,36 @@ def _from_readers(config: Any, writer: DatasetWriter, progress: bool) -> None:
         for name, values in fields.items():
             maps[name] = stored(values[index], index)
         writer.write(**maps, columns={"n_atoms": len(system)})
+
+
+def _reader(reader: Any, read_from: str) -> str:
+    """Which reader metatrain uses for ``read_from``, as the progress says it."""
+    if reader:
+        return f"metatrain's {reader} reader"
+    suffix = os.path.splitext(read_from)[1]
+    return "ASE, metatrain's reader of " + (suffix or "this file")
+
+
+@contextlib.contextmanager
+def _phase(progress: bool, what: str) -> Any:
+    """With ``progress``: ``what`` on stderr when it starts, and its time
+    when it ends (a phase that is one call, without a bar)."""
+    import sys
+    import time
+
+    if not progress:
+        yield
+        return
+    print(f"{what} ...", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    yield
+    print(f"{what}: done in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+
+
+def _describe(bar: Any, label: str) -> None:
+    """Label a tqdm bar (a plain list without progress: nothing)."""
+    if hasattr(bar, "set_description"):
+        bar.set_description(label)
 
 
 def _fixed(tensor: TensorMap, index: int) -> TensorMap:

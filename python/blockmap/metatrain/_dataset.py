@@ -196,6 +196,16 @@ class MetatrainDataset:
                     self.stored_lists.extend(system.known_neighbor_lists())
         # (cutoff, full_list, strict) -> the stored neighbour lists
         self.neighbors: dict[tuple[float, bool, bool], _neighbors.Store] = {}
+        #: how many times each entry was read (``ds[i]``) in this process:
+        #: what a rank of a distributed training reads (docs/training.md)
+        self.read_counts = np.zeros(len(self.data), dtype=np.int64)
+
+    def bytes_read(self) -> int:
+        """The bytes of the entries read (``ds[i]``) in this process so
+        far, each entry counted at each read: the file's span of each
+        entry (all its fields) times its :attr:`read_counts`."""
+        read = np.flatnonzero(self.read_counts)
+        return int(sum(self.data._slot(int(i))[1] * int(self.read_counts[i]) for i in read))
 
     def _checked_atom_counts(self) -> np.ndarray:
         """The atom count of every entry, from the index: the ``n_atoms``
@@ -295,6 +305,7 @@ class MetatrainDataset:
             name: get(index, field=field) for name, field in self._system_fields.items()
         }
         self._checked_system(index, views["system"]["system"])
+        self.read_counts[index] += 1
         return Sample(self, index, views)
 
     def __iter__(self) -> Any:

@@ -116,7 +116,12 @@ def convert_diskdataset(
 
     first_names: list[str] | None = None
     with DatasetWriter(path) as writer:
-        for index in _progress(sorted(samples), progress, "samples"):
+        entries = _progress(sorted(samples), progress, "samples")
+        if hasattr(entries, "set_description"):
+            entries.set_description(
+                f"converting '{os.path.basename(shown)}' into '{os.path.basename(os.fspath(path))}'"
+            )
+        for index in entries:
             members = samples[index]
             entry: dict[str, TensorMap] = {}
             for name in fields:

@@ -136,11 +136,12 @@ def _digest(maps: Any) -> str:
     return f"{crc:08x}"
 
 
-def _open(path: str, identity: dict[str, str]) -> Dataset | None:
+def _open(path: str, identity: dict[str, str]) -> Dataset | str:
     """The store at ``path`` if it was computed for this dataset by this
-    code and is intact; ``None`` (computed again) otherwise."""
+    code and is intact; otherwise why it is not used (it is computed
+    again)."""
     if not os.path.exists(path):
-        return None
+        return "there is no store yet"
     why = None
     try:
         stored = Dataset(path)
@@ -161,8 +162,7 @@ def _open(path: str, identity: dict[str, str]) -> Dataset | None:
     except BlockMapError as error:
         why = str(error)
     if why is not None:
-        _LOG.info("the neighbour-list store %s is not used (%s): computed again", path, why)
-        return None
+        return f"the store there is not used: {why}"
     return stored
 
 
@@ -211,36 +211,66 @@ def ensure(dataset: Any, options: Any) -> Store | None:
     path = store_path(dataset.path, key)
     identity = _identity(dataset, options)
     stored = _open(path, identity)
-    if stored is None:
-        stored = _compute(dataset, options, path, identity)
+    if isinstance(stored, str):
+        stored = _compute(dataset, options, path, identity, why=stored)
+    else:
+        _LOG.info(
+            "neighbour lists (%s): reusing the store %s, computed for this dataset by %s",
+            _described(options),
+            path,
+            identity["engine"],
+        )
     found = Store(options, stored)
     dataset.neighbors[key] = found
     return found
 
 
-def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str]) -> Any:
+def _described(options: Any) -> str:
+    """The options of a list, as the messages say them."""
+    cutoff, full_list, strict = options_key(options)
+    return (
+        f"cutoff {cutoff!r}, {'full' if full_list else 'half'} list, "
+        f"{'strict' if strict else 'not strict'}"
+    )
+
+
+def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str], why: str = "") -> Any:
     global computed
     require_tested()  # _compute_single_neighbor_list is metatrain's own
+    import time
+
     from metatrain.utils import neighbor_lists
     from metatrain.utils.data.system_to_ase import system_to_ase
 
+    count = len(dataset)
     _LOG.info(
-        "computing the neighbour lists (cutoff %s, full_list %s, strict %s) of %d structures "
-        "into %s",
-        options.cutoff,
-        options.full_list,
-        options.strict,
-        len(dataset),
+        "neighbour lists (%s): computing them for the %d structures into %s (%s)",
+        _described(options),
+        count,
         path,
+        why or "asked for",
     )
     keys = Labels(["_"], np.zeros((1, 1), dtype=np.int32))
     maps = []
-    for index in range(len(dataset)):
+    start = time.perf_counter()
+    # a line at each tenth: a long computation shows that it advances
+    step = max(count // 10, 1)
+    for index in range(count):
+        if index and index % step == 0:
+            _LOG.info(
+                "neighbour lists: %d of %d structures (%.1f s)",
+                index,
+                count,
+                time.perf_counter() - start,
+            )
         system = dataset.system(index)
         block = neighbor_lists._compute_single_neighbor_list(system_to_ase(system), options)
         block = block.to(dtype=system.dtype)
         computed += 1
         maps.append(TensorMap(keys, [from_metatensor_torch(block).to(arrays="numpy")]))
+    _LOG.info(
+        "neighbour lists: %d structures computed in %.1f s", count, time.perf_counter() - start
+    )
     if maps:
         for name, value in {**identity, "lists_crc32": _digest(maps)}.items():
             maps[0].set_info(name, value)

@@ -25,11 +25,14 @@ blockmap's ``metatrain`` extra); on another, :func:`install` raises an
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from typing import Any
 
-from . import _batch, _dataset, _neighbors
+from .. import Dataset
+from ..exceptions import BlockMapError, ValidationError
+from . import _batch, _dataset, _distributed, _neighbors
 from ._version import SUPPORTED, check_version, require_tested
 
 __all__ = ["SUPPORTED", "check_version", "install", "uninstall"]
@@ -45,6 +48,31 @@ _LOCK = threading.RLock()
 
 def _bmdata(path: Any) -> bool:
     return str(path).endswith(".bmdata")
+
+
+def _not_bmdata(read_from: Any, error: Exception) -> str | None:
+    """The message naming ``.bmdata`` when metatrain found no reader for
+    ``read_from`` (``error``) and it looks meant for blockmap: a suffix
+    ``.bmdata`` in other case, ``.data``, or a blockmap dataset under
+    another name."""
+    if "not linked to a default reader" not in str(error):
+        return None
+    path = str(read_from)
+    suffix = os.path.splitext(path)[1]
+    if suffix.lower() in (".bmdata", ".data"):
+        why = f"it ends in '{suffix}'"
+    else:
+        try:
+            Dataset(path)
+        except BlockMapError:
+            return None
+        why = "it is a blockmap dataset"
+    return (
+        f"read_from '{path}': {why}, and blockmap serves the datasets whose read_from "
+        "ends in '.bmdata' (lower case), under `python -m blockmap.metatrain train` / "
+        "`eval`: rename the file (or write it with `python -m blockmap.metatrain convert "
+        f"SOURCE DEST.bmdata`); metatrain says: {error}"
+    )
 
 
 def _walk() -> None:
@@ -98,11 +126,29 @@ def _install_locked() -> None:
     original_unpack = data_module.unpack_batch
     original_transform = neighbor_lists.get_system_with_neighbor_lists_transform
     original_call = data_module.CollateFn.__call__
+    slurm = importlib.import_module("metatrain.utils.distributed.slurm")
+    distributed_logging = importlib.import_module("metatrain.utils.distributed.logging")
+    ddp_module = importlib.import_module("metatrain.utils.distributed.distributed_data_parallel")
+    original_ddp_init = ddp_module.DistributedDataParallel.__init__
+    distributed = _distributed.replacements(
+        {
+            "resolve_distributed": slurm.resolve_distributed,
+            "is_main_process": distributed_logging.is_main_process,
+            "initialize_slurm_nccl_process_group": slurm.initialize_slurm_nccl_process_group,
+        }
+    )
 
     def get_dataset(options: Any) -> Any:
         _walk()
-        if not _bmdata(options["systems"]["read_from"]):
-            return original_get_dataset(options)
+        read_from = options["systems"]["read_from"]
+        if not _bmdata(read_from):
+            try:
+                return original_get_dataset(options)
+            except ValueError as error:
+                hint = _not_bmdata(read_from, error)
+                if hint is None:
+                    raise
+                raise ValidationError(hint) from error
         targets = options["targets"]
         extra_data = options.get("extra_data", {}) or {}
         dataset = _dataset.MetatrainDataset(
@@ -126,9 +172,14 @@ def _install_locked() -> None:
 
     def get_system_with_neighbor_lists_transform(requested: Any) -> Any:
         transform = original_transform(requested)
-        for dataset in list(_dataset.opened):
-            for options in requested:
-                _neighbors.ensure(dataset, options)
+
+        def ensure() -> None:
+            for dataset in list(_dataset.opened):
+                for options in requested:
+                    _neighbors.ensure(dataset, options)
+
+        # one process computes and writes a store, the others open it
+        _distributed.main_process_first(ensure)
         return _batch.NeighborTransform(transform, list(requested))
 
     def call(self: Any, batch: Any) -> Any:
@@ -141,12 +192,21 @@ def _install_locked() -> None:
         (read_systems, original_read_systems),
         (unpack_batch, original_unpack),
         (get_system_with_neighbor_lists_transform, original_transform),
+        (distributed["resolve_distributed"], slurm.resolve_distributed),
+        (distributed["is_main_process"], distributed_logging.is_main_process),
+        (
+            distributed["initialize_slurm_nccl_process_group"],
+            slurm.initialize_slurm_nccl_process_group,
+        ),
     ):
         wrapper.__doc__ = original.__doc__
         wrapper.__wrapped__ = original  # type: ignore[attr-defined]
         _patched[original.__name__] = (original, wrapper)
     _patched["CollateFn.__call__"] = (original_call, call)
     data_module.CollateFn.__call__ = call  # type: ignore[method-assign]
+    ddp_init = _distributed.ddp_init(original_ddp_init)
+    _patched["DistributedDataParallel.__init__"] = (original_ddp_init, ddp_init)
+    ddp_module.DistributedDataParallel.__init__ = ddp_init
     _dataset.patched = True
     _walk()
 
@@ -165,6 +225,9 @@ def _uninstall_locked() -> None:
     data_module = importlib.import_module("metatrain.utils.data.dataset")
     original_call, _ = _patched.pop("CollateFn.__call__")
     data_module.CollateFn.__call__ = original_call  # type: ignore[method-assign]
+    ddp_module = importlib.import_module("metatrain.utils.distributed.distributed_data_parallel")
+    original_ddp_init, _ = _patched.pop("DistributedDataParallel.__init__")
+    ddp_module.DistributedDataParallel.__init__ = original_ddp_init
     _replace({id(wrapper): original for original, wrapper in _patched.values()})
     _patched.clear()
     _dataset.patched = False

@@ -55,7 +55,16 @@ def assert_same_error(ours, theirs):
         assert isinstance(ours, blockmap.NotEqualError), (ours, theirs)
     else:
         assert isinstance(ours, expected_type(theirs)), (ours, theirs)
-    assert str(ours) == str(theirs)
+    if str(ours) != str(theirs):
+        # the one addition: maps of different keys name the way out
+        assert str(ours) == str(theirs) + DIFFERENT_KEYS_HINT, (str(ours), str(theirs))
+
+
+#: what blockmap's join adds to metatensor's messages on maps of different keys
+DIFFERENT_KEYS_HINT = (
+    '; to join maps whose keys differ, pass different_keys="union" (every key, the blocks '
+    'a map lacks taken as empty) or different_keys="intersection" (the keys all maps have)'
+)
 
 
 # ------------------------------------------------------------------- data
@@ -810,15 +819,27 @@ def test_nn_module_state_dicts_cross_between_the_libraries():
     assert_same_output(ours, theirs)
 
 
+#: metatensor-learn 0.6 tracks the metatensor data registered as buffers
+#: (nn.Module.register_buffer, nn.Buffer), 0.5 the data held as attributes
+LEARN_06 = hasattr(ml.nn, "Buffer")
+
+
 def _holder_class(nn):
     class Holder(nn.Module):
         def __init__(self, lib, dtype=torch.float64):
             super().__init__()
             tensor = _nn_map(lib).to(dtype=dtype)
-            self.keys = tensor.keys
-            self.block = tensor.block(1)
-            self.tensor = tensor
-            self.nested = {"maps": [tensor, tensor], "pair": (tensor.keys, 3)}
+            held = {
+                "keys": tensor.keys,
+                "block": tensor.block(1),
+                "tensor": tensor,
+                "nested": {"maps": [tensor, tensor], "pair": (tensor.keys, 3)},
+            }
+            for name, value in held.items():
+                if LEARN_06:
+                    self.register_buffer(name, value)
+                else:
+                    setattr(self, name, value)
             self.linear = torch.nn.Linear(3, 3, dtype=dtype)
 
         def forward(self, x):
@@ -894,6 +915,11 @@ def test_nn_refuses_metatensors_objects_naming_their_conversion():
     module = bl.nn.ModuleMap.from_module(
         blockmap.Labels(["a"], np.array([[0]])), torch.nn.Identity()
     )
+    if LEARN_06:
+        # metatensor-learn 0.6 tracks the data registered as buffers
+        with pytest.raises(blockmap.BlockMapTypeError, match="from_metatensor"):
+            module.register_buffer("keys_of_metatensor", core_keys)
+        return
     module.keys_of_metatensor = core_keys
     with pytest.raises(blockmap.BlockMapTypeError, match="from_metatensor"):
         module.state_dict()
@@ -976,3 +1002,77 @@ def test_the_nn_stub_declares_every_module_with_its_parameters():
         parameters = list(signature.parameters.values())[1:]
         assert declared == [(p.name, kinds[p.kind]) for p in parameters], name
         assert defaults == [p.default for p in parameters if p.default is not p.empty], name
+
+
+# ------------------------------------------- errors at the right moment (issue 43)
+
+
+def _map_of(key, arrays="numpy"):
+    block = blockmap.TensorBlock(
+        np.arange(6.0).reshape(2, 3),
+        blockmap.Labels(["s"], np.array([[0], [1]])),
+        [],
+        blockmap.Labels(["p"], np.array([[0], [1], [2]])),
+    )
+    return blockmap.TensorMap(blockmap.Labels(["k"], np.array([[key]])), [block]).to(arrays=arrays)
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda keys, props: bl.nn.Linear(keys, 3, 1),
+        lambda keys, props: bl.nn.ModuleMap(keys, [torch.nn.Identity()]),
+        lambda keys, props: bl.nn.Tanh(keys),
+        lambda keys, props: bl.nn.LayerNorm(keys, 3),
+        lambda keys, props: bl.nn.Linear(
+            blockmap.Labels(["k"], np.array([[0]])), 3, 1, out_properties=[props]
+        ),
+    ],
+    ids=["Linear", "ModuleMap", "Tanh", "LayerNorm", "Linear out_properties"],
+)
+def test_nn_modules_refuse_foreign_labels_at_construction(build):
+    # metatensor's Labels were accepted, and refused only at state_dict() or .to()
+    keys = metatensor.Labels(["k"], np.array([[0]]))
+    props = metatensor.Labels(["p"], np.array([[0]]))
+    with pytest.raises(blockmap.BlockMapTypeError, match="not metatensor.Labels"):
+        build(keys, props)
+    with pytest.raises(blockmap.BlockMapTypeError, match="blockmap.Labels as in_keys, not list"):
+        bl.nn.Linear([0], 3, 1)
+
+
+def test_nn_modules_given_numpy_maps_say_to_convert_them(tmp_path):
+    path = tmp_path / "maps.bmdata"
+    with blockmap.DatasetWriter(path) as writer:
+        writer.write(_map_of(0))
+    entry = blockmap.Dataset(path)[0]  # read-only numpy views of the file
+    model = bl.nn.Linear(entry.keys, 3, 1, dtype=torch.float64)
+    with pytest.raises(blockmap.BlockMapTypeError, match=r'\.to\(arrays="torch"\)'):
+        model(entry)
+    # the way out the message gives: writable views, then tensors over them
+    entry = blockmap.Dataset(path, mmap="c")[0]
+    out = model(entry.to(arrays="torch"))
+    assert out.block(0).values.shape == (2, 1)
+    with pytest.raises(blockmap.BlockMapTypeError, match="take a blockmap.TensorMap, not dict"):
+        model({})
+
+
+def test_joins_of_maps_of_different_keys_name_different_keys_union():
+    maps = [_map_of(0), _map_of(1)]
+    hint = 'pass different_keys="union"'
+    with pytest.raises(blockmap.NotEqualError, match=hint):
+        blockmap.join(maps, axis="samples")
+    dataset = bl.Dataset(x=maps)
+    with pytest.raises(blockmap.NotEqualError, match=hint):
+        bl.data.group_and_join([dataset[0], dataset[1]])
+    with pytest.raises(blockmap.NotEqualError, match=hint):
+        list(bl.DataLoader(dataset, batch_size=2))
+    # and the way out works
+    loader = bl.DataLoader(
+        dataset,
+        batch_size=2,
+        collate_fn=functools.partial(
+            bl.data.group_and_join, join_kwargs={"different_keys": "union"}
+        ),
+    )
+    (batch,) = list(loader)
+    assert len(batch.x) == 2

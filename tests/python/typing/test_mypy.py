@@ -107,3 +107,43 @@ def test_without_torch_values_are_arrays_or_any(mypy, tmp_path):
     assert len(notes) == 2, result.stdout
     assert notes[0].endswith('"numpy.ndarray[tuple[Any, ...], numpy.dtype[Any]] | Any"'), notes
     assert notes[1].endswith('_32Bit]]] | Any"'), notes
+
+
+ENTRIES = """\
+import torch
+import blockmap
+import blockmap.learn
+
+ds = blockmap.Dataset("data.bmdata")
+system: blockmap.TensorMap = ds[0].system
+energy: blockmap.TensorMap = ds[0]["energy"]
+single: blockmap.TensorMap = ds[1]
+maps: list[blockmap.TensorMap] = ds[1:]
+learned = blockmap.learn.Dataset(descriptor=[single], energy=[torch.zeros(1)])
+descriptor: blockmap.TensorMap = learned[0].descriptor
+target: torch.Tensor = learned[0]["energy"]
+indexed = blockmap.learn.IndexedDataset(sample_id=[3], descriptor=[single])
+by_id = indexed.get_sample(3).descriptor
+loader = blockmap.learn.DataLoader(learned, batch_size=2)
+for batch in loader:
+    joined: blockmap.TensorMap = batch.descriptor
+reveal_type(learned)
+reveal_type(blockmap.learn.data.Dataset.from_dict)
+learned.not_a_method()
+size: str = len(learned)
+"""
+
+
+def test_dataset_entries_and_learn_datasets_are_typed(mypy, tmp_path):
+    # the documented `ds[0].system` / `ds[0]["energy"]` of a dataset of
+    # fields (docs/format.md) and blockmap.learn's datasets, typed (not Any:
+    # the last two lines are errors)
+    path = tmp_path / "entries.py"
+    path.write_text(ENTRIES)
+    result = mypy(path)
+    errors = [line for line in result.stdout.splitlines() if ": error:" in line]
+    assert [int(error.split(":")[1]) for error in errors] == [20, 21], result.stdout
+    assert '"Dataset" has no attribute "not_a_method"' in errors[0]
+    notes = [line for line in result.stdout.splitlines() if "Revealed type" in line]
+    assert notes[0].endswith('"blockmap.learn.data.Dataset"'), notes
+    assert "(data: dict[str, Any], size: int | None =) -> blockmap.learn.data.Dataset" in notes[1]
