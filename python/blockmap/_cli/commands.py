@@ -117,7 +117,10 @@ def _verify(found: Identified) -> str:
                 blockmap.load_labels(found.path)
             except (FormatError, ValidationError):
                 describe.npy(found)
-                np.load(found.path, mmap_mode="r", allow_pickle=False)
+                try:
+                    np.load(found.path, mmap_mode="r", allow_pickle=False)
+                except (*describe.NPY_ERRORS, OSError) as error:
+                    raise FormatError(f"'{found.path}' is a damaged .npy file: {error}") from None
                 return "a NumPy .npy array, its header valid (NPY files hold no checksum)"
         blockmap.verify(found.path)
         if kind == "dataset":

@@ -5,6 +5,7 @@ their labels and headers, never their values."""
 from __future__ import annotations
 
 import math
+import tokenize
 import zipfile
 from typing import Any
 
@@ -75,7 +76,7 @@ def tensormap(tensor: Any, limit: int | None = None) -> dict[str, Any]:
     return {
         "keys": {"names": names, "count": count},
         "sample_names": list(tensor.sample_names),
-        "component_names": [list(c) for c in tensor.component_names],
+        "component_names": list(tensor.component_names),
         "property_names": list(tensor.property_names),
         "gradients": gradients,
         "info": dict(tensor.info()),
@@ -161,6 +162,19 @@ def diskdataset(found: Identified, limit: int | None) -> dict[str, Any]:
     }
 
 
+#: what numpy's NPY header parser raises on a hostile header (it parses
+#: the header's text with tokenize and ast.literal_eval)
+NPY_ERRORS = (
+    ValueError,
+    EOFError,
+    SyntaxError,
+    TypeError,
+    OverflowError,
+    KeyError,
+    tokenize.TokenError,
+)
+
+
 def _npy_header(stream: Any) -> dict[str, Any]:
     from numpy.lib import format as npy
 
@@ -178,7 +192,7 @@ def npy(found: Identified) -> dict[str, Any]:
     try:
         with open(found.path, "rb") as stream:
             return _npy_header(stream)
-    except (ValueError, EOFError, SyntaxError) as error:
+    except NPY_ERRORS as error:
         raise FormatError(f"'{found.path}' is a damaged .npy file: {error}") from error
 
 
@@ -189,7 +203,7 @@ def npz(found: Identified) -> dict[str, Any]:
             for name in archive.namelist():
                 with archive.open(name) as stream:
                     arrays[name[:-4]] = _npy_header(stream)
-    except (ValueError, EOFError, SyntaxError, zipfile.BadZipFile, NotImplementedError) as e:
+    except (*NPY_ERRORS, zipfile.BadZipFile, NotImplementedError) as e:
         raise FormatError(f"'{found.path}' is a damaged .npz archive: {e}") from e
     return {"arrays": arrays}
 
@@ -227,11 +241,11 @@ def _block_line(found: dict[str, Any]) -> str:
 
 def tensormap_text(found: dict[str, Any], indent: str = "  ") -> list[str]:
     keys = found["keys"]
+    components = found["component_names"]
     lines = [
         f"{indent}keys: {keys['count']} × {_names(keys['names'])}",
         f"{indent}samples: {_names(found['sample_names'])}",
-        f"{indent}components: "
-        + (", ".join(_names(c) for c in found["component_names"]) or "none"),
+        f"{indent}components: {_names(components) if components else 'none'}",
         f"{indent}properties: {_names(found['property_names'])}",
         f"{indent}gradients: {', '.join(found['gradients']) or 'none'}",
         f"{indent}arrays: {size_text(found['nbytes'])}",

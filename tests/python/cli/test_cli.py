@@ -119,6 +119,7 @@ def test_info_of_a_map_says_what_it_holds(tmp_path):
     assert content["keys"] == {"names": tensor.keys.names, "count": len(tensor.keys)}
     assert content["sample_names"] == tensor.sample_names
     assert content["property_names"] == tensor.property_names
+    assert content["component_names"] == tensor.component_names
     assert content["info"] == tensor.info()
     assert content["nbytes"] == tensor.nbytes
     assert content["blocks_listed"] == len(tensor.keys)
