@@ -8,6 +8,7 @@ import re
 import struct
 import subprocess
 import sys
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -449,3 +450,119 @@ def test_random_bytes_are_refused_in_one_line(tmp_path):
             out = done.stderr if command != "verify" else done.stdout + done.stderr
             assert len(out.strip().splitlines()) == 1
             assert "Traceback" not in out and "internal error" not in out
+
+
+# -- cost: indexes and headers, not arrays -------------------------------------
+
+COST = textwrap.dedent(
+    """
+    import contextlib, io, json, os, sys
+    import blockmap, blockmap.dataset
+    import blockmap._cli.commands, blockmap._cli.describe  # imported before counting
+
+    from blockmap._cli import main
+
+    # the maps and datasets the command opens are kept alive, so that the
+    # pages of the file their mapping holds can be counted after it
+    kept = []
+    load, load_block = blockmap.load, blockmap.load_block
+    blockmap.load = lambda *a, **k: kept.append(load(*a, **k)) or kept[-1]
+    blockmap.load_block = lambda *a, **k: kept.append(load_block(*a, **k)) or kept[-1]
+
+    class Kept(blockmap.dataset.Dataset):
+        def __new__(cls, *args, **kwargs):
+            kept.append(super().__new__(cls, *args, **kwargs))
+            return kept[-1]
+
+    blockmap.dataset.Dataset = Kept
+
+    def read():
+        with open("/proc/self/io") as f:
+            return int(dict(line.split(": ") for line in f.read().splitlines())["rchar"])
+
+    def resident(path):
+        # the resident bytes of this process's mappings of the file: the
+        # pages the command touched through a mapping
+        total, mine = 0, False
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                fields = line.split()
+                if "-" in fields[0] and len(fields) >= 5:
+                    mine = fields[-1] == path
+                elif mine and fields[0] == "Rss:":
+                    total += int(fields[1]) * 1024
+        return total
+
+    before = read()
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = main(sys.argv[1:])
+    print(json.dumps({
+        "status": status,
+        "read": read() - before,
+        "mapped": sum(1 for _ in kept),
+        "touched": resident(os.path.realpath(sys.argv[2])),
+    }))
+    """
+)
+
+
+def cost(*args):
+    done = subprocess.run(
+        [sys.executable, "-c", COST, *map(str, args)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert found["status"] == 0
+    return found
+
+
+def _big_map(n_blocks=8, rows=10_000, columns=100):
+    keys = blockmap.Labels(["k"], np.arange(n_blocks, dtype=np.int32).reshape(-1, 1))
+    blocks = [
+        blockmap.TensorBlock(
+            np.full((rows, columns), float(k)),
+            blockmap.Labels(["s"], np.arange(rows, dtype=np.int32).reshape(-1, 1)),
+            [],
+            blockmap.Labels(["p"], np.arange(columns, dtype=np.int32).reshape(-1, 1)),
+        )
+        for k in range(n_blocks)
+    ]
+    return blockmap.TensorMap(keys, blocks)
+
+
+def test_info_and_show_read_headers_not_arrays(tmp_path):
+    # 64 MB of values in 8 blocks: info reads the archive's structure and
+    # labels (about 0.4 MB), never a page of the values
+    path = tmp_path / "big.mts"
+    blockmap.save(path, _big_map())
+    size = path.stat().st_size
+    assert size > 64e6
+    for args in (["info", path], ["info", path, "--json"]):
+        found = cost(*args)
+        assert found["mapped"] == 1, found
+        assert found["read"] < 2e6, (args, found)
+        assert found["touched"] < 1e6, (args, found)
+    # show with --keys touches the selected block's values only (8 MB)
+    found = cost("show", path, "--keys", "k=3")
+    assert found["read"] < 2e6
+    assert 8e6 <= found["touched"] < 8e6 + 1e6, found
+    # what touching every value looks like, for comparison
+    assert cost("show", path, "--all")["touched"] >= 64e6
+
+
+def test_info_of_a_dataset_reads_its_index_not_its_entries(tmp_path):
+    # 2,000 entries of 32 kB: info walks the records' headers (16 bytes
+    # each), reads the commit rows and the COLUMNS record
+    path = tmp_path / "big.bmds"
+    rng = np.random.default_rng(0)
+    with blockmap.DatasetWriter(path) as writer:
+        for _ in range(2000):
+            writer.write(
+                _big_map(n_blocks=1, rows=40, columns=100), columns={"x": int(rng.integers(9))}
+            )
+    assert path.stat().st_size > 64e6
+    found = cost("info", path)
+    assert found["mapped"] == 1, found
+    assert found["read"] < 2e6, found
+    # the first entry's description and labels (arrays never read)
+    assert found["touched"] < 1e6, found
