@@ -566,3 +566,54 @@ def test_info_of_a_dataset_reads_its_index_not_its_entries(tmp_path):
     assert found["read"] < 2e6, found
     # the first entry's description and labels (arrays never read)
     assert found["touched"] < 1e6, found
+
+
+BOUNDED = textwrap.dedent(
+    """
+    import contextlib, io, resource, sys
+    import blockmap._cli.commands, blockmap._cli.describe
+    from blockmap._cli import main
+
+    def vm_data():
+        with open("/proc/self/status") as f:
+            line = next(line for line in f if line.startswith("VmData:"))
+        return int(line.split()[1]) * 1024
+
+    # private memory (heap and anonymous mappings: RLIMIT_DATA) may grow
+    # by 32 MB, half the file's arrays; a read-only mapping of the file
+    # does not count
+    limit = vm_data() + (32 << 20)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = main(sys.argv[1:])
+    print(status, out.getvalue())
+    """
+)
+
+
+def test_verify_of_a_large_map_takes_the_memory_of_its_labels(tmp_path):
+    # blockmap.verify reads the file through a mapping: its CRCs are
+    # checked without the 64 MB of arrays copied into memory (they were)
+    path = tmp_path / "big.mts"
+    blockmap.save(path, _big_map())
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED, "verify", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("0 "), done.stdout + done.stderr
+    # the same file damaged is still found out under the same limit
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 1
+    path.write_bytes(bytes(data))
+    done = subprocess.run(
+        [sys.executable, "-c", BOUNDED, "verify", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout.startswith("1 "), done.stdout + done.stderr
+    assert "CRC" in done.stdout
