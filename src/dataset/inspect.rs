@@ -229,3 +229,91 @@ fn layout_v1(file: &File, file_len: u64, d: &v1::Dataset) -> Result<Layout> {
     }
     Ok(layout)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::dataset::{upgrade, Writer};
+    use crate::fixtures::{self, TempDir};
+
+    /// The empty commit a new file starts with: its record (16 bytes of
+    /// header, 24 of payload) and trailer (32), padded to 64 bytes.
+    const EMPTY_COMMIT: u64 = 128;
+
+    fn stored(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/datasets")
+            .join(name)
+    }
+
+    #[test]
+    fn commits_and_dead_bytes_follow_the_writes() {
+        let dir = TempDir::new("dataset-inspect");
+        let path = dir.join("data");
+        let mut writer = Writer::create(&path, None).unwrap();
+        writer.write(&fixtures::small_map()).unwrap();
+        writer.close().unwrap();
+        let first = inspect(&path).unwrap();
+        assert_eq!((first.version, first.entries), (3, 1));
+        assert_eq!(first.layout.commits, 2);
+        assert_eq!(first.dead_bytes(), EMPTY_COMMIT);
+
+        let mut writer = Writer::append(&path, None).unwrap();
+        writer.write(&fixtures::small_map()).unwrap();
+        writer.commit().unwrap();
+        writer.write(&fixtures::small_map()).unwrap();
+        writer.close().unwrap();
+        let grown = inspect(&path).unwrap();
+        assert_eq!((grown.entries, grown.layout.commits), (3, 4));
+        assert_eq!(grown.id, first.id);
+        // the commits before the last (records, trailers, COLUMNS) are dead
+        assert!(grown.dead_bytes() > first.dead_bytes() + 2 * EMPTY_COMMIT);
+        assert_eq!(grown.layout.live + grown.dead_bytes(), grown.file_len);
+
+        let copy = dir.join("copy");
+        upgrade(&path, &copy, None).unwrap();
+        let copied = inspect(&copy).unwrap();
+        assert_eq!((copied.entries, copied.layout.commits), (3, 2));
+        assert_eq!(copied.dead_bytes(), EMPTY_COMMIT);
+    }
+
+    #[test]
+    fn an_interrupted_write_is_dead_bytes_after_the_last_commit() {
+        let dir = TempDir::new("dataset-inspect-cut");
+        let path = dir.join("data");
+        let mut writer = Writer::create(&path, None).unwrap();
+        writer.write(&fixtures::small_map()).unwrap();
+        writer.close().unwrap();
+        let committed = inspect(&path).unwrap();
+        // what a killed writer leaves: bytes after the trailer
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.extend_from_slice(&[0x5a; 200]);
+        std::fs::write(&path, &bytes).unwrap();
+        let cut = inspect(&path).unwrap();
+        assert!(!cut.committed);
+        assert_eq!(cut.entries, 1);
+        assert!(cut.dead_bytes() >= committed.dead_bytes() + 200);
+    }
+
+    #[test]
+    fn every_stored_version() {
+        for (name, version, commits) in [
+            ("v1-committed.bmds", 1, 2),
+            ("v1-appended.bmds", 1, 3),
+            ("v2-committed.bmds", 2, 2),
+            ("v2-appended.bmds", 2, 3),
+            ("v3-committed.bmds", 3, 2),
+        ] {
+            let found = inspect(&stored(name)).unwrap();
+            assert_eq!(found.version, version, "{name}");
+            assert_eq!(found.layout.commits, commits, "{name}");
+            assert!(found.committed, "{name}");
+            assert!(found.dead_bytes() > 0 && found.layout.live > 0, "{name}");
+        }
+        let recovered = inspect(&stored("v2-recovered.bmds")).unwrap();
+        assert!(!recovered.committed);
+        assert!(recovered.dead_bytes() > 0);
+    }
+}
