@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..exceptions import BlockMapError, FormatError, ValidationError
+from ..exceptions import BlockMapError, BlockMapIOError, FormatError, ValidationError
 from . import describe, pickles
 from .identify import Identified, identify
 
@@ -167,7 +167,10 @@ def verify(args: Any) -> int:
     try:
         found = identify(path)
         what = _verify(found)
-    except (FormatError, ValidationError) as error:
+    except (BlockMapIOError, UsageError):
+        raise
+    except BlockMapError as error:
+        # what the file holds broke a rule: the problems, one a line
         lines = str(error).splitlines() or [type(error).__name__]
         if args.json:
             _out(

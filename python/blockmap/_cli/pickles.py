@@ -16,7 +16,7 @@ import pickletools
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..exceptions import FormatError
+from ..exceptions import BlockMapError, BlockMapIOError, BlockMapMemoryError, FormatError
 
 #: what a pickle of blockmap's objects written to a file imports: the
 #: reconstructor (docs/pickle.md), and ``bytearray`` (protocol < 5 sends
@@ -80,36 +80,36 @@ class Walked:
 def walk(path: str, size: int) -> Walked:
     """Walk the opcodes of the pickle at ``path`` (``size`` bytes)."""
     found = Walked(protocol=0)
-    strings: list[str] = []
+    strings: list[str | None] = []
     memo: dict[int, Any] = {}
     last: Any = None
     with open(path, "rb") as raw:
         stream = _Bounded(raw, size)
         try:
-            for opcode, arg, _ in pickletools.genops(stream):
+            for opcode, arg, _ in pickletools.genops(stream):  # type: ignore[arg-type]
                 if len(strings) > 8:
                     del strings[:-2]
                 name = opcode.name
                 if name == "PROTO":
-                    found.protocol = int(arg)
+                    found.protocol = int(arg or 0)
                 elif name in _STRING_OPS:
                     last = arg if isinstance(arg, str) else None
                     strings.append(last)
                     continue
                 elif name in ("BINGET", "LONG_BINGET", "GET"):
-                    last = memo.get(int(arg))
+                    last = memo.get(int(arg or 0))
                     strings.append(last)
                     continue
                 elif name in ("MEMOIZE", "BINPUT", "LONG_BINPUT", "PUT"):
-                    memo[len(memo) if name == "MEMOIZE" else int(arg)] = last
+                    memo[len(memo) if name == "MEMOIZE" else int(arg or 0)] = last
                     continue
                 elif name == "GLOBAL":
                     module, _, attr = str(arg).partition(" ")
                     _called(found, module, attr)
                 elif name == "STACK_GLOBAL":
-                    module, attr = (strings[-2:] + [None, None])[:2] if strings else (None, None)
-                    if isinstance(module, str) and isinstance(attr, str):
-                        _called(found, module, attr)
+                    pair = (strings[-2:] + [None, None])[:2]
+                    if isinstance(pair[0], str) and isinstance(pair[1], str):
+                        _called(found, pair[0], pair[1])
                     else:
                         _called(found, "?", "? (a name the walk cannot follow)")
                 elif name in ("NEXT_BUFFER", "READONLY_BUFFER"):
@@ -141,10 +141,15 @@ def load(path: str, size: int) -> Any:
         stream = _Bounded(raw, size)
         try:
             obj = _Restricted(stream).load()
-        except (pickle.UnpicklingError, EOFError, AttributeError, IndexError) as error:
+        except (BlockMapIOError, BlockMapMemoryError):
+            raise
+        except BlockMapError as error:
+            # the reconstructor refused its arguments
+            raise FormatError(f"'{path}' is not a valid blockmap pickle: {error}") from error
+        except (pickle.UnpicklingError, EOFError, AttributeError, IndexError, KeyError) as error:
             raise FormatError(f"'{path}' is a damaged pickle: {error}") from error
-        except TypeError as error:
-            # the reconstructor given arguments of the wrong shape
+        except (TypeError, ValueError, OverflowError) as error:
+            # the reconstructor given arguments of the wrong shape or type
             raise FormatError(f"'{path}' is not a valid blockmap pickle: {error}") from error
         if stream.read(1):
             raise FormatError(f"'{path}' has bytes after its pickle")

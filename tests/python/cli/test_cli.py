@@ -309,6 +309,15 @@ def test_a_foreign_pickle_is_never_loaded(tmp_path):
     assert run("info", path).returncode == 0
     assert run("show", path).returncode == 1
     assert run("verify", path).returncode == 1
+    # blockmap's reconstructor beside a foreign call: described, not loaded
+    mixed = tmp_path / "mixed.pickle"
+    mixed.write_bytes(pickle.dumps([small_map(), _Calls(str(marker))], protocol=5))
+    found = info_json(mixed)["pickle"]
+    assert found["blockmap"] is False and found["holds"] is None
+    assert "blockmap._blockmap._reconstruct" in found["calls"]
+    assert "posix.mkdir" in found["calls"]
+    assert run("verify", mixed).returncode == 1
+    assert not marker.exists()
 
 
 def test_info_of_numpy_files(tmp_path):
