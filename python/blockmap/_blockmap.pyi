@@ -55,6 +55,7 @@ __all__ = [
     "_attach_shared",
     "_auto_shares",
     "_zip_members",
+    "_inspect_dataset",
     "_Dataset",
     "_ForeignZip",
     "DatasetWriter",
