@@ -13,7 +13,7 @@ import numpy as np
 
 from ..exceptions import BlockMapError, BlockMapIOError, FormatError, ValidationError
 from . import describe, pickles
-from .identify import Identified, identify
+from .identify import ZIP_ERRORS, Identified, identify
 
 #: blocks listed by ``info`` and summarised by ``show`` unless ``--all``
 LISTED = 20
@@ -152,8 +152,11 @@ def _verify(found: Identified) -> str:
                 archive.raw(name)
         return "a metatrain DiskDataset zip, every member's CRC32 checked and every map loaded"
     if kind in ("npz", "zip"):
-        with zipfile.ZipFile(found.path) as archive:
-            bad = archive.testzip()
+        try:
+            with zipfile.ZipFile(found.path) as archive:
+                bad = archive.testzip()
+        except ZIP_ERRORS as error:
+            raise FormatError(f"'{found.path}' is a damaged zip archive: {error}") from error
         if bad is not None:
             raise FormatError(f"'{found.path}': the member {bad!r} does not match its CRC32")
         if kind == "npz":

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..exceptions import FormatError
-from .identify import KINDS, Identified
+from .identify import KINDS, ZIP_ERRORS, Identified
 
 __all__ = ["KINDS", "SCHEMA"]
 
@@ -203,7 +203,7 @@ def npz(found: Identified) -> dict[str, Any]:
             for name in archive.namelist():
                 with archive.open(name) as stream:
                     arrays[name[:-4]] = _npy_header(stream)
-    except (*NPY_ERRORS, zipfile.BadZipFile, NotImplementedError) as e:
+    except (*NPY_ERRORS, *ZIP_ERRORS) as e:
         raise FormatError(f"'{found.path}' is a damaged .npz archive: {e}") from e
     return {"arrays": arrays}
 

@@ -80,16 +80,32 @@ def _head(path: str, length: int) -> tuple[bytes, int]:
         os.close(fd)
 
 
+#: what Python's zipfile raises on a hostile or foreign zip (a damaged
+#: record, an unknown compression method, an encrypted member: a
+#: RuntimeError), turned into FormatError wherever the command uses it
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    ValueError,
+    OverflowError,
+    NotImplementedError,
+    EOFError,
+    UnicodeDecodeError,
+    RuntimeError,
+    KeyError,
+)
+
+
 def zip_names(path: str) -> list[str]:
     """The member names of the zip at ``path`` (its central directory
     only), or a :class:`FormatError` saying why it is not a readable zip."""
     try:
         with zipfile.ZipFile(path) as archive:
             return archive.namelist()
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, OverflowError) as error:
-        raise FormatError(f"'{path}' is a damaged zip archive: {error}") from error
-    except (NotImplementedError, EOFError, UnicodeDecodeError) as error:
-        raise FormatError(f"'{path}' is a zip archive zipfile cannot read: {error}") from error
+    except ZIP_ERRORS as error:
+        raise FormatError(
+            f"'{path}' is a zip archive Python's zipfile cannot read: {error}"
+        ) from error
 
 
 def _zip_kind(names: list[str]) -> str:

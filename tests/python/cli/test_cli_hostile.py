@@ -9,6 +9,7 @@ The everyday test runs the whole corpus through ``blockmap._cli.main`` in
 one child process (a process per case would take minutes); the slow one
 runs every case through the installed console script, a process each."""
 
+import io
 import json
 import pickle
 import subprocess
@@ -105,6 +106,17 @@ def corpus(monkeypatch):
     for path in sorted((DATA / "pickle").glob("v3-*.pickle")):
         files.update(_mutations(path.stem, path.read_bytes(), rng, cuts=6, flips=6))
     files.update(_crafted_pickles(monkeypatch))
+    # zips Python's zipfile lists but does not read: an encrypted member
+    # (general purpose flag bit 0) and an unknown compression method
+    plain = io.BytesIO()
+    np.savez(plain, a=np.arange(10))
+    for name, edit in (("encrypted", (6, b"\x01")), ("method-99", (8, b"\x63"))):
+        data = bytearray(plain.getvalue())
+        offset, value = edit
+        for signature, base in ((b"PK\x03\x04", 0), (b"PK\x01\x02", 2)):
+            at = data.index(signature) + offset + base
+            data[at : at + 1] = value
+        files[f"foreign-npz-{name}.npz"] = bytes(data)
     for size in (1, 3, 64, 4096):
         files[f"random-{size}"] = rng.integers(0, 256, size, dtype=np.uint8).tobytes()
         for prefix in (b"PK\x03\x04", b"\x89BMDS\r\n\x1a", b"\x93NUMPY", b"\x80\x05", b"\x80\x04"):
