@@ -55,6 +55,7 @@ __all__ = [
     "_attach_shared",
     "_auto_shares",
     "_zip_members",
+    "_inspect_dataset",
     "_Dataset",
     "_ForeignZip",
     "DatasetWriter",
@@ -149,6 +150,7 @@ def _attach_shared(
 def _zip_members(
     data: Buffer, npy: Sequence[str], raw: Sequence[str]
 ) -> tuple[list[str], list[np.ndarray[Any, Any]], list[bytes]]: ...
+def _inspect_dataset(path: str | os.PathLike[str]) -> dict[str, Any]: ...
 
 @disjoint_base
 class _Dataset:

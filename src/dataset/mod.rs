@@ -6,7 +6,7 @@
 //! `v2/layout.rs`) are read and written (new files in version 3, appends
 //! in their file's version); files of version 1 (`v1/`, a zip of `.mts`
 //! archives) are read only. [`upgrade`] writes any of them as version 3, [`verify`]
-//! checks any of them whole.
+//! checks any of them whole, [`inspect`] counts their commits and dead bytes.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
@@ -18,11 +18,13 @@ use crate::io;
 use crate::labels::Labels;
 use crate::tensor::TensorMap;
 
+mod inspect;
 mod lock;
 mod v1;
 mod v2;
 mod verify;
 
+pub use inspect::{inspect, Inspection, Layout};
 pub use lock::Timeout;
 pub use v2::{ColumnType, ColumnValue, Entry, Schema, Writer, SINGLE_FIELD};
 pub use verify::{file_version, verify, Report};

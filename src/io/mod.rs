@@ -451,6 +451,11 @@ pub fn load_path_selected(
 /// Check a file completely: archive structure, every CRC, and the data
 /// model's rules. Returns what the file holds: Labels (a bare NPY file), a
 /// `TensorMap` (an archive with `keys.npy`) or a `TensorBlock`.
+///
+/// The file is read through a read-only mapping (as `load_buffer` reads a
+/// buffer: every CRC checked, the arrays viewed where aligned), not copied
+/// into memory: checking a file takes the memory of its labels, not of its
+/// arrays, and the kernel may drop the file's pages once hashed.
 pub fn verify_path(path: &Path) -> Result<Kind> {
     let in_file = |e: Error| e.context(format!("'{}'", path.display()));
     let mut file = open_regular(path)?;
@@ -468,7 +473,12 @@ pub fn verify_path(path: &Path) -> Result<Kind> {
             Kind::Block
         }
     };
-    load_path(path, kind, None)?;
+    let file = open_regular(path)?;
+    let buffer = Buffer::map_file(&file, MapMode::ReadOnly).map_err(|e| match e {
+        Error::Io { source, .. } => Error::io(format!("cannot map '{}'", path.display()), source),
+        other => other,
+    })?;
+    load_buffer(buffer, kind).map_err(in_file)?;
     Ok(kind)
 }
 

@@ -306,7 +306,9 @@ fn py_load_labels_buffer(py: Python<'_>, buffer: &Bound<'_, PyAny>) -> PyResult<
 
 /// Check a ``.mts`` file or a dataset file completely: structure, every
 /// CRC, and the data model's rules. Raises :class:`blockmap.FormatError`
-/// (a ``ValueError``) when something is wrong. A dataset file (of any
+/// (a ``ValueError``) when something is wrong. A ``.mts`` file is read
+/// through a read-only mapping: checking it takes the memory of its
+/// labels, not of its arrays. A dataset file (of any
 /// format version) is read whole: every record's and every entry's CRC32,
 /// every entry decoded, its columns against the index; the error's
 /// message names the file and the number of problems on its first line,

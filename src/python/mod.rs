@@ -19,7 +19,8 @@
 //! (what maps and blocks report to the
 //! garbage collector), `objects` (any class's object to and from core
 //! data), `functions` (the module-level functions over objects), and last
-//! `dataset`, `join` and `split`.
+//! `dataset`, `inspect` (the figures of `blockmap info`), `join` and
+//! `split`.
 //!
 //! Every class is frozen (no borrow flag, so no "already borrowed"
 //! errors); a map or a block holds its value in a `SwapCell` (`cell.rs`,
@@ -37,6 +38,7 @@ mod file;
 mod functions;
 mod gc;
 mod gil;
+mod inspect;
 mod io;
 mod join;
 mod labels;
@@ -65,6 +67,7 @@ fn _blockmap(module: &Bound<'_, PyModule>) -> PyResult<()> {
     pickle::register(module)?;
     shm::register(module)?;
     dataset::register(module)?;
+    inspect::register(module)?;
     join::register(module)?;
     split::register(module)?;
     Ok(())
