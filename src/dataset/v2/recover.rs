@@ -10,9 +10,10 @@ use std::fs::File;
 use super::codec::{entry_values, parse_rows, Schema};
 use super::contents::{bad, fits, payload_at, Contents};
 use super::layout::{
-    align_up, has_description_crcs, parse_record, parse_trailer, Record, RecordKind, Row,
-    ENTRY_DESCRIPTION, HEADER_LEN, RECORD_LEN, TRAILER_LEN,
+    align_up, has_description_crcs, has_segments, parse_record, parse_trailer, Record, RecordKind,
+    Row, ENTRY_DESCRIPTION, HEADER_LEN, RECORD_LEN, TRAILER_LEN,
 };
+use super::open::parse_commit;
 use crate::dataset::read_at;
 use crate::error::Result;
 use crate::io::bytes::le64;
@@ -156,7 +157,9 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
             // a COLUMNS record is followed by its COMMIT; one alone
             // (a commit interrupted) is skipped: recovery reads the
             // values from the entries
-            RecordKind::Labels | RecordKind::Columns => {}
+            // so is a SEGMENT record (version 4), which only a commit's
+            // pieces name
+            RecordKind::Labels | RecordKind::Columns | RecordKind::Segment => {}
         }
         at = next;
         // a record is complete once its payload is in the file; the
@@ -165,9 +168,22 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
     }
     // the description checksums of the entries the last valid commit
     // lists, from its rows (which must be the entries walked)
+    // (version 4: and its pieces, which the next commit keeps)
+    let mut pieces = Vec::new();
     if let Some((commit_at, record)) = last_commit.filter(|_| has_description_crcs(version)) {
         let listed = payload_at(file, commit_at, record)?
-            .and_then(|payload| parse_rows(&payload, version).ok())
+            .and_then(|payload| {
+                if has_segments(version) {
+                    parse_commit(file, file_len, commit_at, &payload, version)
+                        .ok()
+                        .map(|commit| {
+                            pieces = commit.pieces;
+                            commit.rows
+                        })
+                } else {
+                    parse_rows(&payload, version).ok()
+                }
+            })
             .filter(|listed| {
                 listed.len() == verified
                     && listed
@@ -175,15 +191,15 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
                         .zip(&rows)
                         .all(|(a, b)| (a.offset, a.len, a.crc) == (b.offset, b.len, b.crc))
             });
-        match listed {
-            Some(listed) => {
-                for (row, from) in rows.iter_mut().zip(listed) {
-                    row.desc_crc = from.desc_crc;
-                }
+        if let Some(listed) = listed {
+            for (row, from) in rows.iter_mut().zip(listed) {
+                row.desc_crc = from.desc_crc;
             }
+        } else {
             // the commit lists other entries than the walk found: none
             // is taken on its word
-            None => verified = 0,
+            verified = 0;
+            pieces.clear();
         }
     }
     // entries after the last commit: kept up to the first whose
@@ -234,6 +250,7 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
         rows,
         columns: Some(columns),
         columns_at: 0,
+        pieces,
         committed: false,
         end,
     })

@@ -11,11 +11,13 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::codec::{encode_columns, encode_commit, Schema, SINGLE_FIELD};
+use super::codec::{
+    encode_columns, encode_commit, encode_commit_pieces, encode_segment, Schema, SINGLE_FIELD,
+};
 use super::describe::{describe, first_samples, Description, Encoder, Entry};
 use super::layout::{
-    align_up, file_header, pad_len, record_header, trailer, RecordKind, Row, COMMIT_ROWS,
-    HEADER_LEN, RECORD_LEN, ROW_LEN, TRAILER_LEN, VERSION,
+    align_up, file_header, has_segments, pad_len, record_header, trailer, Piece, RecordKind, Row,
+    COMMIT_ROWS, HEADER_LEN, PIECE_LEN, RECORD_LEN, ROW_LEN, TRAILER_LEN, VERSION,
 };
 use super::open::open;
 use crate::data::DataRef;
@@ -51,6 +53,9 @@ pub struct Writer {
     schema_at: u64,
     rows: Vec<Row>,
     columns: Vec<Vec<u64>>,
+    /// version 4: the runs of entries the last commit listed, in SEGMENT
+    /// records (`write_commit` says how they merge)
+    pieces: Vec<Piece>,
     /// where the next record goes (a multiple of 64)
     end: u64,
     /// the file's length once its last complete write (or commit) is in:
@@ -64,9 +69,20 @@ pub struct Writer {
 
 impl Writer {
     pub fn create(path: &Path, timeout: Timeout) -> Result<Writer> {
+        Writer::create_version(path, timeout, VERSION)
+    }
+
+    /// A new dataset in an earlier format version (2 to [`VERSION`]):
+    /// what the tests of the layouts of versions 2 and 3 write.
+    pub(crate) fn create_version(path: &Path, timeout: Timeout, version: u32) -> Result<Writer> {
+        if !(super::layout::FIRST_VERSION..=VERSION).contains(&version) {
+            return Err(Error::invalid(format!(
+                "blockmap writes dataset files of versions 2 to {VERSION}, not {version}"
+            )));
+        }
         let target = io::replace::resolve(path)?;
         let replaced = lock::open_locked(&target, false, timeout)?;
-        Writer::new_empty(path, target, replaced, timeout)
+        Writer::new_empty(path, target, replaced, timeout, version)
     }
 
     fn new_empty(
@@ -74,11 +90,12 @@ impl Writer {
         target: PathBuf,
         replaced: Option<File>,
         timeout: Timeout,
+        version: u32,
     ) -> Result<Writer> {
         let mut temporary = io::replace::Temporary::beside(&target)?;
         let id = new_id();
         let file = temporary.file()?;
-        file.write_all_at(&file_header(&id, VERSION), 0)
+        file.write_all_at(&file_header(&id, version), 0)
             .map_err(io_error(path, "cannot write"))?;
         lock::lock(file, path, Some(std::time::Duration::ZERO))?;
         let mut writer = Writer {
@@ -90,11 +107,12 @@ impl Writer {
             timeout,
             pid: std::process::id(),
             id,
-            version: VERSION,
+            version,
             schema: None,
             schema_at: 0,
             rows: Vec::new(),
             columns: Vec::new(),
+            pieces: Vec::new(),
             end: HEADER_LEN as u64,
             written: HEADER_LEN as u64,
             tail_left: false,
@@ -111,7 +129,7 @@ impl Writer {
             if let Some(file) = lock::open_locked(&target, true, timeout)? {
                 break file;
             }
-            let mut writer = Writer::new_empty(path, target.clone(), None, timeout)?;
+            let mut writer = Writer::new_empty(path, target.clone(), None, timeout, VERSION)?;
             let Some(temporary) = writer.pending.take() else {
                 return Err(Error::internal("a new dataset without its file"));
             };
@@ -152,6 +170,7 @@ impl Writer {
             schema_at: contents.schema_at,
             rows: contents.rows,
             columns,
+            pieces: contents.pieces,
             end: align_up(contents.end),
             written: contents.end,
             tail_left: false,
@@ -457,6 +476,9 @@ impl Writer {
         if self.tail_left {
             self.cut_tail()?;
         }
+        if has_segments(self.version) {
+            return self.write_segment_commit();
+        }
         let file = self.file()?;
         let count = self.rows.len();
         let mut out = Vec::new();
@@ -502,6 +524,82 @@ impl Writer {
             self.cut_failed_write();
             return Err(e);
         }
+        self.end = align_up(trailer_end);
+        self.written = trailer_end;
+        Ok(())
+    }
+
+    /// A commit of version 4: the entries written since the last commit
+    /// go in one SEGMENT record, with those of the last pieces that are
+    /// not larger than they (merged, as an LSM tree merges its levels),
+    /// then a COMMIT record naming every piece, and its trailer.
+    ///
+    /// The pieces a commit leaves each hold more entries than all those
+    /// after them together: there are at most log2(entries) + 1 of them,
+    /// and an entry's row is written again only when the run it lies in
+    /// at least doubles, at most log2(entries) times. A commit of `k`
+    /// entries writes their rows and columns, amortized that factor, plus
+    /// its commit record (24 bytes a piece) and trailer; it never writes
+    /// the rows of the entries before them again (`bench/datasets.py`'s
+    /// append sessions measure it).
+    fn write_segment_commit(&mut self) -> Result<()> {
+        let count = self.rows.len();
+        let listed: u64 = self.pieces.iter().map(|p| p.count).sum();
+        let listed = usize::try_from(listed).map_err(|_| Error::internal("pieces"))?;
+        let mut keep = self.pieces.len();
+        let mut from = listed;
+        if count > listed {
+            while keep > 0 && self.pieces[keep - 1].count <= (count - from) as u64 {
+                keep -= 1;
+                from -= usize::try_from(self.pieces[keep].count).unwrap_or(0);
+            }
+        }
+        let start = self.end;
+        let mut out = Vec::new();
+        let mut pieces = Vec::new();
+        pieces.try_reserve_exact(keep + 1)?;
+        pieces.extend_from_slice(&self.pieces[..keep]);
+        if count > from {
+            let columns: Vec<&[u64]> = self.columns.iter().map(|c| &c[from..count]).collect();
+            let (payload, rows_crc, columns_crc) =
+                encode_segment(&self.rows[from..count], &columns, self.version)?;
+            out.try_reserve(payload.len() + 2 * RECORD_LEN + 2 * 64)?;
+            out.extend_from_slice(&record_header(
+                RecordKind::Segment,
+                crc32fast::hash(&payload),
+                payload.len() as u64,
+            ));
+            out.extend_from_slice(&payload);
+            out.resize(out.len() + pad_len(start + out.len() as u64), 0);
+            pieces.push(Piece {
+                at: start,
+                count: (count - from) as u64,
+                rows_crc,
+                columns_crc,
+            });
+        }
+        let at = start + out.len() as u64;
+        let payload = encode_commit_pieces(count as u64, self.schema_at, &pieces)?;
+        out.try_reserve(RECORD_LEN + payload.len() + TRAILER_LEN + PIECE_LEN)?;
+        out.extend_from_slice(&record_header(
+            RecordKind::Commit,
+            crc32fast::hash(&payload),
+            payload.len() as u64,
+        ));
+        out.extend_from_slice(&payload);
+        out.extend_from_slice(&trailer(at, count as u64));
+        let trailer_end = start + out.len() as u64;
+        let file = self.file()?;
+        let done = file
+            .write_all_at(&out, start)
+            .and_then(|()| file.sync_data())
+            .map_err(io_error(&self.path, "cannot write"));
+        if let Err(e) = done {
+            // its SEGMENT record holds values users gave: cut off too
+            self.cut_failed_write();
+            return Err(e);
+        }
+        self.pieces = pieces;
         self.end = align_up(trailer_end);
         self.written = trailer_end;
         Ok(())

@@ -128,22 +128,34 @@ def test_selected_blocks_of_one_map(tmp_path, rng):
         assert_identical(loaded.block(i), tensor.block(key))
 
 
-def test_the_file_is_format_version_3_and_its_maps_save_for_metatensor(saved, maps, tmp_path):
+def test_the_file_is_format_version_4_and_its_maps_save_for_metatensor(saved, maps, tmp_path):
     # the layout of docs/format.md: header, records on 64-byte boundaries,
-    # a trailer naming the last commit record, whose rows hold each
-    # entry's description CRC32
+    # a trailer naming the last commit record, whose pieces name SEGMENT
+    # records, whose rows hold each entry's description CRC32
     data = saved.read_bytes()
     assert data[:8] == b"\x89BMDS\r\n\x1a"
-    assert int.from_bytes(data[8:12], "little") == 3
+    assert int.from_bytes(data[8:12], "little") == 4
     assert data[12:44].decode() == Dataset(saved).id
     assert data[44:64] == bytes(20)
     assert data[-32:-24] == b"BMDSEND2"
     commit_at = int.from_bytes(data[-24:-16], "little")
     assert commit_at % 64 == 0 and data[commit_at : commit_at + 4] == b"BMr\x04"
     assert int.from_bytes(data[-16:-8], "little") == len(maps)
+    # the commit: count, schema offset, one piece (one session)
+    count, schema_at, n_pieces = struct.unpack_from("<QQQ", data, commit_at + 16)
+    assert (count, n_pieces) == (len(maps), 1) and data[schema_at : schema_at + 4] == b"BMr\x01"
+    segment_at, piece_count, rows_crc, columns_crc = struct.unpack_from(
+        "<QQII", data, commit_at + 16 + 24
+    )
+    assert piece_count == len(maps) and data[segment_at : segment_at + 4] == b"BMr\x06"
+    rows_end = segment_at + 16 + 16 + 24 * len(maps)
+    assert rows_crc == zlib.crc32(data[segment_at + 16 : rows_end])
+    # one column (n_samples): 8 bytes an entry
+    assert columns_crc == zlib.crc32(data[rows_end : rows_end + 8 * len(maps)])
+    assert struct.unpack_from("<QII", data, segment_at + 16) == (len(maps), 1, 0)
     # a row: offset, payload length, payload CRC32, description CRC32 (the
     # description's u64 length and its bytes)
-    row = commit_at + 16 + 24
+    row = segment_at + 16 + 16
     offset, length, crc, desc_crc = struct.unpack_from("<QQII", data, row)
     assert offset == Dataset(saved)._slot(0)[0]
     assert crc == zlib.crc32(data[offset + 16 : offset + 16 + length])

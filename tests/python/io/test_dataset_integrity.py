@@ -50,7 +50,7 @@ def test_a_flipped_bit_outside_the_arrays_never_reads_as_another_map(tmp_path, m
         writer.commit()
         writer.write(maps[2])
     ds = Dataset(path)
-    assert ds.version == 3
+    assert ds.version == 4
     arrays = _arrays(path, ds)
     good = path.read_bytes()
     bad = tmp_path / "bad"
@@ -195,7 +195,7 @@ def test_stored_version_2_files_read_append_and_upgrade(tmp_path, name, stored_v
     upgraded = tmp_path / "upgraded"
     Dataset.upgrade(copy, upgraded)
     new = Dataset(upgraded)
-    assert (new.version, len(new), new.fields) == (3, len(grown), grown.fields)
+    assert (new.version, len(new), new.fields) == (4, len(grown), grown.fields)
     for i in range(len(grown)):
         for field in grown.fields:
             assert new.field(field)[i] == grown.field(field)[i]
