@@ -26,6 +26,7 @@ __all__ = [
     "FormatError",
     "BlockMapIOError",
     "MissingFileError",
+    "ExistingFileError",
     "BlockMapMemoryError",
     "InternalError",
     "BlockMapIndexError",
@@ -199,13 +200,19 @@ class _ForeignZip:
     def load(self, name: str) -> TensorMap: ...
     def raw(self, name: str) -> bytes: ...
 
-@final
 class DatasetWriter:
     """Adds maps to a dataset file, one at a time, in constant memory."""
 
     def __new__(
-        cls, path: str | os.PathLike[str], append: bool = False, timeout: float | None = 0.0
+        cls,
+        path: str | os.PathLike[str],
+        append: bool = False,
+        timeout: float | None = 0.0,
+        *,
+        overwrite: bool = False,
+        _version: int | None = None,
     ) -> Self: ...
+    def _open_here(self) -> bool: ...
     def write(
         self,
         tensor: TensorMap | None = None,
@@ -248,6 +255,10 @@ class BlockMapIOError(BlockMapError, OSError):
 
 class MissingFileError(BlockMapIOError, FileNotFoundError):
     """The file to load does not exist."""
+
+class ExistingFileError(BlockMapIOError, FileExistsError):
+    """A path that holds a file where blockmap would create one (a dataset
+    writer without ``overwrite=True`` or ``append=True``)."""
 
 class BlockMapMemoryError(BlockMapError, MemoryError):
     """Memory for the data could not be had (an allocation failed)."""

@@ -41,7 +41,7 @@ fn every_fixture_round_trips_and_appends() {
     let dir = scratch("round-trip");
     let path = dir.join("data");
     let maps = maps();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for map in &maps[..3] {
         writer.write(map).unwrap();
     }
@@ -76,7 +76,7 @@ fn every_fixture_round_trips_and_appends() {
 fn array_data_views_the_mapping_aligned() {
     let dir = scratch("views");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -95,7 +95,7 @@ fn fields_and_columns() {
     let dir = scratch("fields");
     let path = dir.join("data");
     let (a, b) = (fixtures::small_map(), fixtures::tensor(DType::F4));
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for i in 0..5i32 {
         writer
             .write_entry(&Entry {
@@ -185,7 +185,7 @@ fn fields_and_columns() {
     );
     // upgraded (a version-2 source): the same entries and columns
     let copy = dir.join("copy");
-    upgrade(&path, &copy, None).unwrap();
+    upgrade(&path, &copy, None, true).unwrap();
     let upgraded = Dataset::open(&copy, MapMode::ReadOnly).unwrap();
     assert_eq!(upgraded.schema(), dataset.schema());
     assert_eq!(
@@ -200,7 +200,7 @@ fn labels_are_stored_once_and_shared_in_memory() {
     let dir = scratch("shared");
     let path = dir.join("data");
     let map = fixtures::tensor(DType::F8);
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for _ in 0..10 {
         writer.write(&map).unwrap();
     }
@@ -233,7 +233,7 @@ fn selected_keys_read_only_their_blocks() {
     let dir = scratch("keys");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&map).unwrap();
     writer.close().unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -265,7 +265,7 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let dir = scratch("cut");
     let path = dir.join("data");
     let maps = maps();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&maps[0]).unwrap();
     writer.commit().unwrap();
     for map in &maps[1..5] {
@@ -314,7 +314,7 @@ fn large_entries_stream_and_recover() {
     let values = fixtures::filled(DType::F8, &[40_000, 3, 5]);
     let block = fixtures::workload_block(values);
     let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.write(&big).unwrap();
     writer.close().unwrap();
@@ -332,7 +332,7 @@ fn large_entries_stream_and_recover() {
 fn hostile_files_are_refused_with_errors() {
     let dir = scratch("hostile");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer
         .write_entry(&Entry {
             fields: vec![
@@ -406,7 +406,7 @@ fn labels_references_into_entries_or_forward_are_refused() {
     )
     .unwrap();
     let first = TensorMap::new(Labels::single(), vec![block]).unwrap();
-    let mut writer = Writer::create_version(&path, None, 3).unwrap();
+    let mut writer = Writer::create_version(&path, None, true, 3).unwrap();
     writer.write(&first).unwrap();
     writer.write(&second).unwrap();
     writer.close().unwrap();
@@ -587,7 +587,7 @@ fn gradients_nested_deep_stop_at_the_limit() {
 fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     let dir = scratch("rows");
     let path = dir.join("data");
-    let mut writer = Writer::create_version(&path, None, 3).unwrap();
+    let mut writer = Writer::create_version(&path, None, true, 3).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
@@ -658,7 +658,7 @@ fn prefetch_asks_for_at_most_64_mib() {
     .unwrap();
     let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
     let small = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&small).unwrap();
     writer.write(&small).unwrap();
     for _ in 0..3 {
@@ -715,7 +715,7 @@ fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
 fn reserved_bytes_that_are_not_zero_are_refused() {
     let dir = scratch("reserved");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
@@ -783,7 +783,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
             std::fs::read(stored(name)).unwrap()
         );
         let upgraded = dir.join(format!("{name}.v2"));
-        upgrade(&stored(name), &upgraded, None).unwrap();
+        upgrade(&stored(name), &upgraded, None, true).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
         assert_eq!((new.version(), new.len()), (VERSION, count));
         assert!(new.schema().single);
@@ -797,7 +797,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
     // a failed upgrade leaves dst as it was
     let dst = dir.join("kept");
     std::fs::write(&dst, b"kept").unwrap();
-    assert!(upgrade(&dir.join("missing"), &dst, None).is_err());
+    assert!(upgrade(&dir.join("missing"), &dst, None, true).is_err());
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
 }
 
@@ -806,7 +806,7 @@ fn a_damaged_columns_record_fails_its_columns_only() {
     let dir = scratch("columns");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create_version(&path, None, 3).unwrap();
+    let mut writer = Writer::create_version(&path, None, true, 3).unwrap();
     for _ in 0..3 {
         writer.write(&map).unwrap();
     }
@@ -862,7 +862,7 @@ fn a_columns_record_without_its_commit_is_skipped() {
     let dir = scratch("orphan");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&map).unwrap();
     writer.commit().unwrap();
     writer.write(&map).unwrap();
@@ -928,7 +928,7 @@ fn two_sessions(path: &Path, version: u32) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>)
         fixtures::map_with_an_empty_block(),
     ];
     let maps: Vec<TensorMap> = (0..12).map(|i| kinds[i % 3].clone()).collect();
-    let mut writer = Writer::create_version(path, None, version).unwrap();
+    let mut writer = Writer::create_version(path, None, true, version).unwrap();
     for map in &maps[..5] {
         writer.write(map).unwrap();
     }
@@ -1074,7 +1074,7 @@ fn a_failed_write_leaves_nothing_a_walk_could_meet() {
     use super::v2::layout::{record_header, RecordKind as Kind};
     let dir = scratch("failed");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.commit().unwrap();
     let committed = std::fs::metadata(&path).unwrap().len();
@@ -1120,7 +1120,7 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
         fixtures::tensor(DType::I2),
         fixtures::map_with_an_empty_block(),
     ];
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&maps[0]).unwrap();
     writer.commit().unwrap();
     writer.write(&maps[1]).unwrap();
@@ -1182,7 +1182,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     let dir = scratch("verify");
     let path = dir.join("data");
     let maps = [fixtures::small_map(), fixtures::tensor(DType::F8)];
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for map in maps.iter().chain(&maps) {
         writer.write(map).unwrap();
     }
@@ -1225,7 +1225,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     // upgrade: refused at entry 0, the destination untouched
     let dst = dir.join("dst");
     std::fs::write(&dst, b"kept").unwrap();
-    let error = upgrade(&bad_path, &dst, None).unwrap_err();
+    let error = upgrade(&bad_path, &dst, None, true).unwrap_err();
     assert!(matches!(error, Error::Format(_)), "{error:?}");
     assert!(error.to_string().contains("entry 0"), "{error}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
@@ -1233,7 +1233,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     let mut bytes = good.clone();
     bytes[usize::try_from(last.offset + last.len).unwrap() - 1] ^= 0x10;
     std::fs::write(&bad_path, &bytes).unwrap();
-    let error = upgrade(&bad_path, &dst, None).unwrap_err();
+    let error = upgrade(&bad_path, &dst, None, true).unwrap_err();
     assert!(error.to_string().contains("entry 3"), "{error}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
     // a file cut in an entry (an interrupted write) has no problem
@@ -1257,7 +1257,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
 fn offsets_past_what_a_file_holds_are_walked_past() {
     let dir = scratch("huge-offsets");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
@@ -1352,7 +1352,7 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
             assert_eq!(&after[..before.len()], &before[..]);
         }
         let upgraded = dir.join(format!("{name}.v3"));
-        upgrade(&copy, &upgraded, None).unwrap();
+        upgrade(&copy, &upgraded, None, true).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
         assert_eq!((new.version(), new.len()), (VERSION, count + 1));
         assert_eq!(new.schema(), appended.schema());
@@ -1424,7 +1424,7 @@ fn damage_before_the_last_commit_keeps_the_commit() {
     let dir = scratch("damaged-tail");
     let path = dir.join("data");
     let maps: Vec<TensorMap> = (0..4).map(|_| fixtures::small_map()).collect();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for map in &maps {
         writer.write(map).unwrap();
     }
@@ -1524,7 +1524,7 @@ fn stored_files_are_what_the_writer_writes(version: u32) {
                 break;
             }
             let mut writer = if session == 0 {
-                Writer::create_version(&path, None, version).unwrap()
+                Writer::create_version(&path, None, true, version).unwrap()
             } else {
                 Writer::append(&path, None).unwrap()
             };
@@ -1566,7 +1566,7 @@ fn append_sessions_grow_the_file_by_what_they_add() {
     let dir = scratch("growth");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for _ in 0..500 {
         writer.write(&map).unwrap();
     }
@@ -1621,7 +1621,7 @@ fn a_commit_of_segments_imitated_inside_an_entry_is_not_the_last_commit() {
     let mut maps = Vec::new();
     for (session, n) in [16, 8, 4, 2, 1].into_iter().enumerate() {
         let mut writer = if session == 0 {
-            Writer::create(&path, None).unwrap()
+            Writer::create(&path, None, true).unwrap()
         } else {
             Writer::append(&path, None).unwrap()
         };
@@ -1686,7 +1686,7 @@ fn a_damaged_segment_fails_its_columns_or_its_commit() {
     let dir = scratch("segment");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for _ in 0..3 {
         writer.write(&map).unwrap();
     }

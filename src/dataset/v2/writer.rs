@@ -65,24 +65,49 @@ pub struct Writer {
     /// off yet: cut before anything else is written
     tail_left: bool,
     encoder: Encoder,
+    /// a new dataset may replace a file that its path holds at its first
+    /// commit
+    overwrite: bool,
+    /// a new dataset's creation lock, held until it is in place
+    creating: Option<lock::CreationLock>,
 }
 
 impl Writer {
-    pub fn create(path: &Path, timeout: Timeout) -> Result<Writer> {
-        Writer::create_version(path, timeout, VERSION)
+    /// A new dataset at `path`, put in place at its first commit. A path
+    /// that holds a file is refused (an `AlreadyExists` I/O error naming
+    /// `overwrite=True` and `append=True`) unless `overwrite`, which
+    /// replaces it then (atomically). Two writers creating the same path
+    /// take turns (`lock::CreationLock`, a lock file): the second waits
+    /// for the first's first commit (`timeout` at most), then finds the
+    /// file there.
+    pub fn create(path: &Path, timeout: Timeout, overwrite: bool) -> Result<Writer> {
+        Writer::create_version(path, timeout, overwrite, VERSION)
     }
 
-    /// A new dataset in an earlier format version (2 to [`VERSION`]):
-    /// what the tests of the layouts of versions 2 and 3 write.
-    pub(crate) fn create_version(path: &Path, timeout: Timeout, version: u32) -> Result<Writer> {
+    /// [`Writer::create`] in an earlier format version (2 to
+    /// [`VERSION`]): what the tests and benchmarks of the layouts of
+    /// versions 2 and 3 write.
+    pub fn create_version(
+        path: &Path,
+        timeout: Timeout,
+        overwrite: bool,
+        version: u32,
+    ) -> Result<Writer> {
         if !(super::layout::FIRST_VERSION..=VERSION).contains(&version) {
             return Err(Error::invalid(format!(
                 "blockmap writes dataset files of versions 2 to {VERSION}, not {version}"
             )));
         }
         let target = io::replace::resolve(path)?;
+        let creating = lock::CreationLock::take(&target, timeout)?;
         let replaced = lock::open_locked(&target, false, timeout)?;
-        Writer::new_empty(path, target, replaced, timeout, version)
+        if replaced.is_some() && !overwrite {
+            return Err(lock::exists(path));
+        }
+        let mut writer = Writer::new_empty(path, target, replaced, timeout, version)?;
+        writer.overwrite = overwrite;
+        writer.creating = Some(creating);
+        Ok(writer)
     }
 
     fn new_empty(
@@ -117,6 +142,8 @@ impl Writer {
             written: HEADER_LEN as u64,
             tail_left: false,
             encoder: Encoder::default(),
+            overwrite: false,
+            creating: None,
         };
         writer.write_commit()?;
         Ok(writer)
@@ -129,12 +156,18 @@ impl Writer {
             if let Some(file) = lock::open_locked(&target, true, timeout)? {
                 break file;
             }
+            // created here: after any writer creating it (its lock file)
+            let creating = lock::CreationLock::take(&target, timeout)?;
+            if target.exists() {
+                continue;
+            }
             let mut writer = Writer::new_empty(path, target.clone(), None, timeout, VERSION)?;
             let Some(temporary) = writer.pending.take() else {
                 return Err(Error::internal("a new dataset without its file"));
             };
             if let Some(file) = temporary.place_new(&target, true)? {
                 writer.file = Some(file);
+                drop(creating);
                 return Ok(writer);
             }
         };
@@ -175,6 +208,8 @@ impl Writer {
             written: contents.end,
             tail_left: false,
             encoder: Encoder::default(),
+            overwrite: false,
+            creating: None,
         })
     }
 
@@ -194,6 +229,12 @@ impl Writer {
 
     pub fn is_in_place(&self) -> bool {
         self.file.is_some()
+    }
+
+    /// Whether it is open (not closed nor given up) in the process that
+    /// opened it: what a writer finalized unclosed commits.
+    pub fn is_open_here(&self) -> bool {
+        self.pid == std::process::id() && (self.file.is_some() || self.pending.is_some())
     }
 
     pub fn len(&self) -> usize {
@@ -448,6 +489,11 @@ impl Writer {
         };
         if !still_there {
             self.replaced = lock::open_locked(&self.target, false, self.timeout)?;
+            if self.replaced.is_some() && !self.overwrite {
+                // put there meanwhile (by a writer that does not take the
+                // lock file: another program, or an older blockmap)
+                return Err(lock::exists(&self.path));
+            }
         }
         let Some(temporary) = self.pending.take() else {
             return Ok(());
@@ -456,6 +502,7 @@ impl Writer {
         if let Some(replaced) = self.replaced.take() {
             lock::unlock(&replaced);
         }
+        self.creating = None;
         Ok(())
     }
 
@@ -467,6 +514,7 @@ impl Writer {
             if let Some(replaced) = self.replaced.take() {
                 lock::unlock(&replaced);
             }
+            self.creating = None;
             return Ok(());
         }
         self.close()
@@ -625,6 +673,7 @@ impl Drop for Writer {
             return;
         }
         self.pending = None;
+        self.creating = None;
         for file in [self.file.take(), self.replaced.take()]
             .into_iter()
             .flatten()

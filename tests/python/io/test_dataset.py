@@ -188,7 +188,7 @@ def test_appending_rewrites_nothing_and_old_readers_keep_their_view(saved, maps)
 
 def test_a_new_writer_replaces_the_file_atomically(saved, maps):
     old = Dataset(saved)
-    with DatasetWriter(saved) as writer:
+    with DatasetWriter(saved, overwrite=True) as writer:
         writer.write(maps[3])
     new = Dataset(saved)
     assert len(new) == 1 and new.id != old.id
@@ -204,9 +204,12 @@ def test_a_new_dataset_is_in_place_at_its_first_commit(tmp_path, maps):
     writer = DatasetWriter(path)
     for tensor in maps[:7]:
         writer.write(tensor)
-    # built beside its path, under no name a glob of the folder matches
-    assert list(tmp_path.glob("*")) == []
+    # built beside its path, unnamed; only its creation lock is there (a
+    # hidden file, which exists before the dataset does: docs/format.md)
+    assert [p.name for p in tmp_path.iterdir()] == [".open.lock"]
     writer.commit()
+    # in place: the lock is let go and removed
+    assert [p.name for p in tmp_path.iterdir()] == ["open"]
     for tensor in maps[7:10]:
         writer.write(tensor)
     # in place from the commit on: what was written since is there too
@@ -227,11 +230,11 @@ def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
         raise RuntimeError("the source of the maps failed")
 
     with pytest.raises(RuntimeError):
-        blockmap.save_dataset(saved, failing())
+        blockmap.save_dataset(saved, failing(), overwrite=True)
     with pytest.raises(blockmap.BlockMapTypeError):
-        blockmap.save_dataset(saved, [maps[0], "not a map"])
+        blockmap.save_dataset(saved, [maps[0], "not a map"], overwrite=True)
     with pytest.raises(KeyError):
-        with DatasetWriter(saved) as writer:
+        with DatasetWriter(saved, overwrite=True) as writer:
             writer.write(maps[0])
             raise KeyError("the block failed")
     # a corrupt input met by a conversion
@@ -241,19 +244,19 @@ def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
         blockmap.save(folder / f"{i}.mts", maps[i])
     (folder / "3.mts").write_bytes(b"PK\x03\x04 not an archive")
     with pytest.raises(blockmap.FormatError):
-        Dataset.from_files(sorted(folder.glob("*.mts")), saved)
+        Dataset.from_files(sorted(folder.glob("*.mts")), saved, overwrite=True)
     zip_path = tmp_path / "disk.zip"
     with zipfile.ZipFile(zip_path, "w") as archive:
         archive.writestr("0/energy.mts", b"not an npy array")
     with pytest.raises(blockmap.FormatError):
-        Dataset.from_diskdataset(zip_path, saved)
+        Dataset.from_diskdataset(zip_path, saved, overwrite=True)
     # the old dataset is untouched, and nothing else was left beside it
     assert saved.read_bytes() == before
     assert sorted(p.name for p in saved.parent.iterdir()) == sorted(
         ["train.data", "inputs", "disk.zip"]
     )
     # abort() gives up a new dataset, and is close() for one in place
-    writer = DatasetWriter(saved)
+    writer = DatasetWriter(saved, overwrite=True)
     writer.write(maps[0])
     writer.abort()
     assert saved.read_bytes() == before
@@ -408,7 +411,7 @@ def test_a_file_changed_behind_a_reference_is_detected(saved, maps, tmp_path):
         writer.write(maps[0])
     assert len(pickle.loads(reference)) == len(maps)
     # replaced by another dataset
-    blockmap.save_dataset(saved, maps[::-1])
+    blockmap.save_dataset(saved, maps[::-1], overwrite=True)
     for data in (reference, of_map):
         with pytest.raises(blockmap.BlockMapIOError, match="replaced"):
             pickle.loads(data)
@@ -427,8 +430,8 @@ def test_what_is_not_a_dataset_is_refused(tmp_path, saved):
     blockmap.save(plain, make_map(np.random.default_rng(1)))
     with pytest.raises(blockmap.FormatError, match="not a blockmap dataset"):
         Dataset(plain)
-    with pytest.raises(blockmap.BlockMapTypeError):
-        DatasetWriter(tmp_path / "x").write("not a map")
+    with pytest.raises(blockmap.BlockMapTypeError), DatasetWriter(tmp_path / "x") as writer:
+        writer.write("not a map")
     # every prefix of a dataset file opens (with the maps it holds whole)
     data = saved.read_bytes()
     cut = tmp_path / "cut"
@@ -611,5 +614,5 @@ def test_a_dataset_file_never_loads_as_one_map(saved, maps, tmp_path):
     assert len(first) == 3
     before = (folder / "all.data").read_bytes()
     with pytest.raises(blockmap.FormatError, match="dataset"):
-        Dataset.from_files(sorted(folder.glob("*")), folder / "all.data")
+        Dataset.from_files(sorted(folder.glob("*")), folder / "all.data", overwrite=True)
     assert (folder / "all.data").read_bytes() == before

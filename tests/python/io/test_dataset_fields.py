@@ -176,7 +176,7 @@ def test_a_field_reference_detects_a_changed_file(tmp_path, maps):
     # replaced by another dataset of the same fields: the file this process
     # opened for the reference stays open and gives the pickled map; one
     # opened afresh is detected
-    with DatasetWriter(path) as writer:
+    with DatasetWriter(path, overwrite=True) as writer:
         for i in range(4):
             writer.write(a=maps[i + 4], b=maps[i])
     assert pickle.loads(of_map) == maps[6]
@@ -241,7 +241,7 @@ def test_from_files_leaves_nothing_behind_when_an_input_is_missing(tmp_path, map
     out.write_bytes(b"kept")
     inputs = [folder / "0.mts", folder / "1.mts", folder / "missing.mts", folder / "2.mts"]
     with pytest.raises(blockmap.MissingFileError, match="missing.mts"):
-        Dataset.from_files(inputs, out)
+        Dataset.from_files(inputs, out, overwrite=True)
     assert out.read_bytes() == b"kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
     out.unlink()

@@ -132,7 +132,7 @@ def test_upgrade_and_from_files_copy_no_damaged_entry(tmp_path, maps):
     dst = tmp_path / "dst"
     dst.write_bytes(b"kept")
     with pytest.raises(blockmap.FormatError, match="entry 3") as raised:
-        Dataset.upgrade(bad, dst)
+        Dataset.upgrade(bad, dst, overwrite=True)
     assert "verify" in str(raised.value)
     assert dst.read_bytes() == b"kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "d", "dst"]
@@ -148,7 +148,7 @@ def test_upgrade_and_from_files_copy_no_damaged_entry(tmp_path, maps):
     raw[at] ^= 0x01
     archive.write_bytes(bytes(raw))
     with pytest.raises(blockmap.FormatError):
-        Dataset.from_files(sorted(folder.glob("*.mts")), dst)
+        Dataset.from_files(sorted(folder.glob("*.mts")), dst, overwrite=True)
     assert dst.read_bytes() == b"kept"
 
 

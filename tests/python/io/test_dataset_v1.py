@@ -44,7 +44,7 @@ def test_upgrade_onto_its_own_path(tmp_path, expected):
     shutil.copy(STORED / "v1-appended.bmds", path)
     old = blockmap.Dataset(path)
     reference = pickle.dumps(old)
-    blockmap.Dataset.upgrade(path, path)
+    blockmap.Dataset.upgrade(path, path, overwrite=True)
     new = blockmap.Dataset(path)
     maps = expected["v1-appended.bmds"]
     assert (new.version, len(new)) == (4, len(maps))
