@@ -117,8 +117,9 @@ fn rows(data: &[u8], payload: &[u8], version: u32) -> Option<Vec<Row>> {
 
 /// Version 4: the rows of the SEGMENT records a COMMIT payload's pieces
 /// name (count, schema offset, piece count, then per piece: segment
-/// offset, count, rows CRC32, columns CRC32), each segment's rows part
-/// (count, column count, zeros, the rows) checked against its CRC32.
+/// offset, count, rows CRC32, columns CRC32), each segment's rows (the
+/// last 24 bytes per entry of its payload, after its count, column count,
+/// zeros and columns) checked against its CRC32.
 fn piece_rows(data: &[u8], payload: &[u8]) -> Option<Vec<Row>> {
     let count = u64_at(payload, 0)?;
     let pieces = usize::try_from(u64_at(payload, 16)?).ok()?;
@@ -132,16 +133,17 @@ fn piece_rows(data: &[u8], payload: &[u8]) -> Option<Vec<Row>> {
         let n = usize::try_from(u64_at(payload, at + 8)?).ok()?;
         let rows_crc = u32_at(payload, at + 16)?;
         let (kind, _, len) = record(data, segment)?;
-        let rows_len = 16usize.checked_add(n.checked_mul(24)?)?;
-        if kind != 6 || n == 0 || rows_len > len {
+        let rows_len = n.checked_mul(24)?;
+        if kind != 6 || n == 0 || rows_len.checked_add(16)? > len {
             return None;
         }
-        let part = data.get(segment + 16..segment + 16 + rows_len)?;
-        if crc32fast::hash(part) != rows_crc || u64_at(part, 0)? != n as u64 {
+        let end = segment + 16 + len;
+        let part = data.get(end - rows_len..end)?;
+        if crc32fast::hash(part) != rows_crc {
             return None;
         }
         for i in 0..n {
-            let row = 16 + 24 * i;
+            let row = 24 * i;
             out.push((
                 u64_at(part, row)?,
                 u64_at(part, row + 8)?,

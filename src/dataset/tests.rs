@@ -1700,10 +1700,10 @@ fn a_damaged_segment_fails_its_columns_or_its_commit() {
     ))
     .unwrap();
     let bad_path = dir.join("bad");
-    // the last column value (the payload's last 8 bytes)
+    // the last column value (before the rows, which end the payload)
     let mut bytes = good.clone();
-    let rows_end = segment + 16 + 16 + 3 * 24;
-    bytes[rows_end + 3 * 8 - 1] ^= 1;
+    let columns_end = segment + 16 + 16 + 3 * 8;
+    bytes[columns_end - 1] ^= 1;
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     assert!(dataset.committed());
@@ -1713,7 +1713,7 @@ fn a_damaged_segment_fails_its_columns_or_its_commit() {
     assert!(!verify(&bad_path).unwrap().is_ok());
     // a row's byte
     let mut bytes = good;
-    bytes[segment + 16 + 16 + 8] ^= 1;
+    bytes[columns_end + 8] ^= 1;
     std::fs::write(&bad_path, &bytes).unwrap();
     let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
     assert!(!dataset.committed());

@@ -353,7 +353,7 @@ impl PyDatasetWriter {
             overwrite = false,
             _version = None,
         ),
-        text_signature = "(path, append=False, timeout=0.0, *, overwrite=False)"
+        text_signature = "(path, append=False, timeout=0.0, *, overwrite=False, _version=None)"
     )]
     // `_version` is private (tests and benchmarks of earlier layouts)
     #[allow(clippy::used_underscore_binding)]

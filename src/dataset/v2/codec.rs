@@ -12,7 +12,7 @@
 
 use super::layout::{
     self, align_up, Piece, Row, COMMIT_PIECE_LIST, COMMIT_ROWS, COMMIT_SCHEMA_AT, PIECE_LEN,
-    RECORD_LEN, ROW_LEN, SEGMENT_ROWS,
+    RECORD_LEN, ROW_LEN, SEGMENT_VALUES,
 };
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -354,25 +354,21 @@ pub fn parse_rows(payload: &[u8], version: u32) -> Result<Vec<Row>> {
 
 /// A SEGMENT record's payload (version 4, layout.rs `SEGMENT_*`) for the
 /// entries of `rows` and their values in `columns` (one slice per column,
-/// as long as `rows`), with the CRC32 of its rows part (the payload up to
-/// the columns) and of its columns part.
+/// as long as `rows`), with the CRC32 of its rows part (its end) and of
+/// its counts and columns part (its start).
 pub fn encode_segment(
     rows: &[Row],
     columns: &[&[u64]],
     version: u32,
 ) -> Result<(Vec<u8>, u32, u32)> {
     let mut payload = Vec::new();
-    payload.try_reserve(SEGMENT_ROWS + rows.len() * (ROW_LEN + 8 * columns.len()))?;
+    payload.try_reserve(SEGMENT_VALUES + rows.len() * (ROW_LEN + 8 * columns.len()))?;
     debug_assert_eq!(payload.len(), layout::SEGMENT_COUNT);
     put_u64(&mut payload, rows.len() as u64);
     debug_assert_eq!(payload.len(), layout::SEGMENT_COLUMNS);
     put_u32(&mut payload, u32_len(columns.len()));
     put_u32(&mut payload, 0);
-    debug_assert_eq!(payload.len(), SEGMENT_ROWS);
-    for row in rows {
-        row.encode(version, &mut payload);
-    }
-    let rows_end = payload.len();
+    debug_assert_eq!(payload.len(), SEGMENT_VALUES);
     for column in columns {
         if column.len() != rows.len() {
             return Err(Error::internal("a column of another length than its rows"));
@@ -381,25 +377,18 @@ pub fn encode_segment(
             put_u64(&mut payload, *value);
         }
     }
-    let rows_crc = crc32fast::hash(&payload[..rows_end]);
-    let columns_crc = crc32fast::hash(&payload[rows_end..]);
+    let values_end = payload.len();
+    for row in rows {
+        row.encode(version, &mut payload);
+    }
+    let columns_crc = crc32fast::hash(&payload[..values_end]);
+    let rows_crc = crc32fast::hash(&payload[values_end..]);
     Ok((payload, rows_crc, columns_crc))
 }
 
-/// The rows of a SEGMENT record from its payload's rows part (`bytes`:
-/// the count, the column count, the rows), checked against the `count`
-/// and the `n` columns its commit and schema give.
-pub fn parse_segment_rows(bytes: &[u8], count: u64, n: usize, version: u32) -> Result<Vec<Row>> {
+/// The `count` rows of a SEGMENT record's rows part (`bytes`).
+pub fn parse_segment_rows(bytes: &[u8], count: u64, version: u32) -> Result<Vec<Row>> {
     let mut c = Cursor::new(bytes, SEGMENT);
-    if c.u64()? != count {
-        return Err(c.bad("its count differs from its commit's"));
-    }
-    if c.u32()? as usize != n {
-        return Err(c.bad("its columns do not match the schema"));
-    }
-    if c.u32()? != 0 {
-        return Err(c.bad("reserved bytes are not zero"));
-    }
     let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
     if count.saturating_mul(ROW_LEN) != c.rest().len() {
         return Err(c.bad("a count that is not its rows'"));
@@ -412,11 +401,22 @@ pub fn parse_segment_rows(bytes: &[u8], count: u64, n: usize, version: u32) -> R
     Ok(rows)
 }
 
-/// The `n` columns of `count` values each of a SEGMENT record's columns
-/// part, appended to `columns`.
-pub fn parse_segment_columns(bytes: &[u8], count: usize, columns: &mut [Vec<u64>]) -> Result<()> {
+/// The columns of a SEGMENT record's counts and columns part (`bytes`),
+/// checked against the `count` its commit gives and the schema's count of
+/// columns (`columns.len()`), appended to `columns`.
+pub fn parse_segment_columns(bytes: &[u8], count: u64, columns: &mut [Vec<u64>]) -> Result<()> {
     let mut c = Cursor::new(bytes, SEGMENT);
-    if count.saturating_mul(8).saturating_mul(columns.len()) != bytes.len() {
+    if c.u64()? != count {
+        return Err(c.bad("its count differs from its commit's"));
+    }
+    if c.u32()? as usize != columns.len() {
+        return Err(c.bad("its columns do not match the schema"));
+    }
+    if c.u32()? != 0 {
+        return Err(c.bad("reserved bytes are not zero"));
+    }
+    let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
+    if count.saturating_mul(8).saturating_mul(columns.len()) != c.rest().len() {
         return Err(c.bad("columns of another length than its rows"));
     }
     for column in columns.iter_mut() {

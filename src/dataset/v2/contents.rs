@@ -117,21 +117,16 @@ pub(in crate::dataset) fn piece_columns(
 ) -> Result<Vec<Vec<u64>>> {
     let mut columns = vec![Vec::new(); n];
     for piece in pieces {
-        let start = piece
-            .rows_len()
-            .and_then(|rows| rows.checked_add(piece.at + RECORD_LEN as u64))
-            .ok_or_else(|| bad("a piece's range"))?;
+        let start = piece.at + RECORD_LEN as u64;
         let len = piece
-            .count
-            .checked_mul(8 * n as u64)
+            .values_len(n)
             .and_then(|len| usize::try_from(len).ok())
             .ok_or_else(|| bad("a piece's range"))?;
         let bytes = read(start, len)?;
         if crc32fast::hash(&bytes) != piece.columns_crc {
             return Err(bad("a damaged SEGMENT record (its columns' CRC differs)"));
         }
-        let count = usize::try_from(piece.count).map_err(|_| bad("a piece's count"))?;
-        parse_segment_columns(&bytes, count, &mut columns)?;
+        parse_segment_columns(&bytes, piece.count, &mut columns)?;
         crate::interrupt::check()?;
     }
     Ok(columns)

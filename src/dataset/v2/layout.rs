@@ -64,11 +64,14 @@ pub const COMMIT_PIECES: usize = 16;
 pub const COMMIT_PIECE_LIST: usize = 24;
 
 /// A SEGMENT record's payload (version 4): its count of entries (u64),
-/// its count of columns (u32), zeros (u32), a [`Row`] per entry, then
-/// each column's values (u64 per entry), one column after the other.
+/// its count of columns (u32), zeros (u32), each column's values (u64
+/// per entry), one column after the other, then a [`Row`] per entry. The
+/// rows come last, just before the COMMIT record: an open reads them
+/// alone, and the kernel's read-ahead after them meets the commit, not
+/// the columns.
 pub const SEGMENT_COUNT: usize = 0;
 pub const SEGMENT_COLUMNS: usize = 8;
-pub const SEGMENT_ROWS: usize = 16;
+pub const SEGMENT_VALUES: usize = 16;
 
 /// Whether a file of `version` lists its entries in SEGMENT records that
 /// its commits name (version 4), rather than in each commit (2 and 3).
@@ -78,7 +81,7 @@ pub fn has_segments(version: u32) -> bool {
 
 /// A run of entries a commit lists (version 4): where its SEGMENT record
 /// lies, how many entries it holds, and the CRC32s of its payload's two
-/// parts (the rows with the 16 bytes before them, read at an open; the
+/// parts (its rows, read at an open; the 16 bytes of counts and the
 /// columns, read when a column is asked for).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Piece {
@@ -108,12 +111,17 @@ impl Piece {
         })
     }
 
-    /// Where the rows part of its record's payload ends (from the
-    /// payload's start): the count, the column count and the rows.
+    /// The length of the rows part of its record's payload (its end).
     pub fn rows_len(&self) -> Option<u64> {
+        self.count.checked_mul(ROW_LEN as u64)
+    }
+
+    /// The length of the counts and columns part of its record's payload
+    /// (its start), for `n` columns.
+    pub fn values_len(&self, n: usize) -> Option<u64> {
         self.count
-            .checked_mul(ROW_LEN as u64)
-            .and_then(|n| n.checked_add(SEGMENT_ROWS as u64))
+            .checked_mul(8 * n as u64)
+            .and_then(|len| len.checked_add(SEGMENT_VALUES as u64))
     }
 }
 
@@ -473,7 +481,7 @@ mod tests {
             [1, 2, 3, 4, 5, 6]
         );
         assert_eq!((COMMIT_PIECES, COMMIT_PIECE_LIST, PIECE_LEN), (16, 24, 24));
-        assert_eq!((SEGMENT_COUNT, SEGMENT_COLUMNS, SEGMENT_ROWS), (0, 8, 16));
+        assert_eq!((SEGMENT_COUNT, SEGMENT_COLUMNS, SEGMENT_VALUES), (0, 8, 16));
         let mut piece = Vec::new();
         Piece {
             at: 1,

@@ -286,19 +286,19 @@ fn segment_rows(
             .filter(|r| r.kind == RecordKind::Segment && piece.at % ALIGN == 0)
             .ok_or_else(|| bad("no SEGMENT record where the commit says"))?;
         let rows_len = piece.rows_len().ok_or_else(|| bad("a piece's count"))?;
-        let expected = piece
-            .count
-            .checked_mul(8 * n as u64)
-            .and_then(|columns| columns.checked_add(rows_len));
-        if expected != Some(record.len) || piece.at + RECORD_LEN as u64 + record.len > at {
+        let values_len = piece.values_len(n).ok_or_else(|| bad("a piece's count"))?;
+        if rows_len.checked_add(values_len) != Some(record.len)
+            || piece.at + RECORD_LEN as u64 + record.len > at
+        {
             return Err(bad("a SEGMENT record of another length than its piece's"));
         }
+        // the rows alone: the end of the payload
         let len = usize::try_from(rows_len).map_err(|_| bad("a piece's count"))?;
-        let bytes = read_at(file, piece.at + RECORD_LEN as u64, len)?;
+        let bytes = read_at(file, piece.at + RECORD_LEN as u64 + values_len, len)?;
         if bytes.len() != len || crc32fast::hash(&bytes) != piece.rows_crc {
             return Err(bad("a damaged SEGMENT record (its rows' CRC differs)"));
         }
-        let piece_rows = parse_segment_rows(&bytes, piece.count, n, version)?;
+        let piece_rows = parse_segment_rows(&bytes, piece.count, version)?;
         // each entry lies before the segment listing it
         let past = |row: &Row| {
             row.offset

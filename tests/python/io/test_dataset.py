@@ -148,14 +148,17 @@ def test_the_file_is_format_version_4_and_its_maps_save_for_metatensor(saved, ma
         "<QQII", data, commit_at + 16 + 24
     )
     assert piece_count == len(maps) and data[segment_at : segment_at + 4] == b"BMr\x06"
-    rows_end = segment_at + 16 + 16 + 24 * len(maps)
-    assert rows_crc == zlib.crc32(data[segment_at + 16 : rows_end])
-    # one column (n_samples): 8 bytes an entry
-    assert columns_crc == zlib.crc32(data[rows_end : rows_end + 8 * len(maps)])
+    # its counts, one column (n_samples: 8 bytes an entry), then the rows,
+    # which end the payload
     assert struct.unpack_from("<QII", data, segment_at + 16) == (len(maps), 1, 0)
+    rows_at = segment_at + 16 + 16 + 8 * len(maps)
+    assert columns_crc == zlib.crc32(data[segment_at + 16 : rows_at])
+    assert rows_crc == zlib.crc32(data[rows_at : rows_at + 24 * len(maps)])
+    # then the COMMIT record, after the padding to a 64-byte boundary
+    assert 0 <= commit_at - (rows_at + 24 * len(maps)) < 64
     # a row: offset, payload length, payload CRC32, description CRC32 (the
     # description's u64 length and its bytes)
-    row = segment_at + 16 + 16
+    row = rows_at
     offset, length, crc, desc_crc = struct.unpack_from("<QQII", data, row)
     assert offset == Dataset(saved)._slot(0)[0]
     assert crc == zlib.crc32(data[offset + 16 : offset + 16 + length])

@@ -457,7 +457,8 @@ def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
     # columns refused
     length = int.from_bytes(data[segment_at + 8 : segment_at + 16], "little")
     assert length == 16 + rows + columns
-    data[segment_at + 16 + length - 1] ^= 0x40
+    # the last column value (the rows come after the columns)
+    data[segment_at + 16 + 16 + columns - 1] ^= 0x40
     damaged = tmp_path / "damaged.bmds"
     damaged.write_bytes(bytes(data))
     ds = Dataset(damaged)
