@@ -951,7 +951,13 @@ def run(args: argparse.Namespace) -> int:
     qm9_counts = [count for name, count in counts.items() if name.startswith("qm9")]
     if grow and qm9_counts and "blockmap" in layouts:
         grown = [
-            dataset_growth.measure(max(qm9_counts), sessions, version, workdir)
+            dataset_growth.measure(
+                max(qm9_counts),
+                sessions,
+                version,
+                workdir,
+                lambda path: int(_cold("blockmap", path)["bytes"]),
+            )
             for version, sessions in ((4, args.grow_sessions), (3, min(100, args.grow_sessions)))
         ]
         if args.json:

@@ -1720,3 +1720,49 @@ fn a_damaged_segment_fails_its_columns_or_its_commit() {
     assert_eq!(dataset.len(), 3);
     assert_eq!(dataset.get(2, None).unwrap(), map);
 }
+
+/// A walk of the records (the last commit not taken on its word) keeps
+/// the entries of the last valid commit whose rows are the entries it
+/// walked: a later commit that lists an entry whose header was damaged
+/// since is passed over, not taken as a reason to drop every commit (the
+/// fuzz target's finding: an entry of the earlier commit damaged in its
+/// arrays then lost it and every entry after it).
+#[test]
+fn a_later_commit_of_a_damaged_entry_keeps_an_earlier_commits_entries() {
+    for version in [3, 4] {
+        let dir = scratch(&format!("later-commit-{version}"));
+        let path = dir.join("data");
+        let maps: Vec<TensorMap> = (0..5).map(|_| fixtures::tensor(DType::F8)).collect();
+        let mut writer = Writer::create_version(&path, None, true, version).unwrap();
+        for map in &maps[..3] {
+            writer.write(map).unwrap();
+        }
+        writer.close().unwrap();
+        let mut writer = Writer::append(&path, None).unwrap();
+        for map in &maps[3..] {
+            writer.write(map).unwrap();
+        }
+        writer.close().unwrap();
+        let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+        let (first, last) = (dataset.span(0).unwrap(), dataset.span(4).unwrap());
+        drop(dataset);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // entry 0's last array byte, and entry 4's header CRC
+        bytes[usize::try_from(first.offset + first.len).unwrap() - 1] ^= 1;
+        bytes[usize::try_from(last.offset).unwrap() + 4] ^= 1;
+        // and the beginning of a write after the last commit (a record
+        // that runs past the file's end): the records are walked
+        bytes.extend_from_slice(&super::v2::layout::record_header(
+            super::v2::layout::RecordKind::Labels,
+            0,
+            1000,
+        ));
+        std::fs::write(&path, &bytes).unwrap();
+        let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+        assert!(!dataset.committed());
+        // the first commit's 3 (entry 0 taken on its word: reads check its
+        // description), entry 3 hashed, entry 4 not
+        assert_eq!(dataset.len(), 4, "version {version}");
+        assert_eq!(dataset.get(3, None).unwrap(), maps[3]);
+    }
+}

@@ -15,7 +15,9 @@ import os
 import tempfile
 from typing import Any
 
-from ..dataset import DatasetWriter
+# blockmap.DatasetWriter, from the package: blockmap.dataset imports this
+# package
+from .. import DatasetWriter
 from ..exceptions import BlockMapTypeError, ValidationError
 from ._convert import _fixed, _from_readers, _path
 from ._version import require_tested
