@@ -66,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dataset_peers
+from . import dataset_growth, dataset_peers
 from .batches import qm9_maps
 from .report import write_section
 from .runner import spawn
@@ -211,7 +211,7 @@ def _create(layout: str, path: Path, items: list[Any], append: bool = False) -> 
     if layout == "blockmap":
         import blockmap
 
-        with blockmap.DatasetWriter(path, append=append) as writer:
+        with blockmap.DatasetWriter(path, append=append, overwrite=not append) as writer:
             for tensor in items:
                 writer.write(tensor)
         return
@@ -874,7 +874,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--data", default="qm9,w", help="the datasets measured: qm9 (QM9-like), w (W by blocks)"
     )
     parser.add_argument(
-        "--operations", default=",".join(OPERATIONS), help=f"among {','.join(OPERATIONS)}"
+        "--operations",
+        default=",".join((*OPERATIONS, "grow")),
+        help=f"among {','.join(OPERATIONS)},grow (grow: append sessions, bench/dataset_growth.py)",
+    )
+    parser.add_argument(
+        "--grow-sessions",
+        type=int,
+        default=1000,
+        help="append sessions of one map of 'grow' (version 3's: at most 100)",
     )
     parser.add_argument("--json", type=Path, help="also write every measurement here, as JSON")
     parser.add_argument(
@@ -908,6 +916,8 @@ def run(args: argparse.Namespace) -> int:
         else:
             counts[data] = 100
     operations = [op for op in args.operations.split(",") if op]
+    grow = "grow" in operations
+    operations = [op for op in operations if op != "grow"]
     workdir = args.workdir or default_workdir()
     filesystem = filesystem_of(workdir)
     print(f"work directory {workdir} ({filesystem})", file=sys.stderr, flush=True)
@@ -938,6 +948,21 @@ def run(args: argparse.Namespace) -> int:
         if args.markdown is not None:
             link = os.path.relpath(chart, args.markdown.parent)
     text = markdown(results, counts, args.repeat, filesystem, link)
+    qm9_counts = [count for name, count in counts.items() if name.startswith("qm9")]
+    if grow and qm9_counts and "blockmap" in layouts:
+        grown = [
+            dataset_growth.measure(
+                max(qm9_counts),
+                sessions,
+                version,
+                workdir,
+                lambda path: int(_cold("blockmap", path)["bytes"]),
+            )
+            for version, sessions in ((4, args.grow_sessions), (3, min(100, args.grow_sessions)))
+        ]
+        if args.json:
+            args.json.with_suffix(".grow.json").write_text(json.dumps(grown, indent=1))
+        text += "\n" + dataset_growth.markdown(grown)
     print(text)
     if args.markdown:
         write_section(args.markdown, text, "datasets")

@@ -34,7 +34,8 @@ def structure(i, rng):
 
 def main():
     rng = np.random.default_rng(0)
-    with blockmap.DatasetWriter("train.bmdata") as writer:
+    # overwrite=True: run again, the example replaces its own file
+    with blockmap.DatasetWriter("train.bmdata", overwrite=True) as writer:
         for i in range(64):
             writer.write(structure(i, rng))
 

@@ -12,8 +12,8 @@ Fortran-ordered arrays, NPY version 2.0), the NPY entries of all of them
 pickle_load, in the encoding that fuzz_targets/pickle_load.rs documents:
 `__reduce_ex__` of protocols 5 and 4, the archive in pieces, and the
 stored pickles of tests/data/pickle/), and dataset
-files (for dataset_v2): of format version 3 written by blockmap, of
-version 2 and version 3's file of every dtype copied from
+files (for dataset_v2): of format versions 4 (and 3) written by blockmap, of
+version 2, and versions 3 and 4 (their files of every dtype) copied from
 tests/data/datasets/, and the files of the
 imitation cases (an entry whose data ends with an earlier commit's
 trailer, or with a whole commit record and trailer placed where they name
@@ -265,8 +265,8 @@ def dataset_seeds(folder):
     maps = [tensor(blockmap, dtype) for dtype in ("f8", "f4", "i4")]
     path = os.path.join(folder, "d")
 
-    def two_sessions(first, second):
-        with blockmap.DatasetWriter(path) as writer:
+    def two_sessions(first, second, version=None):
+        with blockmap.DatasetWriter(path, overwrite=True, _version=version) as writer:
             for i in range(first):
                 writer.write(maps[i % 3])
         head = _dataset_bytes(path)
@@ -275,30 +275,31 @@ def dataset_seeds(folder):
                 writer.write(maps[(first + i) % 3])
         return head
 
-    with blockmap.DatasetWriter(path) as writer:
+    with blockmap.DatasetWriter(path, overwrite=True) as writer:
         for m in maps:
             writer.write(m)
-    yield "v3-single", _dataset_bytes(path)
-    with blockmap.DatasetWriter(path) as writer:
+    yield "v4-single", _dataset_bytes(path)
+    with blockmap.DatasetWriter(path, overwrite=True) as writer:
         for i in range(2):
             writer.write(system=maps[i], energy=maps[2], columns={"n": i, "w": 0.5 * i})
     with blockmap.DatasetWriter(path, append=True) as writer:
         writer.write(system=maps[2], energy=maps[0], columns={"n": 7, "w": 1.5})
-    yield "v3-fields", _dataset_bytes(path)
-    with blockmap.DatasetWriter(path) as writer:
+    yield "v4-fields", _dataset_bytes(path)
+    with blockmap.DatasetWriter(path, overwrite=True) as writer:
         writer.write(maps[0])
         writer.commit()
         writer.write(maps[1])
         writer.write(maps[2])
-        yield "v3-recovered", _dataset_bytes(path)
-    blockmap.DatasetWriter(path).close()
-    yield "v3-empty", _dataset_bytes(path)
+        yield "v4-recovered", _dataset_bytes(path)
+    blockmap.DatasetWriter(path, overwrite=True).close()
+    yield "v4-empty", _dataset_bytes(path)
     # an entry whose data ends with the first commit's trailer
     head = two_sessions(2, 1)
-    yield "v3-trailer-imitation", _uncommitted(path, _map_of_bytes(bytes(96) + head[-32:]))
+    yield "v4-trailer-imitation", _uncommitted(path, _map_of_bytes(bytes(96) + head[-32:]))
     # ... or with a whole commit record and its trailer, where they name
     # themselves: the first commit's (5 rows: 192 bytes with its trailer)
-    head = two_sessions(5, 2)
+    # (version 3, whose commit of 5 rows fills 3 blocks of 64 bytes)
+    head = two_sessions(5, 2, version=3)
     commit_at, _ = struct.unpack_from("<QQ", head, len(head) - 24)
     record = head[commit_at : len(head) - 32]
     size = 1024
@@ -311,7 +312,28 @@ def dataset_seeds(folder):
     assert forged_at % 64 == 0, forged_at
     crafted = bytes(size - len(record) - 32) + record + _trailer(forged_at, 5)
     yield "v3-commit-imitation", _uncommitted(path, _map_of_bytes(crafted))
-    for name in ("v2-committed", "v2-appended", "v2-recovered", "v2-empty", "v3-dtypes"):
+    # version 4: sessions of 4, 2 and 1 entries (3 pieces), then 1 more
+    # (its commit merges them all)
+    with blockmap.DatasetWriter(path, overwrite=True) as writer:
+        for i in range(4):
+            writer.write(maps[i % 3])
+    for count in (2, 1):
+        with blockmap.DatasetWriter(path, append=True) as writer:
+            for i in range(count):
+                writer.write(maps[i % 3])
+    yield "v4-pieces", _dataset_bytes(path)
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        writer.write(maps[0])
+    yield "v4-merged", _dataset_bytes(path)
+    for name in (
+        "v2-committed",
+        "v2-appended",
+        "v2-recovered",
+        "v2-empty",
+        "v3-dtypes",
+        "v4-appended",
+        "v4-dtypes",
+    ):
         yield name, _dataset_bytes(STORED_DATASETS / f"{name}.bmds")
 
 

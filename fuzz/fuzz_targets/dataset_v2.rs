@@ -1,4 +1,4 @@
-//! Dataset files of format versions 2 and 3 (`dataset/v2/`): the input
+//! Dataset files of format versions 2, 3 and 4 (`dataset/v2/`): the input
 //! is a whole file, written to a scratch path and opened (the trailer and
 //! commit record, or the recovery walk), then every field of every entry
 //! read, every column and the checksum. Whatever the bytes, the outcome is
@@ -19,8 +19,10 @@
 //!   the last valid commit met by the walk lists (a commit closed by its
 //!   trailer, whose CRC matches and whose rows are the entries before it):
 //!   no committed entry is lost;
-//! - in version 3, an entry whose description does not hash to the CRC32
-//!   its row holds never reads (every field's read fails).
+//! - in versions 3 and 4, an entry whose description does not hash to the
+//!   CRC32 its row holds never reads (every field's read fails);
+//! - in version 4, the rows are those of the SEGMENT records the commit's
+//!   pieces name (each checked against the CRC32 its piece holds).
 
 #![no_main]
 
@@ -66,7 +68,7 @@ type Row = (u64, u64, u32, u32);
 /// when its payload does not fit.
 fn record(data: &[u8], at: usize) -> Option<(u8, u32, usize)> {
     let head = data.get(at..at.checked_add(16)?)?;
-    if &head[..3] != b"BMr" || !(1..=5).contains(&head[3]) {
+    if &head[..3] != b"BMr" || !(1..=6).contains(&head[3]) {
         return None;
     }
     let len = usize::try_from(u64_at(head, 8)?).ok()?;
@@ -86,8 +88,12 @@ fn trailer(data: &[u8], at: usize) -> Option<(u64, u64)> {
 }
 
 /// The rows of a COMMIT record's payload (`None`: not a payload of
-/// `version`).
-fn rows(payload: &[u8], version: u32) -> Option<Vec<Row>> {
+/// `version`); in version 4, read from the SEGMENT records of `data` its
+/// pieces name.
+fn rows(data: &[u8], payload: &[u8], version: u32) -> Option<Vec<Row>> {
+    if version >= 4 {
+        return piece_rows(data, payload);
+    }
     let count = usize::try_from(u64_at(payload, 0)?).ok()?;
     if payload.len() != 24usize.checked_add(count.checked_mul(24)?)? {
         return None;
@@ -107,6 +113,46 @@ fn rows(payload: &[u8], version: u32) -> Option<Vec<Row>> {
             ))
         })
         .collect()
+}
+
+/// Version 4: the rows of the SEGMENT records a COMMIT payload's pieces
+/// name (count, schema offset, piece count, then per piece: segment
+/// offset, count, rows CRC32, columns CRC32), each segment's rows (the
+/// last 24 bytes per entry of its payload, after its count, column count,
+/// zeros and columns) checked against its CRC32.
+fn piece_rows(data: &[u8], payload: &[u8]) -> Option<Vec<Row>> {
+    let count = u64_at(payload, 0)?;
+    let pieces = usize::try_from(u64_at(payload, 16)?).ok()?;
+    if payload.len() != 24usize.checked_add(pieces.checked_mul(24)?)? {
+        return None;
+    }
+    let mut out = Vec::new();
+    for p in 0..pieces {
+        let at = 24 + 24 * p;
+        let segment = usize::try_from(u64_at(payload, at)?).ok()?;
+        let n = usize::try_from(u64_at(payload, at + 8)?).ok()?;
+        let rows_crc = u32_at(payload, at + 16)?;
+        let (kind, _, len) = record(data, segment)?;
+        let rows_len = n.checked_mul(24)?;
+        if kind != 6 || n == 0 || rows_len.checked_add(16)? > len {
+            return None;
+        }
+        let end = segment + 16 + len;
+        let part = data.get(end - rows_len..end)?;
+        if crc32fast::hash(part) != rows_crc {
+            return None;
+        }
+        for i in 0..n {
+            let row = 24 * i;
+            out.push((
+                u64_at(part, row)?,
+                u64_at(part, row + 8)?,
+                u32_at(part, row + 16)?,
+                u32_at(part, row + 20)?,
+            ));
+        }
+    }
+    (out.len() as u64 == count).then_some(out)
 }
 
 /// The CRC32 of the description of the entry at `offset`, as version 3
@@ -137,7 +183,7 @@ impl Oracle {
             return None;
         }
         let version = u32_at(data, 8)?;
-        if !(2..=3).contains(&version) {
+        if !(2..=4).contains(&version) {
             return None;
         }
         // the walk: each record from the end of the one before
@@ -158,7 +204,7 @@ impl Oracle {
                     }
                     let payload = &data[at + 16..end];
                     if crc32fast::hash(payload) == crc {
-                        let listed = rows(payload, version);
+                        let listed = rows(data, payload, version);
                         let matches = listed.as_ref().is_some_and(|listed| {
                             listed
                                 .iter()
@@ -185,7 +231,7 @@ impl Oracle {
             let (kind, crc, len) = record(data, commit_at)?;
             let payload = data.get(commit_at + 16..commit_at + 16 + len)?;
             (kind == COMMIT && commit_at + 16 + len == t && crc32fast::hash(payload) == crc)
-                .then(|| rows(payload, version))?
+                .then(|| rows(data, payload, version))?
                 .filter(|rows| rows.len() as u64 == count)
         });
         Some(Oracle {

@@ -26,6 +26,7 @@ __all__ = [
     "FormatError",
     "BlockMapIOError",
     "MissingFileError",
+    "ExistingFileError",
     "BlockMapMemoryError",
     "InternalError",
     "BlockMapIndexError",
@@ -192,7 +193,9 @@ class _Dataset:
     def _column(self, name: str) -> tuple[str, bytes]: ...
     def _n_samples(self, field: int) -> bytes: ...
     @staticmethod
-    def _upgrade(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None: ...
+    def _upgrade(
+        src: str | os.PathLike[str], dst: str | os.PathLike[str], overwrite: bool = False
+    ) -> None: ...
 
 @final
 class _ForeignZip:
@@ -201,13 +204,20 @@ class _ForeignZip:
     def load(self, name: str) -> TensorMap: ...
     def raw(self, name: str) -> bytes: ...
 
-@final
+@disjoint_base
 class DatasetWriter:
     """Adds maps to a dataset file, one at a time, in constant memory."""
 
     def __new__(
-        cls, path: str | os.PathLike[str], append: bool = False, timeout: float | None = 0.0
+        cls,
+        path: str | os.PathLike[str],
+        append: bool = False,
+        timeout: float | None = 0.0,
+        *,
+        overwrite: bool = False,
+        _version: int | None = None,
     ) -> Self: ...
+    def _open_here(self) -> bool: ...
     def write(
         self,
         tensor: TensorMap | None = None,
@@ -250,6 +260,10 @@ class BlockMapIOError(BlockMapError, OSError):
 
 class MissingFileError(BlockMapIOError, FileNotFoundError):
     """The file to load does not exist."""
+
+class ExistingFileError(BlockMapIOError, FileExistsError):
+    """A path that holds a file where blockmap would create one (a dataset
+    writer without ``overwrite=True`` or ``append=True``)."""
 
 class BlockMapMemoryError(BlockMapError, MemoryError):
     """Memory for the data could not be had (an allocation failed)."""

@@ -32,11 +32,13 @@ The file layout is documented in docs/format.md ("Datasets").
 
 from __future__ import annotations
 
+import atexit
 import collections
 import operator
 import os
 import sys
 import threading
+import warnings
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import Any, SupportsIndex, overload
@@ -44,7 +46,8 @@ from typing import Any, SupportsIndex, overload
 import numpy as np
 
 from . import _namedtuple, _optional
-from ._blockmap import DatasetWriter, Labels, TensorMap, _Dataset, load
+from ._blockmap import DatasetWriter as _DatasetWriter
+from ._blockmap import Labels, TensorMap, _Dataset, load
 from .exceptions import (
     BlockMapIOError,
     BlockMapTypeError,
@@ -365,10 +368,15 @@ class Dataset(_Dataset):
         return np.frombuffer(data, dtype=np.dtype(kind)).copy()
 
     @staticmethod
-    def upgrade(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
-        """Write the dataset at ``src`` (format version 1, 2 or 3) as a new
-        dataset of format version 3 at ``dst``, replaced once complete: on
-        failure ``dst`` keeps what it held. Each entry is checked against
+    def upgrade(
+        src: str | os.PathLike[str], dst: str | os.PathLike[str], *, overwrite: bool = False
+    ) -> None:
+        """Write the dataset at ``src`` (format version 1, 2, 3 or 4) as a
+        new dataset of format version 4 at ``dst``, in one commit (no dead
+        bytes: :meth:`compact` is this call), replaced once complete: on
+        failure ``dst`` keeps what it held. An existing ``dst`` is refused
+        (:class:`~blockmap.ExistingFileError`) unless ``overwrite=True``.
+        Each entry is checked against
         the CRC32 of all its bytes before it is copied (a read checks its
         description only): a damaged entry fails the upgrade, naming it,
         rather than being copied under a new, valid checksum
@@ -380,16 +388,46 @@ class Dataset(_Dataset):
             The dataset to convert.
         dst : str or os.PathLike
             Where the new dataset is written.
+        overwrite : bool, optional
+            Replace what ``dst`` holds.
 
         Raises
         ------
         FormatError
             If ``src`` is not a valid dataset, or one of its entries is
             damaged.
+        ExistingFileError
+            If ``dst`` exists and ``overwrite`` is false.
         BlockMapIOError
             If a file cannot be read or written, or ``dst`` is locked.
         """
-        _Dataset._upgrade(src, dst)
+        _Dataset._upgrade(src, dst, overwrite)
+
+    @staticmethod
+    def compact(
+        src: str | os.PathLike[str], dst: str | os.PathLike[str], *, overwrite: bool = False
+    ) -> None:
+        """Rewrite the dataset at ``src`` at ``dst`` without dead bytes: the
+        index pieces that commits of version 4 merged, earlier commits of
+        versions 2 and 3, the bytes an interrupted write left. The same
+        call as :meth:`upgrade` (the result is of format version 4): each
+        entry is checked against the CRC32 of all its bytes as it is
+        copied, so a damaged entry fails the compaction, naming it, and is
+        never copied under a new, valid checksum. ``dst`` must be another
+        path than ``src``; it is refused when it exists unless
+        ``overwrite=True``, and replaced once complete.
+
+        Raises
+        ------
+        FormatError
+            If ``src`` is not a valid dataset, or one of its entries is
+            damaged.
+        ExistingFileError
+            If ``dst`` exists and ``overwrite`` is false.
+        BlockMapIOError
+            If a file cannot be read or written, or ``dst`` is locked.
+        """
+        _Dataset._upgrade(src, dst, overwrite)
 
     def load(
         self, index: int, *, keys: Labels | None = None, arrays: str | None = None
@@ -458,9 +496,13 @@ class Dataset(_Dataset):
         path: str | os.PathLike[str],
         *,
         progress: bool = False,
+        overwrite: bool = False,
+        append: bool = False,
     ) -> Dataset:
         """Write the ``.mts`` files ``paths`` (in that order) into a new
-        dataset at ``path``, and open it. Each file is read once, its CRCs
+        dataset at ``path`` (an existing one is refused, unless
+        ``overwrite=True``: replaced, or ``append=True``: added to), and
+        open it. Each file is read once, its CRCs
         checked (a damaged file is a :class:`~blockmap.FormatError`, not an
         entry with a new checksum).
 
@@ -496,7 +538,7 @@ class Dataset(_Dataset):
             If ``progress=True`` and tqdm is not installed.
         """
         paths = list(_iterate(paths, "paths"))
-        with DatasetWriter(path) as writer:
+        with DatasetWriter(path, append=append, overwrite=overwrite) as writer:
             for file in _optional.progress(paths, progress, "files"):
                 # read, not mapped: a mapped load checks no CRC, and the
                 # entry written gets a new one
@@ -511,6 +553,7 @@ class Dataset(_Dataset):
         *,
         target: str | list[str] | None = None,
         progress: bool = False,
+        overwrite: bool = False,
     ) -> Dataset:
         """Convert metatrain's ``DiskDataset`` zip into a new dataset at
         ``path``, one entry per sample, and open it. The conversion is
@@ -530,6 +573,9 @@ class Dataset(_Dataset):
         one of these (``metadata/atom_counts.npy``, metatrain's own
         index of atom counts, excepted), refuses the zip instead of being
         left out. Samples are taken in the order of their index.
+
+        An existing ``path`` is refused unless ``overwrite=True`` (it is
+        then replaced once the dataset is complete).
 
         ``target`` keeps some fields only: a name gives a dataset of single
         maps (``ds[i]`` is that field's map, as before fields existed), a
@@ -584,8 +630,55 @@ class Dataset(_Dataset):
         # knows (imported here: importing it imports neither of them)
         from .metatrain import _diskdataset
 
-        _diskdataset.convert_diskdataset(zip_path, path, target=target, progress=progress)
+        _diskdataset.convert_diskdataset(
+            zip_path, path, target=target, progress=progress, overwrite=overwrite
+        )
         return cls(path)
+
+
+class DatasetWriter(_DatasetWriter):
+    __doc__ = _DatasetWriter.__doc__
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # opened by the native __new__; kept to be finalized at exit
+        _OPEN_WRITERS.add(self)
+
+    def __del__(self) -> None:
+        # as Python's file objects: a writer never closed (no ``with``,
+        # dropped, collected) commits what it wrote, and says so
+        _finalize(self)
+
+
+#: the writers open in this process, finalized at interpreter exit (before
+#: modules are torn down, where a ``__del__`` may no longer warn)
+_OPEN_WRITERS: weakref.WeakSet[DatasetWriter] = weakref.WeakSet()
+
+
+def _finalize(writer: DatasetWriter) -> None:
+    """Commit and close ``writer`` when it is open in this process (never a
+    forked child's copy of its parent's), with a ``ResourceWarning``."""
+    try:
+        open_here = writer._open_here()
+    except Exception:  # a writer whose __new__ failed
+        return
+    if not open_here:
+        return
+    try:
+        warnings.warn(
+            f"unclosed DatasetWriter('{os.fspath(writer.path)}'): what it wrote is committed "
+            "now; close it, or write in a `with` block",
+            ResourceWarning,
+            stacklevel=2,
+            source=writer,
+        )
+    finally:
+        writer.close()
+
+
+@atexit.register
+def _finalize_open_writers() -> None:
+    for writer in list(_OPEN_WRITERS):
+        _finalize(writer)
 
 
 class DatasetField:
@@ -640,12 +733,19 @@ def _iterate(items: Any, what: str) -> Iterator[Any]:
 
 
 def save_dataset(
-    path: str | os.PathLike[str], maps: Iterable[TensorMap], *, timeout: float | None = 0.0
+    path: str | os.PathLike[str],
+    maps: Iterable[TensorMap],
+    *,
+    timeout: float | None = 0.0,
+    overwrite: bool = False,
+    append: bool = False,
 ) -> None:
     """Write ``maps`` into a new dataset at ``path`` (see :class:`DatasetWriter`,
-    and its ``timeout``): it replaces what ``path`` held once every map is
-    written; when ``maps`` raises, or a map is refused, ``path`` keeps what
-    it held and nothing is left behind.
+    and its ``timeout``). A path that holds a file is refused
+    (:class:`~blockmap.ExistingFileError`) unless ``overwrite=True`` (it is
+    replaced once every map is written) or ``append=True`` (the maps are
+    added to it); when ``maps`` raises, or a map is refused, a new or
+    replaced ``path`` keeps what it held and nothing is left behind.
 
     Parameters
     ----------
@@ -656,9 +756,15 @@ def save_dataset(
     timeout : float or None, optional
         Seconds to wait for another writer's lock on ``path`` (0: fail at
         once; None: wait as long as it takes).
+    overwrite : bool, optional
+        Replace what ``path`` holds.
+    append : bool, optional
+        Add the maps to the dataset ``path`` holds.
 
     Raises
     ------
+    ExistingFileError
+        If ``path`` exists and neither ``overwrite`` nor ``append`` is set.
     ValidationError
         If a map is refused, or ``timeout`` is negative.
     BlockMapTypeError
@@ -670,6 +776,6 @@ def save_dataset(
         If memory cannot be allocated.
     """
     items = _iterate(maps, "maps")
-    with DatasetWriter(path, timeout=timeout) as writer:
+    with DatasetWriter(path, append=append, timeout=timeout, overwrite=overwrite) as writer:
         for tensor in items:
             writer.write(tensor)

@@ -31,6 +31,7 @@ __all__ = [
     "InternalError",
     "MetatensorError",
     "MissingFileError",
+    "ExistingFileError",
     "NotEqualError",
     "ValidationError",
 ]
@@ -99,6 +100,11 @@ class MissingFileError(BlockMapIOError, FileNotFoundError):
     """The file to load does not exist."""
 
 
+class ExistingFileError(BlockMapIOError, FileExistsError):
+    """A path that holds a file where blockmap would create one (a dataset
+    writer without ``overwrite=True`` or ``append=True``)."""
+
+
 class BlockMapMemoryError(BlockMapError, MemoryError):
     """Memory for the data could not be had (an allocation failed)."""
 
@@ -151,6 +157,7 @@ for _class in (
     FormatError,
     BlockMapIOError,
     MissingFileError,
+    ExistingFileError,
     BlockMapMemoryError,
     InternalError,
     BlockMapIndexError,

@@ -120,3 +120,75 @@ pub(crate) fn open_locked(path: &Path, write: bool, timeout: Timeout) -> Result<
         unlock(&file);
     }
 }
+
+/// The lock of the creation of the dataset at a path: `.<name>.lock`
+/// beside it (hidden, as the temporary file of a new dataset is: no glob
+/// of the folder's files matches it), locked, which exists before the dataset does (as LMDB's
+/// `lock.mdb`), so that two writers creating the same new path take
+/// turns. Its holder removes it when done (still holding its lock: a
+/// writer that waited for it then finds it gone and makes another one);
+/// one left by a killed writer is taken over by the next.
+#[derive(Debug)]
+pub(crate) struct CreationLock {
+    file: File,
+    path: std::path::PathBuf,
+    pid: u32,
+}
+
+impl CreationLock {
+    /// Take the creation lock of the dataset at `target`, waiting for
+    /// another writer `timeout` at most.
+    pub(crate) fn take(target: &Path, timeout: Timeout) -> Result<CreationLock> {
+        let mut name = std::ffi::OsString::from(".");
+        name.push(
+            target
+                .file_name()
+                .ok_or_else(|| Error::invalid(format!("'{}' names no file", target.display())))?,
+        );
+        name.push(".lock");
+        let path = target.with_file_name(name);
+        let until = deadline(timeout);
+        loop {
+            let file = io::open_regular_with(
+                &path,
+                OpenOptions::new().read(true).write(true).create(true),
+            )?;
+            let left = until.map(|until| until.saturating_duration_since(Instant::now()));
+            lock(&file, target, left)?;
+            // removed by the writer that held it while this one waited
+            if is_at(&file, &path)? {
+                return Ok(CreationLock {
+                    file,
+                    path,
+                    pid: std::process::id(),
+                });
+            }
+            unlock(&file);
+        }
+    }
+}
+
+impl Drop for CreationLock {
+    fn drop(&mut self) {
+        // a forked child's copy: its parent holds the lock
+        if self.pid != std::process::id() {
+            return;
+        }
+        if is_at(&self.file, &self.path).unwrap_or(false) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        unlock(&self.file);
+    }
+}
+
+/// The error of a writer asked to create a dataset at a path that holds
+/// one: the two ways to go on named.
+pub(crate) fn exists(path: &Path) -> Error {
+    Error::io(
+        format!(
+            "'{}' exists: pass overwrite=True to replace it, or append=True to add to it",
+            path.display()
+        ),
+        std::io::Error::from_raw_os_error(libc::EEXIST),
+    )
+}

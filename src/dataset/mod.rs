@@ -373,16 +373,18 @@ fn v1_has_no_columns(path: &Path) -> Error {
     ))
 }
 
-/// Write the dataset at `src` (any version) as a new dataset of version 3
-/// at `dst`, entry by entry, with its fields and columns. Each entry is
-/// checked against the checksum of all its bytes before it is copied
+/// Write the dataset at `src` (any version) as a new dataset of the
+/// newest version at `dst`, entry by entry, with its fields and columns,
+/// in one commit (one piece, no dead bytes: `Dataset.compact`). Each entry
+/// is checked against the checksum of all its bytes before it is copied
 /// ([`Dataset::check_entry`]): a damaged entry fails the upgrade (a copy
-/// would give it a new, valid checksum). `dst` is replaced at the end
-/// only: on failure it keeps what it held.
-pub fn upgrade(src: &Path, dst: &Path, timeout: Timeout) -> Result<()> {
+/// would give it a new, valid checksum). An existing `dst` is refused
+/// unless `overwrite`, and replaced at the end only: on failure it keeps
+/// what it held.
+pub fn upgrade(src: &Path, dst: &Path, timeout: Timeout, overwrite: bool) -> Result<()> {
     let source = Dataset::open(src, MapMode::ReadOnly)?;
     let schema = source.schema();
-    let mut writer = Writer::create(dst, timeout)?;
+    let mut writer = Writer::create(dst, timeout, overwrite)?;
     let columns: Vec<(&str, ColumnType, &[u64])> = match &source.inner {
         Inner::V1(_) => Vec::new(),
         Inner::V2(_) => schema

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use super::v2::layout::VERSION;
 use super::*;
 use crate::fixtures::{self, TempDir};
 use crate::DType;
@@ -40,13 +41,13 @@ fn every_fixture_round_trips_and_appends() {
     let dir = scratch("round-trip");
     let path = dir.join("data");
     let maps = maps();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for map in &maps[..3] {
         writer.write(map).unwrap();
     }
     writer.close().unwrap();
     let first = Dataset::open(&path, MapMode::ReadOnly).unwrap();
-    assert_eq!((first.version(), first.len()), (3, 3));
+    assert_eq!((first.version(), first.len()), (VERSION, 3));
     assert!(first.committed());
     let mut writer = Writer::append(&path, None).unwrap();
     assert_eq!(writer.id(), first.id());
@@ -75,7 +76,7 @@ fn every_fixture_round_trips_and_appends() {
 fn array_data_views_the_mapping_aligned() {
     let dir = scratch("views");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -94,7 +95,7 @@ fn fields_and_columns() {
     let dir = scratch("fields");
     let path = dir.join("data");
     let (a, b) = (fixtures::small_map(), fixtures::tensor(DType::F4));
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for i in 0..5i32 {
         writer
             .write_entry(&Entry {
@@ -184,7 +185,7 @@ fn fields_and_columns() {
     );
     // upgraded (a version-2 source): the same entries and columns
     let copy = dir.join("copy");
-    upgrade(&path, &copy, None).unwrap();
+    upgrade(&path, &copy, None, true).unwrap();
     let upgraded = Dataset::open(&copy, MapMode::ReadOnly).unwrap();
     assert_eq!(upgraded.schema(), dataset.schema());
     assert_eq!(
@@ -199,7 +200,7 @@ fn labels_are_stored_once_and_shared_in_memory() {
     let dir = scratch("shared");
     let path = dir.join("data");
     let map = fixtures::tensor(DType::F8);
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for _ in 0..10 {
         writer.write(&map).unwrap();
     }
@@ -232,7 +233,7 @@ fn selected_keys_read_only_their_blocks() {
     let dir = scratch("keys");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&map).unwrap();
     writer.close().unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -264,7 +265,7 @@ fn a_file_cut_anywhere_opens_with_every_complete_entry() {
     let dir = scratch("cut");
     let path = dir.join("data");
     let maps = maps();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&maps[0]).unwrap();
     writer.commit().unwrap();
     for map in &maps[1..5] {
@@ -313,7 +314,7 @@ fn large_entries_stream_and_recover() {
     let values = fixtures::filled(DType::F8, &[40_000, 3, 5]);
     let block = fixtures::workload_block(values);
     let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.write(&big).unwrap();
     writer.close().unwrap();
@@ -331,7 +332,7 @@ fn large_entries_stream_and_recover() {
 fn hostile_files_are_refused_with_errors() {
     let dir = scratch("hostile");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer
         .write_entry(&Entry {
             fields: vec![
@@ -405,7 +406,7 @@ fn labels_references_into_entries_or_forward_are_refused() {
     )
     .unwrap();
     let first = TensorMap::new(Labels::single(), vec![block]).unwrap();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create_version(&path, None, true, 3).unwrap();
     writer.write(&first).unwrap();
     writer.write(&second).unwrap();
     writer.close().unwrap();
@@ -586,7 +587,7 @@ fn gradients_nested_deep_stop_at_the_limit() {
 fn commit_rows_that_overlap_or_leave_the_file_are_not_trusted() {
     let dir = scratch("rows");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create_version(&path, None, true, 3).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
@@ -657,7 +658,7 @@ fn prefetch_asks_for_at_most_64_mib() {
     .unwrap();
     let big = TensorMap::new(Labels::single(), vec![block]).unwrap();
     let small = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&small).unwrap();
     writer.write(&small).unwrap();
     for _ in 0..3 {
@@ -714,7 +715,7 @@ fn fix_description_crc(bytes: &mut [u8], row: usize, entry: usize) {
 fn reserved_bytes_that_are_not_zero_are_refused() {
     let dir = scratch("reserved");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
@@ -782,9 +783,9 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
             std::fs::read(stored(name)).unwrap()
         );
         let upgraded = dir.join(format!("{name}.v2"));
-        upgrade(&stored(name), &upgraded, None).unwrap();
+        upgrade(&stored(name), &upgraded, None, true).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
-        assert_eq!((new.version(), new.len()), (3, count));
+        assert_eq!((new.version(), new.len()), (VERSION, count));
         assert!(new.schema().single);
         for i in 0..count {
             assert_eq!(
@@ -796,7 +797,7 @@ fn version_1_files_read_refuse_appends_and_upgrade() {
     // a failed upgrade leaves dst as it was
     let dst = dir.join("kept");
     std::fs::write(&dst, b"kept").unwrap();
-    assert!(upgrade(&dir.join("missing"), &dst, None).is_err());
+    assert!(upgrade(&dir.join("missing"), &dst, None, true).is_err());
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
 }
 
@@ -805,7 +806,7 @@ fn a_damaged_columns_record_fails_its_columns_only() {
     let dir = scratch("columns");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create_version(&path, None, true, 3).unwrap();
     for _ in 0..3 {
         writer.write(&map).unwrap();
     }
@@ -861,7 +862,7 @@ fn a_columns_record_without_its_commit_is_skipped() {
     let dir = scratch("orphan");
     let path = dir.join("data");
     let map = fixtures::small_map();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&map).unwrap();
     writer.commit().unwrap();
     writer.write(&map).unwrap();
@@ -920,14 +921,14 @@ fn last_data_at(path: &Path) -> u64 {
 
 /// Two committed sessions (5 maps, then 7), and the bytes of the first
 /// commit's trailer and COMMIT record (header and payload).
-fn two_sessions(path: &Path) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>) {
+fn two_sessions(path: &Path, version: u32) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>) {
     let kinds = [
         fixtures::small_map(),
         fixtures::tensor(DType::F4),
         fixtures::map_with_an_empty_block(),
     ];
     let maps: Vec<TensorMap> = (0..12).map(|i| kinds[i % 3].clone()).collect();
-    let mut writer = Writer::create(path, None).unwrap();
+    let mut writer = Writer::create_version(path, None, true, version).unwrap();
     for map in &maps[..5] {
         writer.write(map).unwrap();
     }
@@ -952,7 +953,7 @@ fn two_sessions(path: &Path) -> (Vec<TensorMap>, Vec<u8>, Vec<u8>) {
 fn an_earlier_trailer_at_the_end_of_an_entry_is_not_the_last_commit() {
     let dir = scratch("imitation");
     let path = dir.join("data");
-    let (maps, trailer, _) = two_sessions(&path);
+    let (maps, trailer, _) = two_sessions(&path, 4);
     let mut bytes = vec![0u8; 128];
     bytes[96..].copy_from_slice(&trailer);
     let crafted = map_of_bytes(&bytes);
@@ -994,7 +995,7 @@ fn a_commit_record_imitated_inside_an_entry_is_not_the_last_commit() {
     use super::v2::layout::{record_header, trailer as make_trailer, RecordKind as Kind};
     let dir = scratch("imitation-commit");
     let path = dir.join("data");
-    let (maps, _, first_commit) = two_sessions(&path);
+    let (maps, _, first_commit) = two_sessions(&path, 3);
     let second = std::fs::read(&path).unwrap();
     let (commit, len) = last_commit_of(&second);
     let second_commit = second[commit..commit + 16 + len].to_vec();
@@ -1073,7 +1074,7 @@ fn a_failed_write_leaves_nothing_a_walk_could_meet() {
     use super::v2::layout::{record_header, RecordKind as Kind};
     let dir = scratch("failed");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.commit().unwrap();
     let committed = std::fs::metadata(&path).unwrap().len();
@@ -1119,7 +1120,7 @@ fn one_flipped_bit_outside_the_arrays_never_gives_another_map() {
         fixtures::tensor(DType::I2),
         fixtures::map_with_an_empty_block(),
     ];
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&maps[0]).unwrap();
     writer.commit().unwrap();
     writer.write(&maps[1]).unwrap();
@@ -1181,7 +1182,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     let dir = scratch("verify");
     let path = dir.join("data");
     let maps = [fixtures::small_map(), fixtures::tensor(DType::F8)];
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for map in maps.iter().chain(&maps) {
         writer.write(map).unwrap();
     }
@@ -1190,7 +1191,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     assert!(report.is_ok(), "{report:?}");
     assert_eq!(
         (report.version, report.entries, report.committed),
-        (3, 4, true)
+        (VERSION, 4, true)
     );
     let good = std::fs::read(&path).unwrap();
     let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
@@ -1224,7 +1225,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     // upgrade: refused at entry 0, the destination untouched
     let dst = dir.join("dst");
     std::fs::write(&dst, b"kept").unwrap();
-    let error = upgrade(&bad_path, &dst, None).unwrap_err();
+    let error = upgrade(&bad_path, &dst, None, true).unwrap_err();
     assert!(matches!(error, Error::Format(_)), "{error:?}");
     assert!(error.to_string().contains("entry 0"), "{error}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
@@ -1232,7 +1233,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
     let mut bytes = good.clone();
     bytes[usize::try_from(last.offset + last.len).unwrap() - 1] ^= 0x10;
     std::fs::write(&bad_path, &bytes).unwrap();
-    let error = upgrade(&bad_path, &dst, None).unwrap_err();
+    let error = upgrade(&bad_path, &dst, None, true).unwrap_err();
     assert!(error.to_string().contains("entry 3"), "{error}");
     assert_eq!(std::fs::read(&dst).unwrap(), b"kept");
     // a file cut in an entry (an interrupted write) has no problem
@@ -1256,7 +1257,7 @@ fn verify_lists_every_problem_and_upgrade_copies_no_damaged_entry() {
 fn offsets_past_what_a_file_holds_are_walked_past() {
     let dir = scratch("huge-offsets");
     let path = dir.join("data");
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     writer.write(&fixtures::small_map()).unwrap();
     writer.close().unwrap();
     let good = std::fs::read(&path).unwrap();
@@ -1351,9 +1352,9 @@ fn version_2_files_read_append_in_version_2_and_upgrade() {
             assert_eq!(&after[..before.len()], &before[..]);
         }
         let upgraded = dir.join(format!("{name}.v3"));
-        upgrade(&copy, &upgraded, None).unwrap();
+        upgrade(&copy, &upgraded, None, true).unwrap();
         let new = Dataset::open(&upgraded, MapMode::ReadOnly).unwrap();
-        assert_eq!((new.version(), new.len()), (3, count + 1));
+        assert_eq!((new.version(), new.len()), (VERSION, count + 1));
         assert_eq!(new.schema(), appended.schema());
         for (name, _) in &schema.columns {
             assert_eq!(new.column(name).unwrap(), appended.column(name).unwrap());
@@ -1423,7 +1424,7 @@ fn damage_before_the_last_commit_keeps_the_commit() {
     let dir = scratch("damaged-tail");
     let path = dir.join("data");
     let maps: Vec<TensorMap> = (0..4).map(|_| fixtures::small_map()).collect();
-    let mut writer = Writer::create(&path, None).unwrap();
+    let mut writer = Writer::create(&path, None, true).unwrap();
     for map in &maps {
         writer.write(map).unwrap();
     }
@@ -1483,20 +1484,32 @@ fn entries_of(dataset: &Dataset) -> Vec<(Vec<TensorMap>, Vec<ColumnValue>)> {
 /// bytes but the file's identity: what pins the writer to the format.
 #[test]
 fn version_3_files_read_and_are_what_the_writer_writes() {
-    let dir = scratch("v3");
+    stored_files_are_what_the_writer_writes(3);
+}
+
+/// The same for the stored files of version 4 (`make_v4.py`): commits of
+/// SEGMENT records, the writer's merges of them included.
+#[test]
+fn version_4_files_read_and_are_what_the_writer_writes() {
+    stored_files_are_what_the_writer_writes(4);
+}
+
+fn stored_files_are_what_the_writer_writes(version: u32) {
+    let dir = scratch(&format!("v{version}"));
     // (file, entries, committed, entries written by the first session)
     for (name, count, committed, first) in [
-        ("v3-committed.bmds", 3, true, 3),
-        ("v3-appended.bmds", 4, true, 2),
-        ("v3-recovered.bmds", 3, false, 3),
-        ("v3-empty.bmds", 0, true, 0),
-        ("v3-dtypes.bmds", 14, true, 14),
+        (format!("v{version}-committed.bmds"), 3, true, 3),
+        (format!("v{version}-appended.bmds"), 4, true, 2),
+        (format!("v{version}-recovered.bmds"), 3, false, 3),
+        (format!("v{version}-empty.bmds"), 0, true, 0),
+        (format!("v{version}-dtypes.bmds"), 14, true, 14),
     ] {
+        let name = name.as_str();
         let stored_path = stored(name);
         let source = Dataset::open(&stored_path, MapMode::ReadOnly).unwrap();
         assert_eq!(
             (source.version(), source.len(), source.committed()),
-            (3, count, committed),
+            (version, count, committed),
             "{name}"
         );
         assert!(verify(&stored_path).unwrap().is_ok(), "{name}");
@@ -1511,7 +1524,7 @@ fn version_3_files_read_and_are_what_the_writer_writes() {
                 break;
             }
             let mut writer = if session == 0 {
-                Writer::create(&path, None).unwrap()
+                Writer::create_version(&path, None, true, version).unwrap()
             } else {
                 Writer::append(&path, None).unwrap()
             };
@@ -1540,5 +1553,216 @@ fn version_3_files_read_and_are_what_the_writer_writes() {
             written == want,
             "{name}: other bytes than the stored file's"
         );
+    }
+}
+
+/// Version 4: a loop of append sessions of one entry each grows the file
+/// by about what they add (each commit writes its entry's row and
+/// columns, its merges amortized, a commit record of a few pieces and a
+/// trailer), never by the rows of the entries before them; every session
+/// reopens with every entry, and the file is what `verify` expects.
+#[test]
+fn append_sessions_grow_the_file_by_what_they_add() {
+    let dir = scratch("growth");
+    let path = dir.join("data");
+    let map = fixtures::small_map();
+    let mut writer = Writer::create(&path, None, true).unwrap();
+    for _ in 0..500 {
+        writer.write(&map).unwrap();
+    }
+    writer.close().unwrap();
+    let before = std::fs::metadata(&path).unwrap().len();
+    let entry = Dataset::open(&path, MapMode::ReadOnly)
+        .unwrap()
+        .span(-1)
+        .unwrap()
+        .len;
+    let sessions = 200u64;
+    for i in 0..sessions {
+        let mut writer = Writer::append(&path, None).unwrap();
+        writer.write(&map).unwrap();
+        writer.close().unwrap();
+        if i % 50 == 49 {
+            let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+            assert!(dataset.committed());
+            assert_eq!(dataset.len(), 501 + usize::try_from(i).unwrap());
+            assert_eq!(dataset.get(-1, None).unwrap(), map);
+            assert_eq!(
+                dataset.n_samples(0).unwrap().len(),
+                501 + usize::try_from(i).unwrap()
+            );
+        }
+    }
+    let growth = std::fs::metadata(&path).unwrap().len() - before;
+    // a version-3 commit of these 700 entries alone writes 700 rows of 24
+    // bytes and a column of 8: over 22 kB a session
+    let bound = sessions * (super::v2::layout::align_up(16 + entry) + 1024);
+    assert!(
+        growth <= bound,
+        "{sessions} sessions grew the file by {growth} bytes, more than {bound}"
+    );
+    assert!(verify(&path).unwrap().is_ok());
+}
+
+/// Version 4: a copy of an earlier commit record and its trailer (whose
+/// pieces name the file's real SEGMENT records) inside an entry's
+/// arrays, placed where it names itself at the end of a file whose writer
+/// was killed: not the last commit (an entry lies between the last entry
+/// it lists and it); the walk keeps every entry.
+#[test]
+fn a_commit_of_segments_imitated_inside_an_entry_is_not_the_last_commit() {
+    use super::v2::layout::{record_header, trailer as make_trailer, RecordKind as Kind};
+    let dir = scratch("imitation-segments");
+    let path = dir.join("data");
+    // sessions of 16, 8, 4, 2 and 1 entries: a commit of 5 pieces, whose
+    // record and trailer (16 + 24 + 5 * 24 + 32 bytes) fill whole 64-byte
+    // blocks, as the end of an entry's arrays does
+    let kinds = [fixtures::small_map(), fixtures::tensor(DType::F4)];
+    let mut maps = Vec::new();
+    for (session, n) in [16, 8, 4, 2, 1].into_iter().enumerate() {
+        let mut writer = if session == 0 {
+            Writer::create(&path, None, true).unwrap()
+        } else {
+            Writer::append(&path, None).unwrap()
+        };
+        for _ in 0..n {
+            let map = kinds[maps.len() % 2].clone();
+            writer.write(&map).unwrap();
+            maps.push(map);
+        }
+        writer.close().unwrap();
+    }
+    let good = std::fs::read(&path).unwrap();
+    let (commit, len) = last_commit_of(&good);
+    let payload = good[commit + 16..commit + 16 + len].to_vec();
+    assert_eq!(payload.len(), 24 + 5 * 24, "the test's layout");
+    let forged_len = 16 + payload.len() + 32;
+    let size = 1024;
+    let probe = dir.join("probe");
+    std::fs::copy(&path, &probe).unwrap();
+    let mut writer = Writer::append(&probe, None).unwrap();
+    writer.write(&map_of_bytes(&vec![0u8; size])).unwrap();
+    drop(writer);
+    let data_at = last_data_at(&probe);
+    let forged_at = data_at + (size - forged_len) as u64;
+    assert_eq!(forged_at % 64, 0, "the test's layout");
+    let mut bytes = vec![0u8; size - forged_len];
+    bytes.extend_from_slice(&record_header(
+        Kind::Commit,
+        crc32fast::hash(&payload),
+        payload.len() as u64,
+    ));
+    bytes.extend_from_slice(&payload);
+    bytes.extend_from_slice(&make_trailer(forged_at, 31));
+    let crafted = map_of_bytes(&bytes);
+    let mut writer = Writer::append(&path, None).unwrap();
+    writer.write(&crafted).unwrap();
+    // killed: no commit
+    drop(writer);
+    let file = std::fs::read(&path).unwrap();
+    assert_eq!(file.len() as u64, forged_at + forged_len as u64);
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert!(!dataset.committed());
+    assert_eq!(dataset.len(), 32);
+    for (i, map) in maps.iter().chain([&crafted]).enumerate() {
+        assert_eq!(&dataset.get(index(i), None).unwrap(), map, "entry {i}");
+    }
+    assert!(verify(&path).unwrap().is_ok());
+    let mut writer = Writer::append(&path, None).unwrap();
+    writer.write(&maps[1]).unwrap();
+    writer.close().unwrap();
+    let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+    assert_eq!((dataset.len(), dataset.committed()), (33, true));
+    assert_eq!(dataset.get(31, None).unwrap(), crafted);
+    assert!(verify(&path).unwrap().is_ok());
+}
+
+/// Version 4: a SEGMENT record whose columns are damaged fails the
+/// columns (a `FormatError` naming the file), while the open and every
+/// entry still read; one whose rows are damaged is no commit (the walk
+/// keeps the entries).
+#[test]
+fn a_damaged_segment_fails_its_columns_or_its_commit() {
+    let dir = scratch("segment");
+    let path = dir.join("data");
+    let map = fixtures::small_map();
+    let mut writer = Writer::create(&path, None, true).unwrap();
+    for _ in 0..3 {
+        writer.write(&map).unwrap();
+    }
+    writer.close().unwrap();
+    let good = std::fs::read(&path).unwrap();
+    let (commit, _) = last_commit_of(&good);
+    // the one piece: its SEGMENT record's offset
+    let piece_at = commit + 16 + 24;
+    let segment = usize::try_from(u64::from_le_bytes(
+        good[piece_at..piece_at + 8].try_into().unwrap(),
+    ))
+    .unwrap();
+    let bad_path = dir.join("bad");
+    // the last column value (before the rows, which end the payload)
+    let mut bytes = good.clone();
+    let columns_end = segment + 16 + 16 + 3 * 8;
+    bytes[columns_end - 1] ^= 1;
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    assert!(dataset.committed());
+    assert_eq!(dataset.get(2, None).unwrap(), map);
+    let error = dataset.n_samples(0).unwrap_err();
+    assert!(matches!(error, Error::Format(_)), "{error:?}");
+    assert!(!verify(&bad_path).unwrap().is_ok());
+    // a row's byte
+    let mut bytes = good;
+    bytes[columns_end + 8] ^= 1;
+    std::fs::write(&bad_path, &bytes).unwrap();
+    let dataset = Dataset::open(&bad_path, MapMode::ReadOnly).unwrap();
+    assert!(!dataset.committed());
+    assert_eq!(dataset.len(), 3);
+    assert_eq!(dataset.get(2, None).unwrap(), map);
+}
+
+/// A walk of the records (the last commit not taken on its word) keeps
+/// the entries of the last valid commit whose rows are the entries it
+/// walked: a later commit that lists an entry whose header was damaged
+/// since is passed over, not taken as a reason to drop every commit (the
+/// fuzz target's finding: an entry of the earlier commit damaged in its
+/// arrays then lost it and every entry after it).
+#[test]
+fn a_later_commit_of_a_damaged_entry_keeps_an_earlier_commits_entries() {
+    for version in [3, 4] {
+        let dir = scratch(&format!("later-commit-{version}"));
+        let path = dir.join("data");
+        let maps: Vec<TensorMap> = (0..5).map(|_| fixtures::tensor(DType::F8)).collect();
+        let mut writer = Writer::create_version(&path, None, true, version).unwrap();
+        for map in &maps[..3] {
+            writer.write(map).unwrap();
+        }
+        writer.close().unwrap();
+        let mut writer = Writer::append(&path, None).unwrap();
+        for map in &maps[3..] {
+            writer.write(map).unwrap();
+        }
+        writer.close().unwrap();
+        let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+        let (first, last) = (dataset.span(0).unwrap(), dataset.span(4).unwrap());
+        drop(dataset);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // entry 0's last array byte, and entry 4's header CRC
+        bytes[usize::try_from(first.offset + first.len).unwrap() - 1] ^= 1;
+        bytes[usize::try_from(last.offset).unwrap() + 4] ^= 1;
+        // and the beginning of a write after the last commit (a record
+        // that runs past the file's end): the records are walked
+        bytes.extend_from_slice(&super::v2::layout::record_header(
+            super::v2::layout::RecordKind::Labels,
+            0,
+            1000,
+        ));
+        std::fs::write(&path, &bytes).unwrap();
+        let dataset = Dataset::open(&path, MapMode::ReadOnly).unwrap();
+        assert!(!dataset.committed());
+        // the first commit's 3 (entry 0 taken on its word: reads check its
+        // description), entry 3 hashed, entry 4 not
+        assert_eq!(dataset.len(), 4, "version {version}");
+        assert_eq!(dataset.get(3, None).unwrap(), maps[3]);
     }
 }

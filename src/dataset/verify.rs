@@ -230,6 +230,13 @@ fn walk(file: &File, file_len: u64, version: u32, report: &mut Report) -> Result
                     }
                 }
             },
+            RecordKind::Segment => {
+                if v2::payload_at(file, at, record)?.is_none() {
+                    report.problem(format!(
+                        "the SEGMENT record at byte {at} does not match its CRC32"
+                    ));
+                }
+            }
             RecordKind::Columns => {
                 columns_at = Some(at);
                 if v2::payload_at(file, at, record)?.is_none() {
@@ -306,6 +313,48 @@ fn check_commit(
         ));
         return Ok(());
     };
+    if f::has_segments(version) {
+        // version 4: the rows are in the SEGMENT records its pieces name
+        let file_len = file
+            .metadata()
+            .map_err(|e| Error::io("reading the dataset file", e))?
+            .len();
+        let named =
+            (payload.len() >= f::COMMIT_PIECE_LIST).then(|| le64(&payload, COMMIT_SCHEMA_AT));
+        if let Some(named) = named.filter(|&named| named != found.schema_at) {
+            report.problem(format!(
+                "the commit at byte {at} names its SCHEMA record at byte {named}, it is at byte {}",
+                found.schema_at
+            ));
+            return Ok(());
+        }
+        let commit = match v2::parse_commit(file, file_len, at, &payload, version) {
+            Ok(commit) => commit,
+            Err(e @ (Error::Io { .. } | Error::Interrupted | Error::OutOfMemory(_))) => {
+                return Err(e)
+            }
+            Err(e) => {
+                report.problem(format!("the COMMIT record at byte {at}: {e}"));
+                return Ok(());
+            }
+        };
+        let n = commit
+            .schema
+            .as_ref()
+            .map_or(0, |s| s.columns.len() + s.fields.len());
+        if let Err(e) = v2::piece_columns(&commit.pieces, n, |start, len| {
+            let bytes = read_at(file, start, len)?;
+            if bytes.len() == len {
+                Ok(bytes)
+            } else {
+                Err(Error::format("a SEGMENT record outside the file"))
+            }
+        }) {
+            report.problem(format!("the commit at byte {at}: {e}"));
+        }
+        check_rows(at, &commit.rows, version, entries, report);
+        return Ok(());
+    }
     let rows = match parse_rows(&payload, version) {
         Ok(rows) => rows,
         Err(e) => {
@@ -331,13 +380,20 @@ fn check_commit(
             found.schema_at
         ));
     }
+    check_rows(at, &rows, version, entries, report);
+    Ok(())
+}
+
+/// The rows of the commit at `at` against the entry records the walk met
+/// before it.
+fn check_rows(at: u64, rows: &[Row], version: u32, entries: &[Walked], report: &mut Report) {
     if rows.len() != entries.len() {
         report.problem(format!(
             "the commit at byte {at} lists {} entries, {} entry records lie before it",
             rows.len(),
             entries.len()
         ));
-        return Ok(());
+        return;
     }
     for (i, (row, walked)) in rows.iter().zip(entries).enumerate() {
         let found = walked.row;
@@ -358,7 +414,6 @@ fn check_commit(
             ));
         }
     }
-    Ok(())
 }
 
 /// The file opened as a reader opens it, and every entry it lists read

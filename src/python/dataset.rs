@@ -234,15 +234,22 @@ impl PyDataset {
         Ok(column_bytes(py, &values[..self.count.min(values.len())]))
     }
 
-    /// Write the dataset at ``src`` (any version) as a new version-3
-    /// dataset at ``dst`` (replaced once complete: on failure it keeps
-    /// what it held), each entry checked against its CRC32 first.
+    /// Write the dataset at ``src`` (any version) as a new dataset of the
+    /// newest version at ``dst`` (refused when it exists, unless
+    /// ``overwrite``; replaced once complete: on failure it keeps what it
+    /// held), each entry checked against its CRC32 first.
     #[staticmethod]
-    fn _upgrade(py: Python<'_>, src: FileArg<'_>, dst: FileArg<'_>) -> PyResult<()> {
+    #[pyo3(signature = (src, dst, overwrite = false))]
+    fn _upgrade(
+        py: Python<'_>,
+        src: FileArg<'_>,
+        dst: FileArg<'_>,
+        overwrite: bool,
+    ) -> PyResult<()> {
         let src = src.into_path(py, "a dataset")?;
         let dst = dst.into_path(py, "a dataset")?;
         detached(py, || {
-            dataset::upgrade(&src, &dst, Some(std::time::Duration::ZERO))
+            dataset::upgrade(&src, &dst, Some(std::time::Duration::ZERO), overwrite)
         })?;
         Ok(())
     }
@@ -287,10 +294,20 @@ fn column_bytes<'py>(py: Python<'py>, values: &[u64]) -> Bound<'py, pyo3::types:
 /// killed from then on leaves a file that opens with it. ``close()`` (or
 /// leaving the ``with`` block) writes the commit record (the index and the
 /// columns) and its trailer, and syncs the file; opening it then reads the
-/// index alone. A new dataset is of format version 3; one of version 2 is
-/// appended to in version 2 (the blockmap that wrote it still reads it);
-/// one of version 1 is not appended to (see ``Dataset.upgrade``).
-#[pyclass(name = "DatasetWriter", module = "blockmap", frozen)]
+/// index alone. A new dataset is of format version 4; one of version 2 or
+/// 3 is appended to in its version (the blockmap that wrote it still
+/// reads it); one of version 1 is not appended to (see
+/// ``Dataset.upgrade``).
+///
+/// A path that holds a file is refused (``ExistingFileError``, a
+/// ``FileExistsError``) unless ``overwrite=True`` (replace it, atomically,
+/// at the first commit) or ``append=True`` (add to it). Two writers
+/// creating the same path take turns through its lock file
+/// (``.<name>.lock`` beside it, while it is created): the second waits for the first's
+/// first commit (``timeout`` at most), then finds the file there. A writer
+/// never closed commits what it wrote when it is finalized, with a
+/// ``ResourceWarning``.
+#[pyclass(name = "DatasetWriter", module = "blockmap", frozen, subclass)]
 #[derive(Debug)]
 pub struct PyDatasetWriter {
     /// survives fork (see `ForkMutex`); a signal handler writing while
@@ -328,18 +345,41 @@ impl PyDatasetWriter {
 impl PyDatasetWriter {
     #[new]
     #[pyo3(
-        signature = (path, append = false, timeout = TimeoutArg(Some(std::time::Duration::ZERO))),
-        text_signature = "(path, append=False, timeout=0.0)"
+        signature = (
+            path,
+            append = false,
+            timeout = TimeoutArg(Some(std::time::Duration::ZERO)),
+            *,
+            overwrite = false,
+            _version = None,
+        ),
+        text_signature = "(path, append=False, timeout=0.0, *, overwrite=False, _version=None)"
     )]
-    fn new(py: Python<'_>, path: FileArg<'_>, append: bool, timeout: TimeoutArg) -> PyResult<Self> {
+    // `_version` is private (tests and benchmarks of earlier layouts)
+    #[allow(clippy::used_underscore_binding)]
+    fn new(
+        py: Python<'_>,
+        path: FileArg<'_>,
+        append: bool,
+        timeout: TimeoutArg,
+        overwrite: bool,
+        _version: Option<u32>,
+    ) -> PyResult<Self> {
         let path = path.into_path(py, "a dataset writer")?;
+        if append && overwrite {
+            return Err(invalid(
+                py,
+                "append=True adds to a dataset, overwrite=True replaces it: not both",
+            ));
+        }
         let TimeoutArg(timeout) = timeout;
-        let writer = detached(py, || {
-            if append {
-                dataset::Writer::append(&path, timeout)
-            } else {
-                dataset::Writer::create(&path, timeout)
+        let writer = detached(py, || match (append, _version) {
+            (true, _) => dataset::Writer::append(&path, timeout),
+            // the layouts of earlier versions, for tests and benchmarks
+            (false, Some(version)) => {
+                dataset::Writer::create_version(&path, timeout, overwrite, version)
             }
+            (false, None) => dataset::Writer::create(&path, timeout, overwrite),
         })?;
         Ok(PyDatasetWriter {
             writer: ForkMutex::new(writer),
@@ -438,11 +478,11 @@ impl PyDatasetWriter {
     }
 
     /// Write the commit record and its trailer now (``close`` does it
-    /// too), so that opening the file reads the index alone. Each commit
-    /// writes the whole index again (24 bytes per entry, 8 per column):
-    /// commit after many writes, not after each, or the file grows by the
-    /// whole index at every commit. A write is in the file when it
-    /// returns, committed or not.
+    /// too), so that opening the file reads the index alone. A commit
+    /// writes the index of the entries written since the last one (with
+    /// earlier pieces it merges, amortized a logarithmic factor; in a
+    /// file of version 2 or 3, the whole index again), and syncs the file.
+    /// A write is in the file when it returns, committed or not.
     ///
     /// Raises
     /// ------
@@ -464,6 +504,13 @@ impl PyDatasetWriter {
     ///     If the write or the sync fails.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, dataset::Writer::close)
+    }
+
+    /// Whether it is open (neither closed nor given up) in this process
+    /// (not a forked child of the one that opened it): what finalizing
+    /// an unclosed writer commits.
+    fn _open_here(&self) -> bool {
+        self.writer.lock().is_ok_and(|writer| writer.is_open_here())
     }
 
     /// Number of maps in the dataset so far.

@@ -21,6 +21,7 @@ pub enum Class {
     FormatError,
     BlockMapIOError,
     MissingFileError,
+    ExistingFileError,
     BlockMapMemoryError,
     InternalError,
     BlockMapIndexError,
@@ -32,13 +33,14 @@ pub enum Class {
 }
 
 impl Class {
-    const ALL: [Class; 14] = [
+    const ALL: [Class; 15] = [
         Class::BlockMapError,
         Class::ValidationError,
         Class::BlockMapTypeError,
         Class::FormatError,
         Class::BlockMapIOError,
         Class::MissingFileError,
+        Class::ExistingFileError,
         Class::BlockMapMemoryError,
         Class::InternalError,
         Class::BlockMapIndexError,
@@ -57,6 +59,7 @@ impl Class {
             Class::FormatError => "FormatError",
             Class::BlockMapIOError => "BlockMapIOError",
             Class::MissingFileError => "MissingFileError",
+            Class::ExistingFileError => "ExistingFileError",
             Class::BlockMapMemoryError => "BlockMapMemoryError",
             Class::InternalError => "InternalError",
             Class::BlockMapIndexError => "BlockMapIndexError",
@@ -70,6 +73,7 @@ impl Class {
 
     fn cell(self) -> &'static PyOnceLock<Py<PyType>> {
         static CELLS: [PyOnceLock<Py<PyType>>; Class::ALL.len()] = [
+            PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
             PyOnceLock::new(),
@@ -175,10 +179,10 @@ impl From<Error> for PyErr {
             error @ Error::Internal(_) => Class::InternalError.err(py, error.to_string()),
             Error::Interrupted => pyo3::exceptions::PyKeyboardInterrupt::new_err("interrupted"),
             Error::Io { ref source, .. } => {
-                let class = if source.kind() == std::io::ErrorKind::NotFound {
-                    Class::MissingFileError
-                } else {
-                    Class::BlockMapIOError
+                let class = match source.kind() {
+                    std::io::ErrorKind::NotFound => Class::MissingFileError,
+                    std::io::ErrorKind::AlreadyExists => Class::ExistingFileError,
+                    _ => Class::BlockMapIOError,
                 };
                 // OSError(errno, strerror) sets `errno` and shows "[Errno N]"
                 // itself: drop Rust's " (os error N)" suffix

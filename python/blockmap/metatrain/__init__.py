@@ -7,7 +7,10 @@
   and ``... eval model.pt options.yaml [...]`` (or :func:`main`): metatrain's
   own commands, unchanged except that a dataset whose ``read_from`` ends in
   ``.bmdata`` is served by blockmap, and its batches made by blockmap's
-  batch path (docs/training.md).
+  batch path (docs/training.md);
+- :class:`Writer` (``blockmap.metatrain.Writer(path, targets)``): add
+  training structures (``ase.Atoms`` or metatomic systems) to a dataset,
+  entry for entry as ``convert`` writes them (active learning).
 
 :func:`install` puts the patches in place without running a command (for
 code that calls metatrain's functions itself); importing this package
@@ -20,8 +23,9 @@ import sys
 from typing import Any
 
 from ._convert import convert
+from ._writer import Writer
 
-__all__ = ["convert", "install", "main", "uninstall"]
+__all__ = ["Writer", "convert", "install", "main", "uninstall"]
 
 _USAGE = """usage: python -m blockmap.metatrain COMMAND ...
 

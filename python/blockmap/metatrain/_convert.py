@@ -112,7 +112,9 @@ def convert(
         _check_dests([dest], overwrite)
         # written once, the atom counts derived as it goes: a kill at any
         # moment leaves dest as it was, or complete, and nothing beside it
-        convert_diskdataset(source, dest, target=None, progress=progress, require_system=True)
+        convert_diskdataset(
+            source, dest, target=None, progress=progress, require_system=True, overwrite=overwrite
+        )
         return [dest]
     if not source.endswith((".yaml", ".yml")):
         raise FormatError(
@@ -125,7 +127,7 @@ def convert(
     # of them leaves every path as it was (each writer builds its file
     # unnamed beside its path, and puts it in place when it is closed)
     with contextlib.ExitStack() as stack:
-        writers = [stack.enter_context(DatasetWriter(path)) for path in paths]
+        writers = [stack.enter_context(DatasetWriter(path, overwrite=overwrite)) for path in paths]
         for writer, (_, config) in zip(writers, sections, strict=True):
             _from_readers(config, writer, progress)
     return paths
@@ -279,9 +281,10 @@ def _read_from(config: Any) -> list[str]:
     return found
 
 
-def _from_readers(config: Any, writer: DatasetWriter, progress: bool) -> None:
+def _from_readers(config: Any, writer: DatasetWriter, progress: bool, start: int = 0) -> None:
     """A dataset section read by metatrain's own readers, written by
-    ``writer``."""
+    ``writer`` (its structures the entries ``start``, ``start + 1``...:
+    :class:`blockmap.metatrain.Writer` appends)."""
     import torch
     from metatrain.utils.data import read_extra_data, read_systems, read_targets
 
@@ -323,7 +326,7 @@ def _from_readers(config: Any, writer: DatasetWriter, progress: bool) -> None:
             for name, tensor in tensormaps_from_system(system).items()
         }
         for name, values in fields.items():
-            maps[name] = stored(values[index], index)
+            maps[name] = stored(values[index], start + index)
         writer.write(**maps, columns={"n_atoms": len(system)})
 
 

@@ -30,6 +30,7 @@ def convert_diskdataset(
     target: str | list[str] | None,
     progress: bool,
     require_system: bool = False,
+    overwrite: bool = False,
 ) -> None:
     """The conversion of :meth:`blockmap.Dataset.from_diskdataset` (its
     docstring says what it does), written once to ``path``: with
@@ -115,7 +116,7 @@ def convert_diskdataset(
         return {name if name == "system" else f"system/{name}": m for name, m in maps.items()}
 
     first_names: list[str] | None = None
-    with DatasetWriter(path) as writer:
+    with DatasetWriter(path, overwrite=overwrite) as writer:
         entries = _progress(sorted(samples), progress, "samples")
         if hasattr(entries, "set_description"):
             entries.set_description(

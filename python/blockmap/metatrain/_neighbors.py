@@ -279,7 +279,7 @@ def _compute(dataset: Any, options: Any, path: str, identity: dict[str, str], wh
             # a FIFO (the dataset writer would open it and wait for a
             # writer), a directory...: left alone
             raise BlockMapIOError(f"'{path}' is not a regular file")
-        with DatasetWriter(path) as writer:
+        with DatasetWriter(path, overwrite=True) as writer:
             for tensor in maps:
                 writer.write(tensor)
     except (BlockMapError, OSError) as error:

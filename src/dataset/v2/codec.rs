@@ -10,7 +10,10 @@
 //! length against what is left: a hostile file gives an [`Error::Format`],
 //! never a panic nor an allocation larger than the bytes read.
 
-use super::layout::{self, align_up, Row, COMMIT_ROWS, COMMIT_SCHEMA_AT, RECORD_LEN, ROW_LEN};
+use super::layout::{
+    self, align_up, Piece, Row, COMMIT_PIECE_LIST, COMMIT_ROWS, COMMIT_SCHEMA_AT, PIECE_LEN,
+    RECORD_LEN, ROW_LEN, SEGMENT_VALUES,
+};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::io::bytes::{put_u32, put_u64, Cursor};
@@ -22,6 +25,7 @@ pub const LABELS: &str = "dataset file: bad labels record";
 pub const ENTRY: &str = "dataset file: bad entry record";
 pub const COMMIT: &str = "dataset file: bad commit record";
 pub const COLUMNS: &str = "dataset file: bad columns record";
+pub const SEGMENT: &str = "dataset file: bad segment record";
 
 /// The type of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -346,6 +350,126 @@ pub fn parse_rows(payload: &[u8], version: u32) -> Result<Vec<Row>> {
         return Err(c.bad("bytes after its rows"));
     }
     Ok(rows)
+}
+
+/// A SEGMENT record's payload (version 4, layout.rs `SEGMENT_*`) for the
+/// entries of `rows` and their values in `columns` (one slice per column,
+/// as long as `rows`), with the CRC32 of its rows part (its end) and of
+/// its counts and columns part (its start).
+pub fn encode_segment(
+    rows: &[Row],
+    columns: &[&[u64]],
+    version: u32,
+) -> Result<(Vec<u8>, u32, u32)> {
+    let mut payload = Vec::new();
+    payload.try_reserve(SEGMENT_VALUES + rows.len() * (ROW_LEN + 8 * columns.len()))?;
+    debug_assert_eq!(payload.len(), layout::SEGMENT_COUNT);
+    put_u64(&mut payload, rows.len() as u64);
+    debug_assert_eq!(payload.len(), layout::SEGMENT_COLUMNS);
+    put_u32(&mut payload, u32_len(columns.len()));
+    put_u32(&mut payload, 0);
+    debug_assert_eq!(payload.len(), SEGMENT_VALUES);
+    for column in columns {
+        if column.len() != rows.len() {
+            return Err(Error::internal("a column of another length than its rows"));
+        }
+        for value in *column {
+            put_u64(&mut payload, *value);
+        }
+    }
+    let values_end = payload.len();
+    for row in rows {
+        row.encode(version, &mut payload);
+    }
+    let columns_crc = crc32fast::hash(&payload[..values_end]);
+    let rows_crc = crc32fast::hash(&payload[values_end..]);
+    Ok((payload, rows_crc, columns_crc))
+}
+
+/// The `count` rows of a SEGMENT record's rows part (`bytes`).
+pub fn parse_segment_rows(bytes: &[u8], count: u64, version: u32) -> Result<Vec<Row>> {
+    let mut c = Cursor::new(bytes, SEGMENT);
+    let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
+    if count.saturating_mul(ROW_LEN) != c.rest().len() {
+        return Err(c.bad("a count that is not its rows'"));
+    }
+    let mut rows = Vec::new();
+    rows.try_reserve_exact(count)?;
+    for _ in 0..count {
+        rows.push(Row::decode(&mut c, version)?);
+    }
+    Ok(rows)
+}
+
+/// The columns of a SEGMENT record's counts and columns part (`bytes`),
+/// checked against the `count` its commit gives and the schema's count of
+/// columns (`columns.len()`), appended to `columns`.
+pub fn parse_segment_columns(bytes: &[u8], count: u64, columns: &mut [Vec<u64>]) -> Result<()> {
+    let mut c = Cursor::new(bytes, SEGMENT);
+    if c.u64()? != count {
+        return Err(c.bad("its count differs from its commit's"));
+    }
+    if c.u32()? as usize != columns.len() {
+        return Err(c.bad("its columns do not match the schema"));
+    }
+    if c.u32()? != 0 {
+        return Err(c.bad("reserved bytes are not zero"));
+    }
+    let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
+    if count.saturating_mul(8).saturating_mul(columns.len()) != c.rest().len() {
+        return Err(c.bad("columns of another length than its rows"));
+    }
+    for column in columns.iter_mut() {
+        column.try_reserve(count)?;
+        for _ in 0..count {
+            column.push(c.u64()?);
+        }
+    }
+    Ok(())
+}
+
+/// A COMMIT record's payload in version 4 (layout.rs `COMMIT_PIECE*`):
+/// the count of entries, where the SCHEMA record is, the count of
+/// pieces, then the pieces.
+pub fn encode_commit_pieces(count: u64, schema_at: u64, pieces: &[Piece]) -> Result<Vec<u8>> {
+    let mut payload = Vec::new();
+    payload.try_reserve(COMMIT_PIECE_LIST + pieces.len() * PIECE_LEN)?;
+    put_u64(&mut payload, count);
+    put_u64(&mut payload, schema_at);
+    debug_assert_eq!(payload.len(), layout::COMMIT_PIECES);
+    put_u64(&mut payload, pieces.len() as u64);
+    debug_assert_eq!(payload.len(), COMMIT_PIECE_LIST);
+    for piece in pieces {
+        piece.encode(&mut payload);
+    }
+    Ok(payload)
+}
+
+/// The count of entries, the SCHEMA record's offset and the pieces of a
+/// version-4 COMMIT record's payload; the pieces' counts add up to the
+/// count (their places are checked when the commit is opened).
+pub fn parse_commit_pieces(payload: &[u8]) -> Result<(u64, u64, Vec<Piece>)> {
+    let mut c = Cursor::new(payload, COMMIT);
+    let count = c.u64()?;
+    let schema_at = c.u64()?;
+    let n = c.u64()?;
+    if n.saturating_mul(PIECE_LEN as u64) != c.rest().len() as u64 {
+        return Err(c.bad("a count of pieces that is not its length's"));
+    }
+    let mut pieces = Vec::with_capacity(c.rest().len() / PIECE_LEN);
+    let mut total = 0u64;
+    for _ in 0..n {
+        let piece = Piece::decode(&mut c)?;
+        total = total
+            .checked_add(piece.count)
+            .filter(|_| piece.count > 0)
+            .ok_or_else(|| c.bad("a piece's count"))?;
+        pieces.push(piece);
+    }
+    if total != count {
+        return Err(c.bad("pieces that do not add up to its count"));
+    }
+    Ok((count, schema_at, pieces))
 }
 
 #[cfg(test)]

@@ -5,8 +5,8 @@
 
 use std::fs::File;
 
-use super::codec::{parse_columns, Schema};
-use super::layout::{parse_record, Record, RecordKind, Row, RECORD_LEN};
+use super::codec::{parse_columns, parse_segment_columns, Schema};
+use super::layout::{parse_record, Piece, Record, RecordKind, Row, RECORD_LEN};
 use crate::dataset::read_at;
 use crate::error::{Error, Result};
 
@@ -24,8 +24,12 @@ pub(super) struct Contents {
     /// samples), one value per entry, as bits (`None`: in the COLUMNS
     /// record at `columns_at`, read when asked for)
     pub columns: Option<Vec<Vec<u64>>>,
-    /// where the COLUMNS record of a committed file lies
+    /// where the COLUMNS record of a committed file lies (versions 2 and 3)
     pub columns_at: u64,
+    /// the runs of entries the last commit lists, in SEGMENT records
+    /// (version 4; empty in versions 2 and 3, and when no commit's pieces
+    /// could be taken: the next commit writes one for all the entries)
+    pub pieces: Vec<Piece>,
     pub committed: bool,
     /// where the file's complete content ends (an append writes there)
     pub end: u64,
@@ -77,6 +81,16 @@ impl Contents {
             return Ok(columns);
         }
         let n = self.column_count();
+        if !self.pieces.is_empty() {
+            return piece_columns(&self.pieces, n, |at, len| {
+                let bytes = read_at(file, at, len)?;
+                if bytes.len() == len {
+                    Ok(bytes)
+                } else {
+                    Err(bad("a SEGMENT record outside the file"))
+                }
+            });
+        }
         let record = record_at(file, self.columns_at, file_len)?
             .filter(|r| r.kind == RecordKind::Columns)
             .ok_or_else(|| bad("no COLUMNS record where the commit says"))?;
@@ -91,4 +105,29 @@ impl Contents {
             .as_ref()
             .map_or(0, |s| s.columns.len() + s.fields.len())
     }
+}
+
+/// The `n` columns of the entries of `pieces` (version 4), each piece's
+/// columns part read by `read(offset, len)` (from the file, or copied out
+/// of its mapping) and checked against the CRC32 its commit holds.
+pub(in crate::dataset) fn piece_columns(
+    pieces: &[Piece],
+    n: usize,
+    read: impl Fn(u64, usize) -> Result<Vec<u8>>,
+) -> Result<Vec<Vec<u64>>> {
+    let mut columns = vec![Vec::new(); n];
+    for piece in pieces {
+        let start = piece.at + RECORD_LEN as u64;
+        let len = piece
+            .values_len(n)
+            .and_then(|len| usize::try_from(len).ok())
+            .ok_or_else(|| bad("a piece's range"))?;
+        let bytes = read(start, len)?;
+        if crc32fast::hash(&bytes) != piece.columns_crc {
+            return Err(bad("a damaged SEGMENT record (its columns' CRC differs)"));
+        }
+        parse_segment_columns(&bytes, piece.count, &mut columns)?;
+        crate::interrupt::check()?;
+    }
+    Ok(columns)
 }

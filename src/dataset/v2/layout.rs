@@ -17,7 +17,7 @@ use crate::io::bytes::{le32, le64, put_u32, put_u64, Cursor};
 /// text-mode transfers, as PNG's signature does).
 pub const MAGIC: [u8; 8] = crate::io::zip::DATASET_MAGIC;
 /// The version new files are written in (an append keeps its file's).
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 /// The first version of this layout (version 1 is a zip: `dataset/v1/`).
 pub const FIRST_VERSION: u32 = 2;
 
@@ -57,6 +57,74 @@ pub const COMMIT_SCHEMA_AT: usize = 8;
 pub const COMMIT_COLUMNS_AT: usize = 16;
 pub const COMMIT_ROWS: usize = 24;
 
+/// A COMMIT record's payload in version 4: the count of entries (u64),
+/// the SCHEMA record's offset (u64), the count of pieces (u64), then a
+/// [`Piece`] per run of entries, in entry order.
+pub const COMMIT_PIECES: usize = 16;
+pub const COMMIT_PIECE_LIST: usize = 24;
+
+/// A SEGMENT record's payload (version 4): its count of entries (u64),
+/// its count of columns (u32), zeros (u32), each column's values (u64
+/// per entry), one column after the other, then a [`Row`] per entry. The
+/// rows come last, just before the COMMIT record: an open reads them
+/// alone, and the kernel's read-ahead after them meets the commit, not
+/// the columns.
+pub const SEGMENT_COUNT: usize = 0;
+pub const SEGMENT_COLUMNS: usize = 8;
+pub const SEGMENT_VALUES: usize = 16;
+
+/// Whether a file of `version` lists its entries in SEGMENT records that
+/// its commits name (version 4), rather than in each commit (2 and 3).
+pub fn has_segments(version: u32) -> bool {
+    version >= 4
+}
+
+/// A run of entries a commit lists (version 4): where its SEGMENT record
+/// lies, how many entries it holds, and the CRC32s of its payload's two
+/// parts (its rows, read at an open; the 16 bytes of counts and the
+/// columns, read when a column is asked for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Piece {
+    pub at: u64,
+    pub count: u64,
+    pub rows_crc: u32,
+    pub columns_crc: u32,
+}
+
+/// A piece's bytes in a COMMIT record.
+pub const PIECE_LEN: usize = 24;
+
+impl Piece {
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        put_u64(out, self.at);
+        put_u64(out, self.count);
+        put_u32(out, self.rows_crc);
+        put_u32(out, self.columns_crc);
+    }
+
+    pub fn decode(c: &mut Cursor<'_>) -> Result<Piece> {
+        Ok(Piece {
+            at: c.u64()?,
+            count: c.u64()?,
+            rows_crc: c.u32()?,
+            columns_crc: c.u32()?,
+        })
+    }
+
+    /// The length of the rows part of its record's payload (its end).
+    pub fn rows_len(&self) -> Option<u64> {
+        self.count.checked_mul(ROW_LEN as u64)
+    }
+
+    /// The length of the counts and columns part of its record's payload
+    /// (its start), for `n` columns.
+    pub fn values_len(&self, n: usize) -> Option<u64> {
+        self.count
+            .checked_mul(8 * n as u64)
+            .and_then(|len| len.checked_add(SEGMENT_VALUES as u64))
+    }
+}
+
 /// An ENTRY record's payload starts with the length of the entry's
 /// description (u64), which follows; the arrays follow it, each on a
 /// multiple of [`ALIGN`] in the file.
@@ -74,7 +142,11 @@ pub enum RecordKind {
     /// the rows of the entries committed, followed by a trailer
     Commit = 4,
     /// the column values of the entries committed, before their commit
+    /// (versions 2 and 3)
     Columns = 5,
+    /// the rows and column values of a run of entries (version 4), which
+    /// commits list
+    Segment = 6,
 }
 
 impl RecordKind {
@@ -85,6 +157,7 @@ impl RecordKind {
             3 => Some(RecordKind::Entry),
             4 => Some(RecordKind::Commit),
             5 => Some(RecordKind::Columns),
+            6 => Some(RecordKind::Segment),
             _ => None,
         }
     }
@@ -324,13 +397,13 @@ mod tests {
     #[test]
     fn headers_round_trip_and_refuse_damage() {
         let id = "0123456789abcdef0123456789abcdef";
-        for version in [2, 3] {
+        for version in [2, 3, 4] {
             assert_eq!(
                 parse_file_header(&file_header(id, version)).unwrap(),
                 (id.to_string(), version)
             );
         }
-        for version in [0, 1, 4] {
+        for version in [0, 1, 5] {
             let bad = file_header(id, version);
             assert!(parse_file_header(&bad)
                 .unwrap_err()
@@ -401,11 +474,23 @@ mod tests {
                 RecordKind::Labels,
                 RecordKind::Entry,
                 RecordKind::Commit,
-                RecordKind::Columns
+                RecordKind::Columns,
+                RecordKind::Segment
             ]
             .map(|kind| kind as u8),
-            [1, 2, 3, 4, 5]
+            [1, 2, 3, 4, 5, 6]
         );
+        assert_eq!((COMMIT_PIECES, COMMIT_PIECE_LIST, PIECE_LEN), (16, 24, 24));
+        assert_eq!((SEGMENT_COUNT, SEGMENT_COLUMNS, SEGMENT_VALUES), (0, 8, 16));
+        let mut piece = Vec::new();
+        Piece {
+            at: 1,
+            count: 2,
+            rows_crc: 3,
+            columns_crc: 4,
+        }
+        .encode(&mut piece);
+        assert_eq!((piece.len(), words(&piece)), (PIECE_LEN, (1, 2, 3, 4)));
     }
 
     /// The code of every dtype on disk, pinned: a file's blocks keep their

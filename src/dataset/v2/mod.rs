@@ -1,9 +1,12 @@
-//! Dataset format versions 2 and 3 (docs/format.md, "Datasets"): a 64-byte
-//! file header, then records on 64-byte boundaries (SCHEMA, LABELS, ENTRY,
-//! COLUMNS, COMMIT), each commit followed by a trailer that ends the
-//! file. Version 3's rows also hold the CRC32 of each entry's
-//! description, checked at every read; version 2's do not (its files keep
-//! opening, reading and appending, in version 2).
+//! Dataset format versions 2, 3 and 4 (docs/format.md, "Datasets"): a
+//! 64-byte file header, then records on 64-byte boundaries (SCHEMA,
+//! LABELS, ENTRY, COLUMNS or SEGMENT, COMMIT), each commit followed by a
+//! trailer that ends the file. Version 3's rows also hold the CRC32 of
+//! each entry's description, checked at every read; version 2's do not
+//! (its files keep opening, reading and appending, in version 2). A
+//! version-4 commit lists its entries in SEGMENT records (pieces merged
+//! as an LSM tree's levels, `writer.rs`), so that a commit writes the
+//! rows of the entries written since the one before, not all of them.
 //!
 //! An entry is a pre-parsed description of its maps (offsets, shapes,
 //! dtypes, label references) followed by their arrays, 64-byte aligned in
@@ -38,8 +41,9 @@ mod recover;
 mod writer;
 
 pub use codec::{ColumnType, ColumnValue, Schema, SINGLE_FIELD};
-pub(super) use contents::{payload_at, record_at};
+pub(super) use contents::{payload_at, piece_columns, record_at};
 pub use describe::Entry;
+pub(super) use open::parse_commit;
 pub use reader::Dataset;
 pub(super) use recover::hash_payload;
 pub use writer::Writer;

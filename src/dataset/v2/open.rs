@@ -13,11 +13,11 @@
 
 use std::fs::File;
 
-use super::codec::{parse_rows, Schema, COMMIT};
+use super::codec::{parse_commit_pieces, parse_rows, parse_segment_rows, Schema, COMMIT, SEGMENT};
 use super::contents::{payload_at, record_at, Contents};
 use super::layout::{
-    align_up, parse_file_header, parse_trailer, RecordKind, Row, ALIGN, HEADER_LEN, RECORD_LEN,
-    ROW_LEN, TRAILER_LEN,
+    align_up, has_segments, parse_file_header, parse_trailer, Piece, RecordKind, Row, ALIGN,
+    HEADER_LEN, RECORD_LEN, ROW_LEN, TRAILER_LEN,
 };
 use super::recover::recover;
 use crate::dataset::read_at;
@@ -25,11 +25,14 @@ use crate::error::{Error, Result};
 use crate::io::bytes::Cursor;
 
 /// A commit record's payload, decoded.
-struct Commit {
-    schema_at: u64,
-    schema: Option<Schema>,
-    rows: Vec<Row>,
-    columns_at: u64,
+pub(in crate::dataset) struct Commit {
+    pub schema_at: u64,
+    pub schema: Option<Schema>,
+    pub rows: Vec<Row>,
+    /// versions 2 and 3: where the COLUMNS record lies (0: no entry)
+    pub columns_at: u64,
+    /// version 4: the SEGMENT records listing the entries
+    pub pieces: Vec<Piece>,
 }
 
 /// Open a version-2 or 3 file of `file_len` bytes: from its last
@@ -110,7 +113,7 @@ fn last_commit(
         .schema
         .as_ref()
         .map_or(0, |s| s.columns.len() + s.fields.len());
-    let columns = (commit.columns_at == 0).then(|| vec![Vec::new(); n]);
+    let columns = commit.rows.is_empty().then(|| vec![Vec::new(); n]);
     let contents = Contents {
         id: id.to_string(),
         version,
@@ -119,6 +122,7 @@ fn last_commit(
         rows: commit.rows,
         columns,
         columns_at: commit.columns_at,
+        pieces: commit.pieces,
         committed: true,
         end: file_len,
     };
@@ -154,6 +158,9 @@ fn only_commits_between(
         None => HEADER_LEN as u64,
     };
     let mut previous = 0;
+    // version 4: the SEGMENT record of the commit's last piece is met
+    let last_piece = commit.pieces.last().map(|p| p.at);
+    let mut met_last_piece = last_piece.is_none();
     while here < at {
         let Some(record) = record_at(file, here, file_len)? else {
             return Ok(false);
@@ -170,16 +177,21 @@ fn only_commits_between(
                 }
                 align_up(end + TRAILER_LEN as u64)
             }
+            RecordKind::Segment => {
+                met_last_piece |= last_piece == Some(here);
+                align_up(end)
+            }
             RecordKind::Schema | RecordKind::Labels | RecordKind::Columns => align_up(end),
         };
         crate::interrupt::check()?;
     }
-    Ok(here == at && (commit.columns_at == 0 || previous == commit.columns_at))
+    Ok(here == at && met_last_piece && (commit.columns_at == 0 || previous == commit.columns_at))
 }
 
-/// The schema, rows and COLUMNS record offset of a commit record's
-/// payload (the record at `at`), every offset checked.
-fn parse_commit(
+/// The schema, rows and COLUMNS record offset (versions 2 and 3) or
+/// pieces (version 4) of a commit record's payload (the record at `at`),
+/// every offset checked.
+pub(in crate::dataset) fn parse_commit(
     file: &File,
     file_len: u64,
     at: u64,
@@ -189,9 +201,9 @@ fn parse_commit(
     let mut c = Cursor::new(payload, COMMIT);
     let count = c.u64()?;
     let schema_at = c.u64()?;
-    let columns_at = c.u64()?;
+    let columns_at = if has_segments(version) { 0 } else { c.u64()? };
     let count = usize::try_from(count).map_err(|_| c.bad("count"))?;
-    if count.saturating_mul(ROW_LEN) > payload.len() {
+    if !has_segments(version) && count.saturating_mul(ROW_LEN) > payload.len() {
         return Err(c.bad("a count larger than the record"));
     }
     let schema = if schema_at == 0 {
@@ -207,10 +219,17 @@ fn parse_commit(
             payload_at(file, schema_at, record)?.ok_or_else(|| c.bad("a damaged schema record"))?;
         Some(Schema::decode(&bytes)?)
     };
-    if (count == 0) != (columns_at == 0) {
-        return Err(c.bad("a COLUMNS record offset without entries, or entries without it"));
-    }
-    let rows = parse_rows(payload, version)?;
+    let (rows, pieces) = if has_segments(version) {
+        let n = schema
+            .as_ref()
+            .map_or(0, |s| s.columns.len() + s.fields.len());
+        segment_rows(file, file_len, at, payload, n, version)?
+    } else {
+        if (count == 0) != (columns_at == 0) {
+            return Err(c.bad("a COLUMNS record offset without entries, or entries without it"));
+        }
+        (parse_rows(payload, version)?, Vec::new())
+    };
     let mut previous_end = HEADER_LEN as u64;
     for row in &rows {
         let end = row
@@ -237,5 +256,61 @@ fn parse_commit(
         schema,
         rows,
         columns_at,
+        pieces,
     })
+}
+
+/// The rows of the entries of a version-4 commit record (at `at`, its
+/// `payload`), read from the SEGMENT records its pieces name: each lies
+/// before the commit, whole in the file, holds the piece's count of rows
+/// and `n` columns, and its rows part matches the CRC32 the piece holds
+/// (the columns part is checked when read). One read per piece.
+fn segment_rows(
+    file: &File,
+    file_len: u64,
+    at: u64,
+    payload: &[u8],
+    n: usize,
+    version: u32,
+) -> Result<(Vec<Row>, Vec<Piece>)> {
+    let (count, _, pieces) = parse_commit_pieces(payload)?;
+    let bad = |what: &str| Cursor::new(&[], SEGMENT).bad(what);
+    let mut rows = Vec::new();
+    // every piece lies in the file: the count is bounded by its length
+    if count.saturating_mul(ROW_LEN as u64) > file_len {
+        return Err(bad("a count larger than the file"));
+    }
+    rows.try_reserve_exact(usize::try_from(count).map_err(|_| bad("count"))?)?;
+    for piece in &pieces {
+        let record = record_at(file, piece.at, file_len)?
+            .filter(|r| r.kind == RecordKind::Segment && piece.at % ALIGN == 0)
+            .ok_or_else(|| bad("no SEGMENT record where the commit says"))?;
+        let rows_len = piece.rows_len().ok_or_else(|| bad("a piece's count"))?;
+        let values_len = piece.values_len(n).ok_or_else(|| bad("a piece's count"))?;
+        if rows_len.checked_add(values_len) != Some(record.len)
+            || piece.at + RECORD_LEN as u64 + record.len > at
+        {
+            return Err(bad("a SEGMENT record of another length than its piece's"));
+        }
+        // the rows alone: the end of the payload
+        let len = usize::try_from(rows_len).map_err(|_| bad("a piece's count"))?;
+        let bytes = read_at(file, piece.at + RECORD_LEN as u64 + values_len, len)?;
+        if bytes.len() != len || crc32fast::hash(&bytes) != piece.rows_crc {
+            return Err(bad("a damaged SEGMENT record (its rows' CRC differs)"));
+        }
+        let piece_rows = parse_segment_rows(&bytes, piece.count, version)?;
+        // each entry lies before the segment listing it
+        let past = |row: &Row| {
+            row.offset
+                .checked_add(RECORD_LEN as u64)
+                .and_then(|start| start.checked_add(row.len))
+                .is_none_or(|end| end > piece.at)
+        };
+        if piece_rows.last().is_some_and(past) {
+            return Err(bad("an entry after the SEGMENT record listing it"));
+        }
+        rows.extend(piece_rows);
+        crate::interrupt::check()?;
+    }
+    Ok((rows, pieces))
 }

@@ -11,7 +11,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 use super::codec::{decode_labels, entry_values, parse_columns, ColumnType, Schema, ENTRY, LABELS};
-use super::contents::{bad, Contents};
+use super::contents::{bad, piece_columns, Contents};
 use super::layout::{
     description_crc, has_description_crcs, parse_dtype_code, parse_record, Record, RecordKind, Row,
     ENTRY_DESCRIPTION, RECORD_LEN,
@@ -282,6 +282,28 @@ impl Dataset {
 
     fn read_columns(&self) -> Result<Vec<Vec<u64>>> {
         let raw = self.mapping.raw();
+        if !self.contents.pieces.is_empty() {
+            // version 4: each piece's columns, copied out of the mapping
+            let mut columns = piece_columns(
+                &self.contents.pieces,
+                self.contents.column_count(),
+                |at, len| {
+                    let start = usize::try_from(at).map_err(|_| bad("a piece's range"))?;
+                    let bytes = raw
+                        .get(start, len)
+                        .ok_or_else(|| bad("a SEGMENT record outside the file"))?;
+                    let mut out = Vec::new();
+                    out.try_reserve_exact(len)?;
+                    out.resize(len, 0);
+                    bytes.copy_to(&mut out)?;
+                    Ok(out)
+                },
+            )?;
+            for column in &mut columns {
+                column.truncate(self.committed_count);
+            }
+            return Ok(columns);
+        }
         let at = self.contents.columns_at;
         let start = usize::try_from(at).map_err(|_| bad("the COLUMNS record's offset"))?;
         // copied out of the mapping, then parsed (the aliasing rule)

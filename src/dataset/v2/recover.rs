@@ -10,9 +10,10 @@ use std::fs::File;
 use super::codec::{entry_values, parse_rows, Schema};
 use super::contents::{bad, fits, payload_at, Contents};
 use super::layout::{
-    align_up, has_description_crcs, parse_record, parse_trailer, Record, RecordKind, Row,
-    ENTRY_DESCRIPTION, HEADER_LEN, RECORD_LEN, TRAILER_LEN,
+    align_up, has_description_crcs, has_segments, parse_record, parse_trailer, Record, RecordKind,
+    Row, ENTRY_DESCRIPTION, HEADER_LEN, RECORD_LEN, TRAILER_LEN,
 };
+use super::open::parse_commit;
 use crate::dataset::read_at;
 use crate::error::Result;
 use crate::io::bytes::le64;
@@ -106,8 +107,9 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
     let mut at = HEADER_LEN as u64;
     let mut end = at;
     let mut rows = Vec::new();
-    let mut verified = 0usize;
-    let mut last_commit = None;
+    // the valid commits met (closed by their trailer, their CRC right):
+    // where, their record, their count of entries
+    let mut commits = Vec::new();
     let mut schema: Option<(u64, Schema)> = None;
     let mut window = Window::new(file);
     while let Some(record) = window.record(at, file_len)? {
@@ -145,8 +147,7 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
                     break;
                 }
                 if hash_payload(file, at, record)?.is_some() {
-                    verified = rows.len();
-                    last_commit = Some((at, record));
+                    commits.push((at, record, rows.len()));
                 }
                 // a damaged commit record closed by its trailer is
                 // passed over: the entries it lists are hashed, as
@@ -156,35 +157,55 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
             // a COLUMNS record is followed by its COMMIT; one alone
             // (a commit interrupted) is skipped: recovery reads the
             // values from the entries
-            RecordKind::Labels | RecordKind::Columns => {}
+            // so is a SEGMENT record (version 4), which only a commit's
+            // pieces name
+            RecordKind::Labels | RecordKind::Columns | RecordKind::Segment => {}
         }
         at = next;
         // a record is complete once its payload is in the file; the
         // padding after the last one may be missing
         end = at.min(file_len);
     }
-    // the description checksums of the entries the last valid commit
-    // lists, from its rows (which must be the entries walked)
-    if let Some((commit_at, record)) = last_commit.filter(|_| has_description_crcs(version)) {
-        let listed = payload_at(file, commit_at, record)?
-            .and_then(|payload| parse_rows(&payload, version).ok())
-            .filter(|listed| {
-                listed.len() == verified
-                    && listed
-                        .iter()
-                        .zip(&rows)
-                        .all(|(a, b)| (a.offset, a.len, a.crc) == (b.offset, b.len, b.crc))
-            });
-        match listed {
-            Some(listed) => {
+    // the entries of the last valid commit whose rows are the entries
+    // walked (a later one that lists others, an entry's header damaged
+    // since, is passed over: the entries an earlier one lists stay
+    // committed), their description checksums from its rows (version 4:
+    // and its pieces, which the next commit keeps)
+    let mut verified = 0usize;
+    let mut pieces = Vec::new();
+    if has_description_crcs(version) {
+        for &(commit_at, record, count) in commits.iter().rev() {
+            let Some(payload) = payload_at(file, commit_at, record)? else {
+                continue;
+            };
+            let (listed, listed_pieces) = if has_segments(version) {
+                match parse_commit(file, file_len, commit_at, &payload, version) {
+                    Ok(commit) => (commit.rows, commit.pieces),
+                    Err(_) => continue,
+                }
+            } else {
+                match parse_rows(&payload, version) {
+                    Ok(listed) => (listed, Vec::new()),
+                    Err(_) => continue,
+                }
+            };
+            let matches = listed.len() == count
+                && listed
+                    .iter()
+                    .zip(&rows)
+                    .all(|(a, b)| (a.offset, a.len, a.crc) == (b.offset, b.len, b.crc));
+            if matches {
                 for (row, from) in rows.iter_mut().zip(listed) {
                     row.desc_crc = from.desc_crc;
                 }
+                verified = count;
+                pieces = listed_pieces;
+                break;
             }
-            // the commit lists other entries than the walk found: none
-            // is taken on its word
-            None => verified = 0,
         }
+    } else if let Some(&(_, _, count)) = commits.last() {
+        // version 2: its rows hold no description checksums to take
+        verified = count;
     }
     // entries after the last commit: kept up to the first whose
     // payload does not hash to its header's CRC
@@ -234,6 +255,7 @@ pub(super) fn recover(file: &File, file_len: u64, id: String, version: u32) -> R
         rows,
         columns: Some(columns),
         columns_at: 0,
+        pieces,
         committed: false,
         end,
     })

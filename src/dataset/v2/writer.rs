@@ -11,11 +11,13 @@ use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::codec::{encode_columns, encode_commit, Schema, SINGLE_FIELD};
+use super::codec::{
+    encode_columns, encode_commit, encode_commit_pieces, encode_segment, Schema, SINGLE_FIELD,
+};
 use super::describe::{describe, first_samples, Description, Encoder, Entry};
 use super::layout::{
-    align_up, file_header, pad_len, record_header, trailer, RecordKind, Row, COMMIT_ROWS,
-    HEADER_LEN, RECORD_LEN, ROW_LEN, TRAILER_LEN, VERSION,
+    align_up, file_header, has_segments, pad_len, record_header, trailer, Piece, RecordKind, Row,
+    COMMIT_ROWS, HEADER_LEN, PIECE_LEN, RECORD_LEN, ROW_LEN, TRAILER_LEN, VERSION,
 };
 use super::open::open;
 use crate::data::DataRef;
@@ -51,6 +53,9 @@ pub struct Writer {
     schema_at: u64,
     rows: Vec<Row>,
     columns: Vec<Vec<u64>>,
+    /// version 4: the runs of entries the last commit listed, in SEGMENT
+    /// records (`write_commit` says how they merge)
+    pieces: Vec<Piece>,
     /// where the next record goes (a multiple of 64)
     end: u64,
     /// the file's length once its last complete write (or commit) is in:
@@ -60,13 +65,49 @@ pub struct Writer {
     /// off yet: cut before anything else is written
     tail_left: bool,
     encoder: Encoder,
+    /// a new dataset may replace a file that its path holds at its first
+    /// commit
+    overwrite: bool,
+    /// a new dataset's creation lock, held until it is in place
+    creating: Option<lock::CreationLock>,
 }
 
 impl Writer {
-    pub fn create(path: &Path, timeout: Timeout) -> Result<Writer> {
+    /// A new dataset at `path`, put in place at its first commit. A path
+    /// that holds a file is refused (an `AlreadyExists` I/O error naming
+    /// `overwrite=True` and `append=True`) unless `overwrite`, which
+    /// replaces it then (atomically). Two writers creating the same path
+    /// take turns (`lock::CreationLock`, a lock file): the second waits
+    /// for the first's first commit (`timeout` at most), then finds the
+    /// file there.
+    pub fn create(path: &Path, timeout: Timeout, overwrite: bool) -> Result<Writer> {
+        Writer::create_version(path, timeout, overwrite, VERSION)
+    }
+
+    /// [`Writer::create`] in an earlier format version (2 to
+    /// [`VERSION`]): what the tests and benchmarks of the layouts of
+    /// versions 2 and 3 write.
+    pub fn create_version(
+        path: &Path,
+        timeout: Timeout,
+        overwrite: bool,
+        version: u32,
+    ) -> Result<Writer> {
+        if !(super::layout::FIRST_VERSION..=VERSION).contains(&version) {
+            return Err(Error::invalid(format!(
+                "blockmap writes dataset files of versions 2 to {VERSION}, not {version}"
+            )));
+        }
         let target = io::replace::resolve(path)?;
+        let creating = lock::CreationLock::take(&target, timeout)?;
         let replaced = lock::open_locked(&target, false, timeout)?;
-        Writer::new_empty(path, target, replaced, timeout)
+        if replaced.is_some() && !overwrite {
+            return Err(lock::exists(path));
+        }
+        let mut writer = Writer::new_empty(path, target, replaced, timeout, version)?;
+        writer.overwrite = overwrite;
+        writer.creating = Some(creating);
+        Ok(writer)
     }
 
     fn new_empty(
@@ -74,11 +115,12 @@ impl Writer {
         target: PathBuf,
         replaced: Option<File>,
         timeout: Timeout,
+        version: u32,
     ) -> Result<Writer> {
         let mut temporary = io::replace::Temporary::beside(&target)?;
         let id = new_id();
         let file = temporary.file()?;
-        file.write_all_at(&file_header(&id, VERSION), 0)
+        file.write_all_at(&file_header(&id, version), 0)
             .map_err(io_error(path, "cannot write"))?;
         lock::lock(file, path, Some(std::time::Duration::ZERO))?;
         let mut writer = Writer {
@@ -90,15 +132,18 @@ impl Writer {
             timeout,
             pid: std::process::id(),
             id,
-            version: VERSION,
+            version,
             schema: None,
             schema_at: 0,
             rows: Vec::new(),
             columns: Vec::new(),
+            pieces: Vec::new(),
             end: HEADER_LEN as u64,
             written: HEADER_LEN as u64,
             tail_left: false,
             encoder: Encoder::default(),
+            overwrite: false,
+            creating: None,
         };
         writer.write_commit()?;
         Ok(writer)
@@ -111,12 +156,18 @@ impl Writer {
             if let Some(file) = lock::open_locked(&target, true, timeout)? {
                 break file;
             }
-            let mut writer = Writer::new_empty(path, target.clone(), None, timeout)?;
+            // created here: after any writer creating it (its lock file)
+            let creating = lock::CreationLock::take(&target, timeout)?;
+            if target.exists() {
+                continue;
+            }
+            let mut writer = Writer::new_empty(path, target.clone(), None, timeout, VERSION)?;
             let Some(temporary) = writer.pending.take() else {
                 return Err(Error::internal("a new dataset without its file"));
             };
             if let Some(file) = temporary.place_new(&target, true)? {
                 writer.file = Some(file);
+                drop(creating);
                 return Ok(writer);
             }
         };
@@ -152,10 +203,13 @@ impl Writer {
             schema_at: contents.schema_at,
             rows: contents.rows,
             columns,
+            pieces: contents.pieces,
             end: align_up(contents.end),
             written: contents.end,
             tail_left: false,
             encoder: Encoder::default(),
+            overwrite: false,
+            creating: None,
         })
     }
 
@@ -175,6 +229,12 @@ impl Writer {
 
     pub fn is_in_place(&self) -> bool {
         self.file.is_some()
+    }
+
+    /// Whether it is open (not closed nor given up) in the process that
+    /// opened it: what a writer finalized unclosed commits.
+    pub fn is_open_here(&self) -> bool {
+        self.pid == std::process::id() && (self.file.is_some() || self.pending.is_some())
     }
 
     pub fn len(&self) -> usize {
@@ -429,6 +489,11 @@ impl Writer {
         };
         if !still_there {
             self.replaced = lock::open_locked(&self.target, false, self.timeout)?;
+            if self.replaced.is_some() && !self.overwrite {
+                // put there meanwhile (by a writer that does not take the
+                // lock file: another program, or an older blockmap)
+                return Err(lock::exists(&self.path));
+            }
         }
         let Some(temporary) = self.pending.take() else {
             return Ok(());
@@ -437,6 +502,7 @@ impl Writer {
         if let Some(replaced) = self.replaced.take() {
             lock::unlock(&replaced);
         }
+        self.creating = None;
         Ok(())
     }
 
@@ -448,6 +514,7 @@ impl Writer {
             if let Some(replaced) = self.replaced.take() {
                 lock::unlock(&replaced);
             }
+            self.creating = None;
             return Ok(());
         }
         self.close()
@@ -456,6 +523,9 @@ impl Writer {
     fn write_commit(&mut self) -> Result<()> {
         if self.tail_left {
             self.cut_tail()?;
+        }
+        if has_segments(self.version) {
+            return self.write_segment_commit();
         }
         let file = self.file()?;
         let count = self.rows.len();
@@ -507,6 +577,82 @@ impl Writer {
         Ok(())
     }
 
+    /// A commit of version 4: the entries written since the last commit
+    /// go in one SEGMENT record, with those of the last pieces that are
+    /// not larger than they (merged, as an LSM tree merges its levels),
+    /// then a COMMIT record naming every piece, and its trailer.
+    ///
+    /// The pieces a commit leaves each hold more entries than all those
+    /// after them together: there are at most log2(entries) + 1 of them,
+    /// and an entry's row is written again only when the run it lies in
+    /// at least doubles, at most log2(entries) times. A commit of `k`
+    /// entries writes their rows and columns, amortized that factor, plus
+    /// its commit record (24 bytes a piece) and trailer; it never writes
+    /// the rows of the entries before them again (`bench/datasets.py`'s
+    /// append sessions measure it).
+    fn write_segment_commit(&mut self) -> Result<()> {
+        let count = self.rows.len();
+        let listed: u64 = self.pieces.iter().map(|p| p.count).sum();
+        let listed = usize::try_from(listed).map_err(|_| Error::internal("pieces"))?;
+        let mut keep = self.pieces.len();
+        let mut from = listed;
+        if count > listed {
+            while keep > 0 && self.pieces[keep - 1].count <= (count - from) as u64 {
+                keep -= 1;
+                from -= usize::try_from(self.pieces[keep].count).unwrap_or(0);
+            }
+        }
+        let start = self.end;
+        let mut out = Vec::new();
+        let mut pieces = Vec::new();
+        pieces.try_reserve_exact(keep + 1)?;
+        pieces.extend_from_slice(&self.pieces[..keep]);
+        if count > from {
+            let columns: Vec<&[u64]> = self.columns.iter().map(|c| &c[from..count]).collect();
+            let (payload, rows_crc, columns_crc) =
+                encode_segment(&self.rows[from..count], &columns, self.version)?;
+            out.try_reserve(payload.len() + 2 * RECORD_LEN + 2 * 64)?;
+            out.extend_from_slice(&record_header(
+                RecordKind::Segment,
+                crc32fast::hash(&payload),
+                payload.len() as u64,
+            ));
+            out.extend_from_slice(&payload);
+            out.resize(out.len() + pad_len(start + out.len() as u64), 0);
+            pieces.push(Piece {
+                at: start,
+                count: (count - from) as u64,
+                rows_crc,
+                columns_crc,
+            });
+        }
+        let at = start + out.len() as u64;
+        let payload = encode_commit_pieces(count as u64, self.schema_at, &pieces)?;
+        out.try_reserve(RECORD_LEN + payload.len() + TRAILER_LEN + PIECE_LEN)?;
+        out.extend_from_slice(&record_header(
+            RecordKind::Commit,
+            crc32fast::hash(&payload),
+            payload.len() as u64,
+        ));
+        out.extend_from_slice(&payload);
+        out.extend_from_slice(&trailer(at, count as u64));
+        let trailer_end = start + out.len() as u64;
+        let file = self.file()?;
+        let done = file
+            .write_all_at(&out, start)
+            .and_then(|()| file.sync_data())
+            .map_err(io_error(&self.path, "cannot write"));
+        if let Err(e) = done {
+            // its SEGMENT record holds values users gave: cut off too
+            self.cut_failed_write();
+            return Err(e);
+        }
+        self.pieces = pieces;
+        self.end = align_up(trailer_end);
+        self.written = trailer_end;
+        Ok(())
+    }
+
     pub fn close(&mut self) -> Result<()> {
         if self.file.is_some() || self.pending.is_some() {
             self.commit()?;
@@ -527,6 +673,7 @@ impl Drop for Writer {
             return;
         }
         self.pending = None;
+        self.creating = None;
         for file in [self.file.take(), self.replaced.take()]
             .into_iter()
             .flatten()

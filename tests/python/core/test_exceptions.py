@@ -22,6 +22,7 @@ BUILTINS = {
     "FormatError": ValueError,
     "BlockMapIOError": OSError,
     "MissingFileError": FileNotFoundError,
+    "ExistingFileError": FileExistsError,
     "BlockMapMemoryError": MemoryError,
     "InternalError": RuntimeError,
     "BlockMapIndexError": IndexError,

@@ -59,6 +59,8 @@ def _native_cases():
         "native FormatError": lambda: blockmap.load_buffer(b"not an archive"),
         "native BlockMapTypeError": lambda: Labels(["a"], np.array([["x"]], dtype=object)),
         "native MissingFileError": lambda: blockmap.load("does-not-exist.mts"),
+        # a file that exists, where a dataset writer would create one
+        "native ExistingFileError": lambda: blockmap.DatasetWriter(__file__),
         "native BlockMapIOError": lambda: blockmap.load(os.curdir),
         "native BlockMapIndexError": lambda: Labels.range("a", 2).entry(5),
         "native BlockMapOverflowError": lambda: _small_map(0).block({"k": 2**40}),

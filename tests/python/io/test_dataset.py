@@ -128,22 +128,37 @@ def test_selected_blocks_of_one_map(tmp_path, rng):
         assert_identical(loaded.block(i), tensor.block(key))
 
 
-def test_the_file_is_format_version_3_and_its_maps_save_for_metatensor(saved, maps, tmp_path):
+def test_the_file_is_format_version_4_and_its_maps_save_for_metatensor(saved, maps, tmp_path):
     # the layout of docs/format.md: header, records on 64-byte boundaries,
-    # a trailer naming the last commit record, whose rows hold each
-    # entry's description CRC32
+    # a trailer naming the last commit record, whose pieces name SEGMENT
+    # records, whose rows hold each entry's description CRC32
     data = saved.read_bytes()
     assert data[:8] == b"\x89BMDS\r\n\x1a"
-    assert int.from_bytes(data[8:12], "little") == 3
+    assert int.from_bytes(data[8:12], "little") == 4
     assert data[12:44].decode() == Dataset(saved).id
     assert data[44:64] == bytes(20)
     assert data[-32:-24] == b"BMDSEND2"
     commit_at = int.from_bytes(data[-24:-16], "little")
     assert commit_at % 64 == 0 and data[commit_at : commit_at + 4] == b"BMr\x04"
     assert int.from_bytes(data[-16:-8], "little") == len(maps)
+    # the commit: count, schema offset, one piece (one session)
+    count, schema_at, n_pieces = struct.unpack_from("<QQQ", data, commit_at + 16)
+    assert (count, n_pieces) == (len(maps), 1) and data[schema_at : schema_at + 4] == b"BMr\x01"
+    segment_at, piece_count, rows_crc, columns_crc = struct.unpack_from(
+        "<QQII", data, commit_at + 16 + 24
+    )
+    assert piece_count == len(maps) and data[segment_at : segment_at + 4] == b"BMr\x06"
+    # its counts, one column (n_samples: 8 bytes an entry), then the rows,
+    # which end the payload
+    assert struct.unpack_from("<QII", data, segment_at + 16) == (len(maps), 1, 0)
+    rows_at = segment_at + 16 + 16 + 8 * len(maps)
+    assert columns_crc == zlib.crc32(data[segment_at + 16 : rows_at])
+    assert rows_crc == zlib.crc32(data[rows_at : rows_at + 24 * len(maps)])
+    # then the COMMIT record, after the padding to a 64-byte boundary
+    assert 0 <= commit_at - (rows_at + 24 * len(maps)) < 64
     # a row: offset, payload length, payload CRC32, description CRC32 (the
     # description's u64 length and its bytes)
-    row = commit_at + 16 + 24
+    row = rows_at
     offset, length, crc, desc_crc = struct.unpack_from("<QQII", data, row)
     assert offset == Dataset(saved)._slot(0)[0]
     assert crc == zlib.crc32(data[offset + 16 : offset + 16 + length])
@@ -176,7 +191,7 @@ def test_appending_rewrites_nothing_and_old_readers_keep_their_view(saved, maps)
 
 def test_a_new_writer_replaces_the_file_atomically(saved, maps):
     old = Dataset(saved)
-    with DatasetWriter(saved) as writer:
+    with DatasetWriter(saved, overwrite=True) as writer:
         writer.write(maps[3])
     new = Dataset(saved)
     assert len(new) == 1 and new.id != old.id
@@ -192,9 +207,12 @@ def test_a_new_dataset_is_in_place_at_its_first_commit(tmp_path, maps):
     writer = DatasetWriter(path)
     for tensor in maps[:7]:
         writer.write(tensor)
-    # built beside its path, under no name a glob of the folder matches
-    assert list(tmp_path.glob("*")) == []
+    # built beside its path, unnamed; only its creation lock is there (a
+    # hidden file, which exists before the dataset does: docs/format.md)
+    assert [p.name for p in tmp_path.iterdir()] == [".open.lock"]
     writer.commit()
+    # in place: the lock is let go and removed
+    assert [p.name for p in tmp_path.iterdir()] == ["open"]
     for tensor in maps[7:10]:
         writer.write(tensor)
     # in place from the commit on: what was written since is there too
@@ -215,11 +233,11 @@ def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
         raise RuntimeError("the source of the maps failed")
 
     with pytest.raises(RuntimeError):
-        blockmap.save_dataset(saved, failing())
+        blockmap.save_dataset(saved, failing(), overwrite=True)
     with pytest.raises(blockmap.BlockMapTypeError):
-        blockmap.save_dataset(saved, [maps[0], "not a map"])
+        blockmap.save_dataset(saved, [maps[0], "not a map"], overwrite=True)
     with pytest.raises(KeyError):
-        with DatasetWriter(saved) as writer:
+        with DatasetWriter(saved, overwrite=True) as writer:
             writer.write(maps[0])
             raise KeyError("the block failed")
     # a corrupt input met by a conversion
@@ -229,19 +247,19 @@ def test_a_failed_write_leaves_what_was_there(saved, maps, tmp_path):
         blockmap.save(folder / f"{i}.mts", maps[i])
     (folder / "3.mts").write_bytes(b"PK\x03\x04 not an archive")
     with pytest.raises(blockmap.FormatError):
-        Dataset.from_files(sorted(folder.glob("*.mts")), saved)
+        Dataset.from_files(sorted(folder.glob("*.mts")), saved, overwrite=True)
     zip_path = tmp_path / "disk.zip"
     with zipfile.ZipFile(zip_path, "w") as archive:
         archive.writestr("0/energy.mts", b"not an npy array")
     with pytest.raises(blockmap.FormatError):
-        Dataset.from_diskdataset(zip_path, saved)
+        Dataset.from_diskdataset(zip_path, saved, overwrite=True)
     # the old dataset is untouched, and nothing else was left beside it
     assert saved.read_bytes() == before
     assert sorted(p.name for p in saved.parent.iterdir()) == sorted(
         ["train.data", "inputs", "disk.zip"]
     )
     # abort() gives up a new dataset, and is close() for one in place
-    writer = DatasetWriter(saved)
+    writer = DatasetWriter(saved, overwrite=True)
     writer.write(maps[0])
     writer.abort()
     assert saved.read_bytes() == before
@@ -396,7 +414,7 @@ def test_a_file_changed_behind_a_reference_is_detected(saved, maps, tmp_path):
         writer.write(maps[0])
     assert len(pickle.loads(reference)) == len(maps)
     # replaced by another dataset
-    blockmap.save_dataset(saved, maps[::-1])
+    blockmap.save_dataset(saved, maps[::-1], overwrite=True)
     for data in (reference, of_map):
         with pytest.raises(blockmap.BlockMapIOError, match="replaced"):
             pickle.loads(data)
@@ -415,8 +433,8 @@ def test_what_is_not_a_dataset_is_refused(tmp_path, saved):
     blockmap.save(plain, make_map(np.random.default_rng(1)))
     with pytest.raises(blockmap.FormatError, match="not a blockmap dataset"):
         Dataset(plain)
-    with pytest.raises(blockmap.BlockMapTypeError):
-        DatasetWriter(tmp_path / "x").write("not a map")
+    with pytest.raises(blockmap.BlockMapTypeError), DatasetWriter(tmp_path / "x") as writer:
+        writer.write("not a map")
     # every prefix of a dataset file opens (with the maps it holds whole)
     data = saved.read_bytes()
     cut = tmp_path / "cut"
@@ -599,5 +617,5 @@ def test_a_dataset_file_never_loads_as_one_map(saved, maps, tmp_path):
     assert len(first) == 3
     before = (folder / "all.data").read_bytes()
     with pytest.raises(blockmap.FormatError, match="dataset"):
-        Dataset.from_files(sorted(folder.glob("*")), folder / "all.data")
+        Dataset.from_files(sorted(folder.glob("*")), folder / "all.data", overwrite=True)
     assert (folder / "all.data").read_bytes() == before

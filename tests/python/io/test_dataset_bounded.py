@@ -116,7 +116,7 @@ def test_bad_crcs_and_npy_headers_are_format_errors(tmp_path):
         (not_a_zip, "zip"),
     ]:
         with pytest.raises(blockmap.FormatError, match=match):
-            blockmap.Dataset.from_diskdataset(path, target)
+            blockmap.Dataset.from_diskdataset(path, target, overwrite=True)
     with pytest.raises(blockmap.MissingFileError):
         blockmap.Dataset.from_diskdataset(tmp_path / "missing.zip", target)
     with pytest.raises(blockmap.ValidationError, match="keeps no field"):

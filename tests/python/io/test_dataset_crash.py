@@ -40,7 +40,9 @@ WRITER = textwrap.dedent(
     maps = structure_maps(count)
     big = build_blockmap(make_arrays(n_keys=2, n_samples=1200, n_grad_samples=150))
     # another writer's lock is waited for: the one of a killed writer goes
-    writer = blockmap.DatasetWriter(path, append=mode == "append", timeout=60)
+    writer = blockmap.DatasetWriter(
+        path, append=mode == "append", overwrite=mode != "append", timeout=60
+    )
     print("opened", flush=True)
     for i, tensor in enumerate(maps):
         # every 500th map (8 MB) is streamed from its arrays, not built in memory
@@ -109,6 +111,15 @@ def _check(path, at_least, expected, offset=0):
     return len(dataset)
 
 
+def _names(folder):
+    """The files of ``folder``, but the creation locks killed writers left."""
+    return sorted(
+        p.name
+        for p in folder.iterdir()
+        if not (p.name.startswith(".") and p.name.endswith(".lock"))
+    )
+
+
 @pytest.mark.parametrize(
     "point",
     [("time", t) for t in (0.0, 0.001, 0.003, 0.006, 0.01, 0.02, 0.035, 0.05, 0.07, 0.09)]
@@ -124,7 +135,9 @@ def test_a_killed_create_keeps_every_returned_write_after_its_commit(tmp_path, p
         after_seconds=value if kind == "time" else None,
         after_bytes=value if kind == "bytes" else None,
     )
-    assert [p.name for p in tmp_path.iterdir()] == (["killed"] if path.exists() else [])
+    # a creation lock a killed writer left (hidden; the next writer takes
+    # it over: docs/format.md) aside, nothing beside it
+    assert _names(tmp_path) == (["killed"] if path.exists() else [])
     if not path.exists():
         assert returned == 0  # killed before its first commit: nothing in place
         return
@@ -179,7 +192,7 @@ def test_a_killed_create_before_its_commit_leaves_the_old_file(tmp_path, after_s
     else:
         # the path is as it was, and nothing else is in the directory
         assert path.read_bytes() == before
-        assert [p.name for p in tmp_path.iterdir()] == ["replaced"]
+        assert _names(tmp_path) == ["replaced"]
     # the killed writer's lock is gone with it
     with blockmap.DatasetWriter(path, append=True) as writer:
         writer.write(expected[0])

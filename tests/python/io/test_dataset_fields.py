@@ -39,7 +39,7 @@ def fielded(tmp_path_factory, maps):
 def test_entries_are_named_tuples_of_their_fields(fielded, maps):
     ds = Dataset(fielded)
     assert ds.fields == ["system", "energy"]
-    assert ds.version == 3
+    assert ds.version == 4
     assert len(ds) == len(maps)
     entry = ds[4]
     assert entry._fields == ("system", "energy")
@@ -53,7 +53,7 @@ def test_entries_are_named_tuples_of_their_fields(fielded, maps):
     again = pickle.loads(pickle.dumps(entry))
     assert again._fields == entry._fields and (again.system == maps[4])
     text = repr(ds)
-    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=3"):
+    for part in ("12 entries", "['system', 'energy']", "n_atoms", "version=4"):
         assert part in text
     with pytest.raises(blockmap.BlockMapIndexError):
         ds[12]
@@ -176,7 +176,7 @@ def test_a_field_reference_detects_a_changed_file(tmp_path, maps):
     # replaced by another dataset of the same fields: the file this process
     # opened for the reference stays open and gives the pickled map; one
     # opened afresh is detected
-    with DatasetWriter(path) as writer:
+    with DatasetWriter(path, overwrite=True) as writer:
         for i in range(4):
             writer.write(a=maps[i + 4], b=maps[i])
     assert pickle.loads(of_map) == maps[6]
@@ -214,7 +214,7 @@ def test_version_1_files_open_read_only_and_upgrade(tmp_path):
     dst = tmp_path / "v2"
     Dataset.upgrade(copy, dst)
     new = Dataset(dst)
-    assert new.version == 3 and len(new) == 4
+    assert new.version == 4 and len(new) == 4
     for got, want in zip(new, expected["v1-appended.bmds"], strict=True):
         assert got == want
     assert new.column("n_samples").tolist() == [
@@ -241,7 +241,7 @@ def test_from_files_leaves_nothing_behind_when_an_input_is_missing(tmp_path, map
     out.write_bytes(b"kept")
     inputs = [folder / "0.mts", folder / "1.mts", folder / "missing.mts", folder / "2.mts"]
     with pytest.raises(blockmap.MissingFileError, match="missing.mts"):
-        Dataset.from_files(inputs, out)
+        Dataset.from_files(inputs, out, overwrite=True)
     assert out.read_bytes() == b"kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in", "out"]
     out.unlink()
@@ -431,11 +431,14 @@ def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
     data = bytearray(path.read_bytes())
     end = len(data)
     commit_at = int.from_bytes(data[end - 24 : end - 16], "little")
-    # COMMIT payload: count, schema offset, COLUMNS offset, then the rows
-    count_at, columns_at = commit_at + 16, commit_at + 32
+    # COMMIT payload: count, schema offset, piece count, then the pieces
+    # (one: one session), each naming its SEGMENT record: count, column
+    # count, the rows, then the columns
+    count_at, pieces_at = commit_at + 16, commit_at + 32
     assert int.from_bytes(data[count_at : count_at + 8], "little") == count
-    columns_at = int.from_bytes(data[columns_at : columns_at + 8], "little")
-    assert data[columns_at : columns_at + 4] == b"BMr\x05"
+    assert int.from_bytes(data[pieces_at : pieces_at + 8], "little") == 1
+    segment_at = int.from_bytes(data[pieces_at + 8 : pieces_at + 16], "little")
+    assert data[segment_at : segment_at + 4] == b"BMr\x06"
     rows = 24 * count
     columns = 8 * count * 4  # n_atoms, weight, n_samples of both fields
     before = _rchar()
@@ -447,12 +450,15 @@ def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
     before = _rchar()
     assert ds.column("n_atoms").tolist() == list(range(count))
     assert ds.field("energy").column("n_samples").shape == (count,)
-    # the COLUMNS record is mapped: read once, by page faults
+    # the SEGMENT record is mapped: its columns read once, by page faults
     assert _rchar() - before < 2048
 
-    # a value of the COLUMNS record flipped: entries read, columns refused
-    length = int.from_bytes(data[columns_at + 8 : columns_at + 16], "little")
-    data[columns_at + 16 + length - 1] ^= 0x40
+    # a value of the SEGMENT record's columns flipped: entries read,
+    # columns refused
+    length = int.from_bytes(data[segment_at + 8 : segment_at + 16], "little")
+    assert length == 16 + rows + columns
+    # the last column value (the rows come after the columns)
+    data[segment_at + 16 + 16 + columns - 1] ^= 0x40
     damaged = tmp_path / "damaged.bmds"
     damaged.write_bytes(bytes(data))
     ds = Dataset(damaged)
@@ -465,7 +471,7 @@ def test_open_reads_the_rows_and_columns_only_when_asked(tmp_path, maps):
         lambda: ds.column("weight"),
         lambda: ds.field("energy").column("n_samples"),
     ):
-        with pytest.raises(blockmap.FormatError, match=r"damaged\.bmds.*damaged COLUMNS"):
+        with pytest.raises(blockmap.FormatError, match=r"damaged\.bmds.*damaged SEGMENT"):
             read_column()
 
 

@@ -50,7 +50,7 @@ def test_a_flipped_bit_outside_the_arrays_never_reads_as_another_map(tmp_path, m
         writer.commit()
         writer.write(maps[2])
     ds = Dataset(path)
-    assert ds.version == 3
+    assert ds.version == 4
     arrays = _arrays(path, ds)
     good = path.read_bytes()
     bad = tmp_path / "bad"
@@ -132,7 +132,7 @@ def test_upgrade_and_from_files_copy_no_damaged_entry(tmp_path, maps):
     dst = tmp_path / "dst"
     dst.write_bytes(b"kept")
     with pytest.raises(blockmap.FormatError, match="entry 3") as raised:
-        Dataset.upgrade(bad, dst)
+        Dataset.upgrade(bad, dst, overwrite=True)
     assert "verify" in str(raised.value)
     assert dst.read_bytes() == b"kept"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "d", "dst"]
@@ -148,7 +148,7 @@ def test_upgrade_and_from_files_copy_no_damaged_entry(tmp_path, maps):
     raw[at] ^= 0x01
     archive.write_bytes(bytes(raw))
     with pytest.raises(blockmap.FormatError):
-        Dataset.from_files(sorted(folder.glob("*.mts")), dst)
+        Dataset.from_files(sorted(folder.glob("*.mts")), dst, overwrite=True)
     assert dst.read_bytes() == b"kept"
 
 
@@ -195,7 +195,7 @@ def test_stored_version_2_files_read_append_and_upgrade(tmp_path, name, stored_v
     upgraded = tmp_path / "upgraded"
     Dataset.upgrade(copy, upgraded)
     new = Dataset(upgraded)
-    assert (new.version, len(new), new.fields) == (3, len(grown), grown.fields)
+    assert (new.version, len(new), new.fields) == (4, len(grown), grown.fields)
     for i in range(len(grown)):
         for field in grown.fields:
             assert new.field(field)[i] == grown.field(field)[i]

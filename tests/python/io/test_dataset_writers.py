@@ -175,10 +175,10 @@ def test_a_create_waits_for_an_appender_and_then_replaces(tmp_path):
     appender = blockmap.DatasetWriter(path, append=True)
     appender.write(structure_maps(3)[2])
     with pytest.raises(blockmap.BlockMapIOError):
-        blockmap.DatasetWriter(path)
+        blockmap.DatasetWriter(path, overwrite=True)
     appender.close()
     assert len(blockmap.Dataset(path)) == 3
-    creator = blockmap.DatasetWriter(path)
+    creator = blockmap.DatasetWriter(path, overwrite=True)
     creator.write(structure_maps(1)[0])
     # the file being replaced stays locked until the new one is in place
     with pytest.raises(blockmap.BlockMapIOError):
