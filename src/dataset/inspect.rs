@@ -4,7 +4,7 @@
 //!
 //! Read only, and from the records' headers: no entry's data is read. The
 //! knowledge of each format version's layout sits in one function per
-//! version ([`layout_v1`], [`layout_v2`] for versions 2 and 3): a new
+//! version ([`layout_v1`], [`layout_v2`] for versions 2, 3 and 4): a new
 //! version adds its own, and [`inspect`] dispatches on the version the
 //! open found.
 
@@ -23,7 +23,7 @@ use crate::io::zip;
 /// What [`inspect`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Inspection {
-    /// the file's format version (1, 2 or 3)
+    /// the file's format version (1 to 4)
     pub version: u32,
     /// its identity
     pub id: String,
@@ -70,7 +70,7 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     // (until it does, its files are refused by name, not misread)
     let layout = match (&dataset.inner, dataset.version()) {
         (Inner::V1(d), 1) => layout_v1(&file, file_len, d)?,
-        (Inner::V2(d), 2 | 3) => layout_v2(&file, file_len, d)?,
+        (Inner::V2(d), 2..=4) => layout_v2(&file, file_len, d)?,
         (_, version) => {
             return Err(Error::internal(format!(
                 "dataset/inspect.rs has no layout function for format version {version}"
@@ -87,14 +87,16 @@ pub fn inspect(path: &Path) -> Result<Inspection> {
     })
 }
 
-/// Versions 2 and 3: the records walked from the file header, each from
-/// the end of the one before (16 bytes read per record). A COMMIT record
-/// closed by its trailer is a commit; the live records are the SCHEMA and
-/// LABELS records (every writing session's, which its entries refer to),
-/// the entries the open lists, and the last commit's COLUMNS and COMMIT
-/// records with its trailer.
+/// Versions 2, 3 and 4: the records walked from the file header, each
+/// from the end of the one before (16 bytes read per record). A COMMIT
+/// record closed by its trailer is a commit; the live records are the
+/// SCHEMA and LABELS records (every writing session's, which its entries
+/// refer to), the entries the open lists, and the last commit's COMMIT
+/// record with its trailer and what it lists: its COLUMNS record
+/// (versions 2 and 3) or its SEGMENT records (version 4).
 fn layout_v2(file: &File, file_len: u64, d: &v2::Dataset) -> Result<Layout> {
     let listed: HashSet<u64> = (0..d.len()).map(|i| d.span(i).offset).collect();
+    let pieces: HashSet<u64> = d.piece_offsets().collect();
     // the last commit, from the trailer that ends the file
     let (commit_at, columns_at) = if d.committed() {
         let tail = read_at(
@@ -110,7 +112,9 @@ fn layout_v2(file: &File, file_len: u64, d: &v2::Dataset) -> Result<Layout> {
             commit_at + RECORD_LEN as u64,
             f::COMMIT_COLUMNS_AT + 8,
         )?;
-        let columns_at = if payload.len() == f::COMMIT_COLUMNS_AT + 8 {
+        // version 4's COMMIT lists pieces where versions 2 and 3 name
+        // their COLUMNS record
+        let columns_at = if d.version() < 4 && payload.len() == f::COMMIT_COLUMNS_AT + 8 {
             le64(&payload, f::COMMIT_COLUMNS_AT)
         } else {
             0
@@ -154,6 +158,7 @@ fn layout_v2(file: &File, file_len: u64, d: &v2::Dataset) -> Result<Layout> {
                     RecordKind::Schema | RecordKind::Labels => true,
                     RecordKind::Entry => listed.contains(&at),
                     RecordKind::Columns => at == columns_at,
+                    RecordKind::Segment => pieces.contains(&at),
                     RecordKind::Commit => false,
                 };
                 if live {
@@ -259,11 +264,11 @@ mod tests {
     fn commits_and_dead_bytes_follow_the_writes() {
         let dir = TempDir::new("dataset-inspect");
         let path = dir.join("data");
-        let mut writer = Writer::create(&path, None).unwrap();
+        let mut writer = Writer::create(&path, None, false).unwrap();
         writer.write(&fixtures::small_map()).unwrap();
         writer.close().unwrap();
         let first = inspect(&path).unwrap();
-        assert_eq!((first.version, first.entries), (3, 1));
+        assert_eq!((first.version, first.entries), (4, 1));
         assert_eq!(first.layout.commits, 2);
         assert_eq!(first.dead_bytes(), EMPTY_COMMIT);
 
@@ -280,7 +285,7 @@ mod tests {
         assert_eq!(grown.layout.live + grown.dead_bytes(), grown.file_len);
 
         let copy = dir.join("copy");
-        upgrade(&path, &copy, None).unwrap();
+        upgrade(&path, &copy, None, false).unwrap();
         let copied = inspect(&copy).unwrap();
         assert_eq!((copied.entries, copied.layout.commits), (3, 2));
         assert_eq!(copied.dead_bytes(), EMPTY_COMMIT);
@@ -290,7 +295,7 @@ mod tests {
     fn an_interrupted_write_is_dead_bytes_after_the_last_commit() {
         let dir = TempDir::new("dataset-inspect-cut");
         let path = dir.join("data");
-        let mut writer = Writer::create(&path, None).unwrap();
+        let mut writer = Writer::create(&path, None, false).unwrap();
         writer.write(&fixtures::small_map()).unwrap();
         writer.close().unwrap();
         let committed = inspect(&path).unwrap();
@@ -312,6 +317,8 @@ mod tests {
             ("v2-committed.bmds", 2, 2),
             ("v2-appended.bmds", 2, 3),
             ("v3-committed.bmds", 3, 2),
+            ("v4-committed.bmds", 4, 2),
+            ("v4-appended.bmds", 4, 3),
         ] {
             let found = inspect(&stored(name)).unwrap();
             assert_eq!(found.version, version, "{name}");

@@ -124,9 +124,15 @@ impl Dataset {
         &self.contents.id
     }
 
-    /// The file's format version (2 or 3).
+    /// The file's format version (2, 3 or 4).
     pub fn version(&self) -> u32 {
         self.contents.version
+    }
+
+    /// Where the SEGMENT records the last commit lists lie (version 4;
+    /// none in versions 2 and 3).
+    pub fn piece_offsets(&self) -> impl Iterator<Item = u64> + '_ {
+        self.contents.pieces.iter().map(|piece| piece.at)
     }
 
     pub fn len(&self) -> usize {
