@@ -8,9 +8,12 @@
 //! owns, and costs O(entries): lookups go through the hash index.
 
 mod dimensions;
+mod intern;
 mod print;
 mod select;
 mod set;
+
+pub use intern::Interner;
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -383,6 +386,13 @@ impl Labels {
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         ForkArc::ptr_eq(&self.0, &other.0)
     }
+
+    /// A number that identifies the object (not its content) while it
+    /// lives: two labels have the same identity exactly when
+    /// [`Labels::ptr_eq`] holds. Used as a key, never dereferenced.
+    pub fn identity(&self) -> usize {
+        std::ptr::from_ref::<Inner>(&*self.0).addr()
+    }
 }
 
 /// `values` in memory only these labels reference, private (the aliasing
@@ -540,8 +550,6 @@ fn check_names(names: &[String]) -> Result<()> {
             crate::limits::MAX_LABEL_NAMES
         )));
     }
-    let mut seen = hashbrown::HashSet::new();
-    seen.try_reserve(names.len())?;
     for name in names {
         if !is_valid_name(name) {
             return Err(Error::invalid(format!(
@@ -549,15 +557,35 @@ fn check_names(names: &[String]) -> Result<()> {
                  not starting with a digit"
             )));
         }
+    }
+    let twice = |name: &String| {
+        Error::invalid(format!(
+            "the label name '{name}' is used twice in {}",
+            Names(names)
+        ))
+    };
+    if names.len() <= NAMES_COMPARED {
+        // a few names (the usual 1 to 3): compared pairwise, no allocation
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(twice(name));
+            }
+        }
+        return Ok(());
+    }
+    let mut seen = hashbrown::HashSet::new();
+    seen.try_reserve(names.len())?;
+    for name in names {
         if !seen.insert(name.as_str()) {
-            return Err(Error::invalid(format!(
-                "the label name '{name}' is used twice in {}",
-                Names(names)
-            )));
+            return Err(twice(name));
         }
     }
     Ok(())
 }
+
+/// Up to this many label names are checked for repeats pairwise (at most
+/// 28 comparisons) rather than through a hash set allocated per labels.
+const NAMES_COMPARED: usize = 8;
 
 impl PartialEq for Labels {
     fn eq(&self, other: &Self) -> bool {

@@ -35,6 +35,11 @@ struct Dumper<'d> {
     hasher: hashbrown::DefaultHashBuilder,
     /// small labels sent, with the index of their buffer
     sent: hashbrown::HashTable<(usize, &'d Labels)>,
+    /// every labels sent (version 3), by identity, with the index of its
+    /// buffer: the same object met again is referred to whatever its size,
+    /// without reading its values (the labels are borrowed for the whole
+    /// dump, so no other labels can take their address meanwhile)
+    by_identity: hashbrown::HashMap<usize, usize>,
 }
 
 impl<'d> Dumper<'d> {
@@ -44,6 +49,7 @@ impl<'d> Dumper<'d> {
             refer,
             hasher: hashbrown::DefaultHashBuilder::default(),
             sent: hashbrown::HashTable::new(),
+            by_identity: hashbrown::HashMap::new(),
         }
     }
 
@@ -54,6 +60,11 @@ impl<'d> Dumper<'d> {
     /// Labels' header with their buffer, or a reference to equal labels
     /// sent before.
     fn entry(&mut self, labels: &'d Labels) -> LabelsField<'static> {
+        if self.refer {
+            if let Some(&index) = self.by_identity.get(&labels.identity()) {
+                return LabelsField::Same(index);
+            }
+        }
         if self.refer && labels.values().buffer().len() <= SHARED_LABELS_MAX {
             let same = |&(_, sent): &(usize, &Labels)| {
                 sent.ptr_eq(labels)
@@ -67,11 +78,15 @@ impl<'d> Dumper<'d> {
         LabelsField::Full(self.first(labels))
     }
 
-    /// Labels' header, their buffer listed; small ones are remembered for
-    /// later equal labels to refer to.
+    /// Labels' header, their buffer listed; they are remembered for later
+    /// labels that are the same object to refer to, and small ones for
+    /// later equal labels.
     fn first(&mut self, labels: &'d Labels) -> LabelsHeader<'static> {
         let index = self.buffers.len();
         let header = self.full(labels);
+        if self.refer {
+            self.by_identity.insert(labels.identity(), index);
+        }
         if self.refer && labels.values().buffer().len() <= SHARED_LABELS_MAX {
             let hash = self.hash(labels);
             let hasher = &self.hasher;
