@@ -182,12 +182,15 @@ impl TensorBlock {
         }
         let n_parent = self.samples.count();
         let size = samples.size();
-        if let Some(bad) = samples
-            .raw()
-            .chunks_exact(size)
-            .map(|row| row[0])
-            .find(|&s| !usize::try_from(s).is_ok_and(|s| s < n_parent))
-        {
+        let column = || samples.raw().chunks_exact(size).map(|row| row[0]);
+        // the range first (a branch-free pass), the culprit only when there
+        // is one
+        let (low, high) = column().fold((i32::MAX, i32::MIN), |(low, high), s| {
+            (low.min(s), high.max(s))
+        });
+        let inside = |s: i32| usize::try_from(s).is_ok_and(|s| s < n_parent);
+        if samples.count() > 0 && !(inside(low) && inside(high)) {
+            let bad = column().find(|&s| !inside(s)).unwrap_or(low);
             return Err(context(format!(
                 "'sample' value {bad} is outside the block's {n_parent} samples"
             )));

@@ -20,7 +20,24 @@ const KEY_ROWS: usize = 9;
 /// distinct ones are left as they are, so that crafted labels that all
 /// share a key cost at most this many comparisons each (no quadratic
 /// time), never an error.
-const PER_BUCKET: usize = 4;
+pub const PER_BUCKET: usize = 4;
+
+/// A hash of the names, the count and [`KEY_ROWS`] rows of `labels` (the
+/// first, the last and evenly spaced ones between): equal labels have the
+/// same key, computed in constant time whatever their size. Labels with
+/// equal keys may still differ: a full comparison decides.
+pub fn sampled_key(hasher: &impl BuildHasher, labels: &Labels) -> u64 {
+    let count = labels.count();
+    let mut state = hasher.build_hasher();
+    std::hash::Hash::hash(labels.names(), &mut state);
+    std::hash::Hash::hash(&count, &mut state);
+    if count > 0 {
+        for k in 0..KEY_ROWS {
+            std::hash::Hash::hash(labels.row(k * (count - 1) / (KEY_ROWS - 1)), &mut state);
+        }
+    }
+    std::hash::Hasher::finish(&state)
+}
 
 /// The labels met so far, by a key of their names, count and a few rows.
 #[derive(Debug, Default)]
@@ -41,16 +58,7 @@ impl Interner {
     }
 
     fn key(&self, labels: &Labels) -> u64 {
-        let count = labels.count();
-        let mut state = self.hasher.build_hasher();
-        std::hash::Hash::hash(labels.names(), &mut state);
-        std::hash::Hash::hash(&count, &mut state);
-        if count > 0 {
-            for k in 0..KEY_ROWS {
-                std::hash::Hash::hash(labels.row(k * (count - 1) / (KEY_ROWS - 1)), &mut state);
-            }
-        }
-        std::hash::Hasher::finish(&state)
+        sampled_key(&self.hasher, labels)
     }
 
     /// Replace `labels` by equal labels met before (the same names and

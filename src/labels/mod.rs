@@ -13,7 +13,7 @@ mod print;
 mod select;
 mod set;
 
-pub use intern::Interner;
+pub use intern::{sampled_key, Interner, PER_BUCKET};
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -498,6 +498,12 @@ fn is_strictly_increasing(raw: &[i32], size: usize, count: usize) -> bool {
             .chunks_exact(2)
             .zip(raw.chunks_exact(2).skip(1))
             .all(|(p, r)| (p[0], p[1]) < (r[0], r[1])),
+        // gradient samples (sample, system, atom): as tuples too (a slice
+        // comparison took about three times as long per row)
+        3 => raw
+            .chunks_exact(3)
+            .zip(raw.chunks_exact(3).skip(1))
+            .all(|(p, r)| (p[0], p[1], p[2]) < (r[0], r[1], r[2])),
         size => raw
             .chunks_exact(size)
             .zip(raw.chunks_exact(size).skip(1))
@@ -764,6 +770,29 @@ mod increasing_tests {
                 assert_eq!(is_strictly_increasing(&single, 1, 2), reference(&single, 1));
             }
         }
+        // three-value rows: every pair of rows made of three edge values
+        let triples: Vec<[i32; 3]> = [i32::MIN, -1, 0, i32::MAX]
+            .iter()
+            .flat_map(|&a| [i32::MIN, 0, i32::MAX].iter().map(move |&b| (a, b)))
+            .flat_map(|(a, b)| [i32::MIN, 0, 1, i32::MAX].iter().map(move |&c| [a, b, c]))
+            .collect();
+        for first in &triples {
+            for second in &triples {
+                let raw = [
+                    first[0], first[1], first[2], second[0], second[1], second[2],
+                ];
+                assert_eq!(
+                    is_strictly_increasing(&raw, 3, 2),
+                    reference(&raw, 3),
+                    "{raw:?}"
+                );
+            }
+        }
+        // a longer run, broken at its end
+        let mut rows: Vec<i32> = (0..30).flat_map(|i| [i / 9, i / 3 % 3, i % 3]).collect();
+        assert!(is_strictly_increasing(&rows, 3, 30));
+        rows.extend([3, 0, 2, 3, 0, 2]);
+        assert!(!is_strictly_increasing(&rows, 3, 32));
     }
 
     #[test]

@@ -91,6 +91,9 @@ fn labels_in_order<'h, 'a>(
 /// may be the sender's memory, still written to: each is read once, by
 /// its copy, and compared and validated on the copy only.
 ///
+/// With `compare` false (version 3: the writer already refers to the
+/// equal small labels it sent before), nothing is hashed or compared.
+///
 /// One allocation instead of one per labels is most of a small load's
 /// time (figures in docs/benchmarks.md); a map of 10,000 blocks builds its
 /// 10,000 equal components and properties once.
@@ -99,6 +102,7 @@ pub(super) fn gather_labels(
     header: &Header<'_>,
     buffers: &mut [Buffer],
     referenced: &mut hashbrown::HashSet<usize>,
+    compare: bool,
 ) -> Result<Vec<LabelsFrom>> {
     let mut from = Vec::new();
     from.try_reserve_exact(buffers.len())?;
@@ -119,7 +123,7 @@ pub(super) fn gather_labels(
         if len > GATHERED_LABELS_MAX {
             continue;
         }
-        let shareable = len <= SHARED_LABELS_MAX && labels.dtype == native;
+        let shareable = compare && len <= SHARED_LABELS_MAX && labels.dtype == native;
         total = total
             .checked_add(len.next_multiple_of(crate::buffer::ALIGNMENT))
             .ok_or_else(|| Error::out_of_memory(usize::MAX))?;
