@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::array::Array;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::labels::{Labels, Names};
+use crate::labels::{Interner, Labels, Names};
 use crate::limits::{MAX_GRADIENT_DEPTH, MAX_GRADIENT_NAME};
 
 /// A labeled N-d array: axes `[samples, *components, properties]`, each
@@ -182,12 +182,15 @@ impl TensorBlock {
         }
         let n_parent = self.samples.count();
         let size = samples.size();
-        if let Some(bad) = samples
-            .raw()
-            .chunks_exact(size)
-            .map(|row| row[0])
-            .find(|&s| !usize::try_from(s).is_ok_and(|s| s < n_parent))
-        {
+        let column = || samples.raw().chunks_exact(size).map(|row| row[0]);
+        // the range first (a branch-free pass), the culprit only when there
+        // is one
+        let (low, high) = column().fold((i32::MAX, i32::MIN), |(low, high), s| {
+            (low.min(s), high.max(s))
+        });
+        let inside = |s: i32| usize::try_from(s).is_ok_and(|s| s < n_parent);
+        if samples.count() > 0 && !(inside(low) && inside(high)) {
+            let bad = column().find(|&s| !inside(s)).unwrap_or(low);
             return Err(context(format!(
                 "'sample' value {bad} is outside the block's {n_parent} samples"
             )));
@@ -211,7 +214,26 @@ impl TensorBlock {
                 self.properties.count()
             )));
         }
+        let mut gradient = gradient;
+        // equal: the gradient holds the block's own properties object
+        gradient.properties = self.properties.clone();
         self.gradients.insert(parameter.to_string(), gradient);
+        Ok(())
+    }
+
+    /// Replace the labels of the block and of its gradients by equal ones
+    /// the `interner` met before (see [`Interner`]); nothing observable
+    /// changes but identity and memory.
+    pub(crate) fn share_labels(&mut self, interner: &mut Interner) -> Result<()> {
+        interner.share(&mut self.samples)?;
+        for component in &mut self.components {
+            interner.share(component)?;
+        }
+        interner.share(&mut self.properties)?;
+        for gradient in self.gradients.values_mut() {
+            gradient.share_labels(interner)?;
+            gradient.properties = self.properties.clone();
+        }
         Ok(())
     }
 
@@ -325,7 +347,14 @@ impl TensorBlock {
                 Names(self.samples.names())
             ));
         }
-        if self.component_names() != other.component_names() {
+        // compared without allocating: this runs for every block of every
+        // map made (the names are collected only for the error)
+        if !self
+            .components
+            .iter()
+            .flat_map(Labels::names)
+            .eq(other.components.iter().flat_map(Labels::names))
+        {
             return Err(format!(
                 "component names {} differ from {}",
                 Names(&other.component_names()),

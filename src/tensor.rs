@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use crate::block::TensorBlock;
 use crate::error::{Error, Result};
-use crate::labels::{Labels, Names};
+use crate::labels::{Interner, Labels, Names};
 
 /// A set of [`TensorBlock`], one per entry of `keys`. Every block has the
 /// same sample, component and property names, the same gradients and the
@@ -54,6 +54,21 @@ impl TensorMap {
             blocks,
             info: BTreeMap::new(),
         })
+    }
+
+    /// Make the blocks' equal labels one object each (the same names and
+    /// rows: see [`Interner`]): a map assembled from blocks made one by
+    /// one then holds each distinct samples, components and properties
+    /// once, and its pickles send each once (`pickle/writer.rs` refers to
+    /// labels sent before by identity). Nothing observable changes but
+    /// memory and identity. Costs a few row reads per labels and one
+    /// comparison of each labels equal to an earlier one.
+    pub fn share_equal_labels(&mut self) -> Result<()> {
+        let mut interner = Interner::new();
+        for block in &mut self.blocks {
+            block.share_labels(&mut interner)?;
+        }
+        Ok(())
     }
 
     /// The keys, one entry per block.
@@ -231,6 +246,46 @@ mod tests {
 
     fn keys() -> Labels {
         Labels::new(vec!["l", "t"], &[0, 1, 0, 6, 1, 1]).unwrap()
+    }
+
+    #[test]
+    fn equal_labels_are_shared_with_gradients() {
+        let with_gradient = |samples: &[i32]| {
+            let mut block = TensorBlock::new(
+                Array::zeros(DType::F8, vec![2, 3]).unwrap(),
+                Labels::new(vec!["s"], samples).unwrap(),
+                vec![],
+                Labels::range("p", 3).unwrap(),
+            )
+            .unwrap();
+            let gradient = TensorBlock::new(
+                Array::zeros(DType::F8, vec![2, 3]).unwrap(),
+                Labels::new(vec!["sample", "g"], &[0, 0, 1, 0]).unwrap(),
+                vec![],
+                Labels::range("p", 3).unwrap(),
+            )
+            .unwrap();
+            block.add_gradient("x", gradient).unwrap();
+            block
+        };
+        let blocks = vec![
+            with_gradient(&[0, 1]),
+            with_gradient(&[0, 2]),
+            with_gradient(&[0, 1]),
+        ];
+        let mut map = TensorMap::new(keys(), blocks).unwrap();
+        let before = map.clone();
+        map.share_equal_labels().unwrap();
+        assert_eq!(map, before);
+        let b = map.blocks();
+        let gradient = |i: usize| b[i].gradient("x").unwrap();
+        assert!(b[2].samples().ptr_eq(b[0].samples()));
+        assert!(!b[1].samples().ptr_eq(b[0].samples()));
+        for i in 0..3 {
+            assert!(b[i].properties().ptr_eq(b[0].properties()));
+            assert!(gradient(i).properties().ptr_eq(b[0].properties()));
+            assert!(gradient(i).samples().ptr_eq(gradient(0).samples()));
+        }
     }
 
     #[test]

@@ -8,9 +8,12 @@
 //! owns, and costs O(entries): lookups go through the hash index.
 
 mod dimensions;
+mod intern;
 mod print;
 mod select;
 mod set;
+
+pub use intern::{sampled_key, Interner, PER_BUCKET};
 
 use std::fmt;
 use std::hash::BuildHasher;
@@ -383,6 +386,13 @@ impl Labels {
     pub fn ptr_eq(&self, other: &Labels) -> bool {
         ForkArc::ptr_eq(&self.0, &other.0)
     }
+
+    /// A number that identifies the object (not its content) while it
+    /// lives: two labels have the same identity exactly when
+    /// [`Labels::ptr_eq`] holds. Used as a key, never dereferenced.
+    pub fn identity(&self) -> usize {
+        std::ptr::from_ref::<Inner>(&*self.0).addr()
+    }
 }
 
 /// `values` in memory only these labels reference, private (the aliasing
@@ -488,6 +498,12 @@ fn is_strictly_increasing(raw: &[i32], size: usize, count: usize) -> bool {
             .chunks_exact(2)
             .zip(raw.chunks_exact(2).skip(1))
             .all(|(p, r)| (p[0], p[1]) < (r[0], r[1])),
+        // gradient samples (sample, system, atom): as tuples too (a slice
+        // comparison took about three times as long per row)
+        3 => raw
+            .chunks_exact(3)
+            .zip(raw.chunks_exact(3).skip(1))
+            .all(|(p, r)| (p[0], p[1], p[2]) < (r[0], r[1], r[2])),
         size => raw
             .chunks_exact(size)
             .zip(raw.chunks_exact(size).skip(1))
@@ -540,8 +556,6 @@ fn check_names(names: &[String]) -> Result<()> {
             crate::limits::MAX_LABEL_NAMES
         )));
     }
-    let mut seen = hashbrown::HashSet::new();
-    seen.try_reserve(names.len())?;
     for name in names {
         if !is_valid_name(name) {
             return Err(Error::invalid(format!(
@@ -549,15 +563,35 @@ fn check_names(names: &[String]) -> Result<()> {
                  not starting with a digit"
             )));
         }
+    }
+    let twice = |name: &String| {
+        Error::invalid(format!(
+            "the label name '{name}' is used twice in {}",
+            Names(names)
+        ))
+    };
+    if names.len() <= NAMES_COMPARED {
+        // a few names (the usual 1 to 3): compared pairwise, no allocation
+        for (i, name) in names.iter().enumerate() {
+            if names[..i].contains(name) {
+                return Err(twice(name));
+            }
+        }
+        return Ok(());
+    }
+    let mut seen = hashbrown::HashSet::new();
+    seen.try_reserve(names.len())?;
+    for name in names {
         if !seen.insert(name.as_str()) {
-            return Err(Error::invalid(format!(
-                "the label name '{name}' is used twice in {}",
-                Names(names)
-            )));
+            return Err(twice(name));
         }
     }
     Ok(())
 }
+
+/// Up to this many label names are checked for repeats pairwise (at most
+/// 28 comparisons) rather than through a hash set allocated per labels.
+const NAMES_COMPARED: usize = 8;
 
 impl PartialEq for Labels {
     fn eq(&self, other: &Self) -> bool {
@@ -736,6 +770,29 @@ mod increasing_tests {
                 assert_eq!(is_strictly_increasing(&single, 1, 2), reference(&single, 1));
             }
         }
+        // three-value rows: every pair of rows made of three edge values
+        let triples: Vec<[i32; 3]> = [i32::MIN, -1, 0, i32::MAX]
+            .iter()
+            .flat_map(|&a| [i32::MIN, 0, i32::MAX].iter().map(move |&b| (a, b)))
+            .flat_map(|(a, b)| [i32::MIN, 0, 1, i32::MAX].iter().map(move |&c| [a, b, c]))
+            .collect();
+        for first in &triples {
+            for second in &triples {
+                let raw = [
+                    first[0], first[1], first[2], second[0], second[1], second[2],
+                ];
+                assert_eq!(
+                    is_strictly_increasing(&raw, 3, 2),
+                    reference(&raw, 3),
+                    "{raw:?}"
+                );
+            }
+        }
+        // a longer run, broken at its end
+        let mut rows: Vec<i32> = (0..30).flat_map(|i| [i / 9, i / 3 % 3, i % 3]).collect();
+        assert!(is_strictly_increasing(&rows, 3, 30));
+        rows.extend([3, 0, 2, 3, 0, 2]);
+        assert!(!is_strictly_increasing(&rows, 3, 32));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::hash::BuildHasher;
 
-use crate::buffer::Buffer;
+use crate::buffer::{AlignedBytes, Buffer};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 
@@ -84,13 +84,15 @@ fn labels_in_order<'h, 'a>(
     out
 }
 
-/// Copy the buffers of small labels into one allocation (its pages mapped
-/// at once, see [`Buffer::filled`]), replacing them by views of it, so
+/// Copy the buffers of small labels into one allocation, replacing them by views of it, so
 /// that the labels own their values without an allocation each; small
 /// labels equal to earlier ones (same names, same native int32 values) are
 /// marked [`LabelsFrom::Same`] and share the first one's copy. Received buffers
 /// may be the sender's memory, still written to: each is read once, by
 /// its copy, and compared and validated on the copy only.
+///
+/// With `compare` false (version 3: the writer already refers to the
+/// equal small labels it sent before), nothing is hashed or compared.
 ///
 /// One allocation instead of one per labels is most of a small load's
 /// time (figures in docs/benchmarks.md); a map of 10,000 blocks builds its
@@ -100,6 +102,7 @@ pub(super) fn gather_labels(
     header: &Header<'_>,
     buffers: &mut [Buffer],
     referenced: &mut hashbrown::HashSet<usize>,
+    compare: bool,
 ) -> Result<Vec<LabelsFrom>> {
     let mut from = Vec::new();
     from.try_reserve_exact(buffers.len())?;
@@ -120,7 +123,7 @@ pub(super) fn gather_labels(
         if len > GATHERED_LABELS_MAX {
             continue;
         }
-        let shareable = len <= SHARED_LABELS_MAX && labels.dtype == native;
+        let shareable = compare && len <= SHARED_LABELS_MAX && labels.dtype == native;
         total = total
             .checked_add(len.next_multiple_of(crate::buffer::ALIGNMENT))
             .ok_or_else(|| Error::out_of_memory(usize::MAX))?;
@@ -134,7 +137,14 @@ pub(super) fn gather_labels(
     let mut placed: Vec<(usize, usize)> = Vec::new();
     placed.try_reserve_exact(candidates.len())?;
     let hasher = hashbrown::DefaultHashBuilder::default();
-    let arena = Buffer::filled(total, |memory| {
+    // from the allocator (or memory freed earlier, kept warm: see
+    // `AlignedBytes::for_overwrite`), not `Buffer::filled`'s fresh mapping
+    // with every page mapped at once: that mapping cost a quarter of a
+    // small map's loads (docs/benchmarks.md, issue 45); every byte a label
+    // views is written below, and the memory is frozen read-only after
+    let mut arena = AlignedBytes::for_overwrite(total)?;
+    {
+        let memory = arena.as_mut_slice();
         let hash = |labels: &LabelsHeader, bytes: &[u8]| {
             hasher.hash_one((&labels.names.text, &labels.names.ends, bytes))
         };
@@ -168,8 +178,8 @@ pub(super) fn gather_labels(
             placed.push((index, offset));
             offset += len.next_multiple_of(crate::buffer::ALIGNMENT);
         }
-        Ok(())
-    })?;
+    }
+    let arena = Buffer::from(arena).into_read_only();
     for (index, offset) in placed {
         let len = buffers[index].len();
         buffers[index] = arena.slice(offset, len)?;

@@ -229,7 +229,9 @@ fn rebuild(version: u32, copy: &[u8], buffers: Vec<Buffer>) -> Result<Data> {
     let header = header::parse(copy)?;
     let mut buffers = buffers;
     let mut referenced = hashbrown::HashSet::new();
-    let labels_from = gather_labels(&header, &mut buffers, &mut referenced)?;
+    // version 3 writers refer to equal small labels instead of sending
+    // them again: comparing received ones is for version 1
+    let labels_from = gather_labels(&header, &mut buffers, &mut referenced, version < 3)?;
     let count = buffers.len();
     let mut buffers = Received {
         buffers: buffers.into_iter(),

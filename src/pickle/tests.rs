@@ -298,28 +298,54 @@ fn equal_small_labels_are_sent_once_and_received_shared() {
 }
 
 #[test]
-fn large_equal_labels_are_sent_each_time() {
-    // samples just over the 4 KiB of labels that are referred to
+fn large_labels_are_sent_once_per_object() {
+    // samples just over the 4 KiB of labels that are compared by content
     let samples = Labels::range("s", 1025).unwrap();
-    let blocks = (0..2)
-        .map(|_| {
-            TensorBlock::new(
-                Array::from_slice(vec![1025, 1], &[0.0f64; 1025]).unwrap(),
-                samples.clone(),
-                vec![],
-                Labels::range("p", 1).unwrap(),
-            )
-            .unwrap()
-        })
-        .collect();
-    let map = TensorMap::new(Labels::range("k", 2).unwrap(), blocks).unwrap();
-    let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
-    // keys; values, samples, properties; values, samples
-    assert_eq!(buffers.len(), 1 + 3 + 2);
-    let Data::Tensor(loaded) = load(&header, buffers).unwrap() else {
-        panic!()
+    let map_of = |same_object: bool| {
+        let blocks = (0..2)
+            .map(|_| {
+                let samples = if same_object {
+                    samples.clone()
+                } else {
+                    Labels::range("s", 1025).unwrap()
+                };
+                TensorBlock::new(
+                    Array::from_slice(vec![1025, 1], &[0.0f64; 1025]).unwrap(),
+                    samples,
+                    vec![],
+                    Labels::range("p", 1).unwrap(),
+                )
+                .unwrap()
+            })
+            .collect();
+        TensorMap::new(Labels::range("k", 2).unwrap(), blocks).unwrap()
     };
-    assert_eq!(loaded, map);
+    // the same object: referred to, whatever its size; equal objects
+    // larger than 4 KiB: sent each time (not hashed at dumps)
+    for (same_object, count) in [(true, 1 + 3 + 1), (false, 1 + 3 + 2)] {
+        let map = map_of(same_object);
+        let (header, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+        // keys; values, samples, properties; values (and samples)
+        assert_eq!(buffers.len(), count);
+        let Data::Tensor(loaded) = load(&header, buffers).unwrap() else {
+            panic!()
+        };
+        assert_eq!(loaded, map);
+        let blocks = loaded.blocks();
+        assert_eq!(blocks[1].samples().ptr_eq(blocks[0].samples()), same_object);
+        // version 1 sends every labels
+        let (v1_header, v1_buffers) = dump_v1(DataRef::Tensor(&map));
+        assert_eq!(v1_buffers.len(), 1 + 3 + 3);
+        let Data::Tensor(loaded) = load_version(1, &v1_header, v1_buffers).unwrap() else {
+            panic!()
+        };
+        assert_eq!(loaded, map);
+    }
+    // made one object (TensorMap::share_equal_labels), they are sent once
+    let mut map = map_of(false);
+    map.share_equal_labels().unwrap();
+    let (_, buffers) = dump(DataRef::Tensor(&map)).unwrap();
+    assert_eq!(buffers.len(), 1 + 3 + 1);
 }
 
 #[test]

@@ -27,6 +27,7 @@ use super::errors::{from_callee, internal, invalid, type_name, wrong_type};
 use crate::array::{byte_len, Array};
 use crate::buffer::{Buffer, PieceMemory, PiecedWriter};
 use crate::dtype::{ByteOrder, DType};
+use crate::limits::MAX_NDIM;
 
 /// Keeps a buffer's memory alive for the numpy arrays viewing it, and
 /// exports it through the buffer protocol as flat bytes (format `B`),
@@ -93,6 +94,25 @@ impl BufferOwner {
     }
 }
 
+/// The numpy descrs of the native-endian dtypes, made once (formatting
+/// and parsing a descr string on every view was half of a view's cost).
+static DESCRS: PyOnceLock<Vec<Py<PyArrayDescr>>> = PyOnceLock::new();
+
+/// numpy's descr of `dtype` in native byte order (a new reference).
+fn native_descr(py: Python<'_>, dtype: DType) -> PyResult<Bound<'_, PyArrayDescr>> {
+    let descrs = DESCRS.get_or_try_init(py, || {
+        DType::ALL
+            .iter()
+            .map(|d| PyArrayDescr::new(py, d.native_descr()).map(Bound::unbind))
+            .collect::<PyResult<Vec<_>>>()
+    })?;
+    let at = DType::ALL
+        .iter()
+        .position(|&d| d == dtype)
+        .ok_or_else(|| internal(py, "a dtype missing from DType::ALL"))?;
+    Ok(descrs[at].bind(py).clone())
+}
+
 /// A numpy array of `dtype` and `shape` viewing `buffer` (C order, no copy).
 ///
 /// The caller guarantees that `buffer` holds exactly the bytes of such an
@@ -107,23 +127,26 @@ fn view<'py>(
     if expected != buffer.len() || !buffer.is_aligned_to(dtype.alignment()) {
         return Err(internal(py, "a buffer does not match its array"));
     }
-    let mut dims = shape
-        .iter()
-        .map(|&d| npy_intp::try_from(d))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| invalid(py, format!("shape {shape:?} is too large for numpy")))?;
-    let ndim = c_int::try_from(dims.len()).map_err(|_| {
-        invalid(
+    // on the stack: a view is made on every `block.values`
+    let mut dims: [npy_intp; MAX_NDIM] = [0; MAX_NDIM];
+    if shape.len() > MAX_NDIM {
+        return Err(invalid(
             py,
-            format!("{} dimensions are too many for numpy", dims.len()),
-        )
-    })?;
+            format!("{} dimensions are too many for numpy", shape.len()),
+        ));
+    }
+    for (dim, &d) in dims.iter_mut().zip(shape) {
+        *dim = npy_intp::try_from(d)
+            .map_err(|_| invalid(py, format!("shape {shape:?} is too large for numpy")))?;
+    }
+    let ndim =
+        c_int::try_from(shape.len()).map_err(|_| internal(py, "more dimensions than MAX_NDIM"))?;
     let mut flags = npyffi::NPY_ARRAY_C_CONTIGUOUS | npyffi::NPY_ARRAY_ALIGNED;
     if buffer.is_writable() {
         flags |= npyffi::NPY_ARRAY_WRITEABLE;
     }
     let data = buffer.as_ptr().cast_mut().cast::<c_void>();
-    let descr = PyArrayDescr::new(py, dtype.native_descr())?;
+    let descr = native_descr(py, dtype)?;
     let owner = Bound::new(py, BufferOwner { buffer })?;
 
     // SAFETY: ndarray type; the new descr reference is stolen; `dims` has `ndim` entries; null

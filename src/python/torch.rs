@@ -185,7 +185,22 @@ pub struct TorchOwner {
     dtype: Py<PyAny>,
     ptr: usize,
     shape: Vec<usize>,
+    /// the tensor's `shape` (a `torch.Size`, immutable) when it was taken,
+    /// compared with the current one without extracting it
+    size: Py<PyAny>,
 }
+
+/// `torch.Tensor` and its unbound `data_ptr` and `is_contiguous`, fetched
+/// once: `values` checks its tensor on every access (a training loop reads
+/// it per block per batch), and looking the methods up by name each time
+/// was most of that check's cost.
+struct TensorMethods {
+    class: Py<PyAny>,
+    data_ptr: Py<PyAny>,
+    is_contiguous: Py<PyAny>,
+}
+
+static TENSOR_METHODS: PyOnceLock<TensorMethods> = PyOnceLock::new();
 
 impl TorchOwner {
     /// Whether the tensor still is the memory the block holds: the same
@@ -195,12 +210,41 @@ impl TorchOwner {
     /// checked against its labels.
     fn still_holds(&self, py: Python<'_>) -> PyResult<bool> {
         let tensor = self.tensor.bind(py);
-        let ptr: usize = tensor.call_method0("data_ptr")?.extract()?;
-        if ptr != self.ptr || !tensor.getattr("dtype")?.is(self.dtype.bind(py)) {
+        let methods = TENSOR_METHODS.get_or_try_init(py, || {
+            let class = torch(py)?.getattr(pyo3::intern!(py, "Tensor"))?;
+            Ok::<_, PyErr>(TensorMethods {
+                data_ptr: class.getattr(pyo3::intern!(py, "data_ptr"))?.unbind(),
+                is_contiguous: class.getattr(pyo3::intern!(py, "is_contiguous"))?.unbind(),
+                class: class.unbind(),
+            })
+        })?;
+        // a subclass may define these methods its own way: asked by name
+        let exact = tensor.get_type().is(methods.class.bind(py));
+        let ptr: usize = if exact {
+            methods.data_ptr.bind(py).call1((tensor,))?
+        } else {
+            tensor.call_method0(pyo3::intern!(py, "data_ptr"))?
+        }
+        .extract()?;
+        if ptr != self.ptr
+            || !tensor
+                .getattr(pyo3::intern!(py, "dtype"))?
+                .is(self.dtype.bind(py))
+        {
             return Ok(false);
         }
-        let shape: Vec<usize> = tensor.getattr("shape")?.extract()?;
-        Ok(shape == self.shape && tensor.call_method0("is_contiguous")?.is_truthy()?)
+        if !tensor
+            .getattr(pyo3::intern!(py, "shape"))?
+            .eq(self.size.bind(py))?
+        {
+            return Ok(false);
+        }
+        if exact {
+            methods.is_contiguous.bind(py).call1((tensor,))?
+        } else {
+            tensor.call_method0(pyo3::intern!(py, "is_contiguous"))?
+        }
+        .is_truthy()
     }
 
     /// The tensor held (visited by the garbage collector: `gc.rs`).
@@ -269,11 +313,13 @@ pub fn from_tensor(tensor: &Bound<'_, PyAny>, what: &str) -> PyResult<Array> {
         )
     })?;
     let dtype = tensor.getattr("dtype")?.unbind();
+    let size = tensor.getattr("shape")?.unbind();
     let tensor = tensor.unbind();
     from_python_array(&view, what, |export, shape| {
         Box::new(TorchOwner {
             ptr: export.buf_ptr() as usize,
             shape: shape.to_vec(),
+            size,
             export,
             tensor,
             dtype,

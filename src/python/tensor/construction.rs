@@ -60,10 +60,11 @@ impl PyTensorMap {
             }
             rust_blocks.push(TensorBlock::clone(&block.block()));
         }
-        Ok(PyTensorMap::with_arrays(
-            TensorMap::new(keys, rust_blocks)?,
-            arrays.unwrap_or_default(),
-        ))
+        let mut map = TensorMap::new(keys, rust_blocks)?;
+        // blocks made one by one hold equal labels as separate objects:
+        // made one, the map holds and pickles each once
+        map.share_equal_labels()?;
+        Ok(PyTensorMap::with_arrays(map, arrays.unwrap_or_default()))
     }
 
     /// The map with every array of ``dtype`` (a numpy or torch dtype,

@@ -304,6 +304,54 @@ def test_loads_views_the_buffers_it_is_given(rng, kind):
             assert not np.shares_memory(ours, theirs), name
 
 
+def test_equal_labels_of_any_size_become_one_object_sent_once():
+    # every block made with its own copy of the same samples (8 kB: larger
+    # than the 4 KiB of labels compared by content when pickled), as a
+    # map built block by block is (issue 45)
+    rows = np.array([[s, a] for s in range(100) for a in range(10)], dtype=np.int32)
+
+    def block(i):
+        return TensorBlock(
+            np.full((1000, 3, 4), float(i)),
+            Labels(["system", "atom"], rows.copy()),
+            [Labels(["o3_mu"], np.array([[-1], [0], [1]], dtype=np.int32))],
+            Labels(["n"], np.arange(4, dtype=np.int32).reshape(-1, 1)),
+        )
+
+    given = [block(i) for i in range(3)]
+    keys = Labels(["k"], np.arange(3, dtype=np.int32).reshape(-1, 1))
+    tensor = TensorMap(keys, given)
+    # the map holds one samples, one component, one properties: the blocks
+    # given keep their own
+    blocks = [tensor.block(i) for i in range(3)]
+    for other in blocks[1:]:
+        assert np.shares_memory(other.samples.values, blocks[0].samples.values)
+        assert np.shares_memory(other.components[0].values, blocks[0].components[0].values)
+        assert np.shares_memory(other.properties.values, blocks[0].properties.values)
+    assert not np.shares_memory(given[0].samples.values, given[1].samples.values)
+    # sent once: keys; values, samples, component, properties; values twice
+    stream, buffers = _dumps(tensor, "5-oob")
+    assert len(buffers) == 1 + 4 + 2
+    for received in (buffers, [bytearray(buffer.raw()) for buffer in buffers]):
+        loaded = pickle.loads(stream, buffers=received)
+        assert_identical(loaded, tensor)
+        samples = [loaded.block(i).samples.values for i in range(3)]
+        assert all(np.shares_memory(s, samples[0]) for s in samples[1:])
+    # blocks whose samples differ keep them apart, each sent
+    other = TensorBlock(
+        np.zeros((1000, 3, 4)),
+        Labels(["system", "atom"], rows[::-1].copy()),
+        [Labels(["o3_mu"], np.array([[-1], [0], [1]], dtype=np.int32))],
+        Labels(["n"], np.arange(4, dtype=np.int32).reshape(-1, 1)),
+    )
+    mixed = TensorMap(keys, [block(0), other, block(2)])
+    assert not np.shares_memory(mixed.block(1).samples.values, mixed.block(0).samples.values)
+    assert np.shares_memory(mixed.block(2).samples.values, mixed.block(0).samples.values)
+    stream, buffers = _dumps(mixed, "5-oob")
+    assert len(buffers) == 1 + 4 + 2 + 1
+    assert_identical(pickle.loads(stream, buffers=buffers), mixed)
+
+
 def test_received_labels_are_made_once_per_content_and_own_their_memory():
     # three blocks whose equal components and properties (and samples) come
     # from separate arrays, as in a map received from another process

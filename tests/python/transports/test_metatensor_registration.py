@@ -59,9 +59,10 @@ PICKLE_CHECKS = """
 
     tensor = map_of()
     # blockmap's wire format (docs/pickle.md): the keys, then per block its
-    # values and samples and its gradient's; the component and properties
-    # (the same in every block, and the gradients') once
-    n_arrays = 1 + 4 * len(tensor.keys) + 2
+    # values and its gradient's; the samples, the gradient samples, the
+    # component and the properties (the same in every block, made one
+    # object by the conversion, and the gradients') once
+    n_arrays = 1 + 2 * len(tensor.keys) + 4
 
     buffers = []
     data = pickle.dumps(tensor, protocol=5, buffer_callback=buffers.append)
@@ -196,9 +197,10 @@ def test_through_a_dask_local_cluster():
         if __name__ == "__main__":
             tensor = map_of()
             header, frames = serialize(tensor)
-            # the keys, per block values and samples and the gradient's, and
-            # the component and properties sent once (docs/pickle.md)
-            n_arrays = 1 + 4 * len(tensor.keys) + 2
+            # the keys, per block its values and the gradient's; the samples,
+            # gradient samples, component and properties (the same in every
+            # block) sent once (docs/pickle.md)
+            n_arrays = 1 + 2 * len(tensor.keys) + 4
             print(header["serializer"], len(frames) == 1 + n_arrays)
             total = float(sum(block.values.sum() for block in tensor.blocks()))
             cluster = distributed.LocalCluster(
