@@ -83,7 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("--all", action="store_true", help="summarise every block")
 
     for name, words in (
-        ("upgrade", "write the dataset SRC (format version 1, 2 or 3) as the current version"),
+        ("upgrade", "write the dataset SRC (format version 1 to 4) as the current version"),
         ("compact", "write the dataset SRC without its dead bytes"),
     ):
         command = commands.add_parser(
@@ -91,11 +91,15 @@ def _parser() -> argparse.ArgumentParser:
             help=words,
             description=words[0].upper()
             + words[1:]
-            + " at DST (replaced once complete: on failure DST keeps "
-            "what it held).",
+            + " at DST, a new file (an existing DST is refused unless "
+            "--overwrite: then it is replaced once the new file is complete, "
+            "and keeps what it held on failure).",
         )
         command.add_argument("src", metavar="SRC")
         command.add_argument("dst", metavar="DST")
+        command.add_argument(
+            "--overwrite", action="store_true", help="replace DST if it exists"
+        )
     return parser
 
 

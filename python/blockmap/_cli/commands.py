@@ -378,12 +378,14 @@ def _figures(path: str) -> dict[str, Any]:
     return dict(_inspect_dataset(path))
 
 
-def _rewrite(what: str, rewrite: Any, src: str, dst: str) -> int:
+def _rewrite(what: str, rewrite: Any, src: str, dst: str, overwrite: bool) -> int:
     found = identify(src)
     if found.kind != "dataset":
         raise UsageError(f"`blockmap {what}` rewrites a dataset, and '{src}' is {found.words}")
+    if os.path.lexists(dst) and not overwrite:
+        raise UsageError(f"'{dst}' exists: give --overwrite to replace it")
     before = _figures(src)
-    rewrite(src, dst)
+    rewrite(src, dst, overwrite=overwrite)
     after = _figures(dst)
     _out(
         f"{src} (format version {before['version']}, {before['entries']} entries, "
@@ -399,20 +401,19 @@ def _rewrite(what: str, rewrite: Any, src: str, dst: str) -> int:
 def upgrade(args: Any) -> int:
     from ..dataset import Dataset
 
-    return _rewrite("upgrade", Dataset.upgrade, args.src, args.dst)
+    return _rewrite("upgrade", Dataset.upgrade, args.src, args.dst, args.overwrite)
 
 
 def compaction() -> Any:
-    """What ``blockmap compact`` calls: ``Dataset.compact(src, dst)`` where
-    this blockmap has it (issue 42), otherwise ``Dataset.upgrade``, which
+    """What ``blockmap compact`` calls: ``Dataset.compact(src, dst)``, which
     writes every entry the last commit lists into a new file of the current
     version and nothing else (no dead bytes)."""
     from ..dataset import Dataset
 
-    return getattr(Dataset, "compact", Dataset.upgrade)
+    return Dataset.compact
 
 
 def compact(args: Any) -> int:
     if os.path.abspath(args.src) == os.path.abspath(args.dst):
         raise UsageError("compact writes a new file: give DST other than SRC")
-    return _rewrite("compact", compaction(), args.src, args.dst)
+    return _rewrite("compact", compaction(), args.src, args.dst, args.overwrite)

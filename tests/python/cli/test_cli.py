@@ -155,10 +155,11 @@ def test_info_of_a_block_and_labels(tmp_path):
 
 
 def _walk_v23(path):
-    """Commits and live bytes of a dataset of version 2 or 3, read off the
-    bytes as docs/format.md describes them (an oracle independent of the
-    core's code)."""
+    """Commits and live bytes of a dataset of version 2, 3 or 4, read off
+    the bytes as docs/format.md describes them (an oracle independent of
+    the core's code)."""
     data = Path(path).read_bytes()
+    (version,) = struct.unpack_from("<I", data, 8)
     align = lambda n: (n + 63) // 64 * 64  # noqa: E731
     records, commits, at = [], [], 64
     while at + 16 <= len(data) and data[at : at + 3] == b"BMr":
@@ -176,11 +177,29 @@ def _walk_v23(path):
         records.append((at, kind, end))
         at = align(nxt)
     last = commits[-1]
-    (count, _, columns_at) = struct.unpack_from("<QQQ", data, last + 16)
-    listed = {struct.unpack_from("<Q", data, last + 16 + 24 + 24 * i)[0] for i in range(count)}
+    segments = set()
+    if version >= 4:
+        # COMMIT: entry count, SCHEMA offset, piece count, then the pieces
+        # (SEGMENT offset, count, two CRCs); a SEGMENT's rows come last
+        (_, _, pieces) = struct.unpack_from("<QQQ", data, last + 16)
+        listed, columns_at = set(), None
+        for i in range(pieces):
+            (segment, count) = struct.unpack_from("<QQ", data, last + 16 + 24 + 24 * i)
+            segments.add(segment)
+            (_, columns) = struct.unpack_from("<QI", data, segment + 16)
+            rows = segment + 16 + 16 + 8 * columns * count
+            listed |= {struct.unpack_from("<Q", data, rows + 24 * j)[0] for j in range(count)}
+    else:
+        (count, _, columns_at) = struct.unpack_from("<QQQ", data, last + 16)
+        listed = {struct.unpack_from("<Q", data, last + 16 + 24 + 24 * i)[0] for i in range(count)}
     live = 64
     for at, kind, end in records:
-        if kind in (1, 2) or (kind == 3 and at in listed) or (kind == 5 and at == columns_at):
+        if (
+            kind in (1, 2)
+            or (kind == 3 and at in listed)
+            or (kind == 5 and at == columns_at)
+            or (kind == 6 and at in segments)
+        ):
             live += min(align(end), len(data)) - at
         elif kind == 4 and at == last:
             live += end + 32 - at
@@ -265,8 +284,16 @@ def test_upgrade_writes_the_current_version(tmp_path):
     dst = tmp_path / "upgraded.bmds"
     done = run("upgrade", DATASETS / "v1-appended.bmds", dst)
     assert done.returncode == 0, done.stderr
-    assert "format version 1" in done.stdout and "format version 3" in done.stdout
-    assert blockmap.Dataset(dst).version == 3
+    assert "format version 1" in done.stdout and "format version 4" in done.stdout
+    assert blockmap.Dataset(dst).version == 4
+    # an existing DST is refused untouched, and replaced with --overwrite
+    before = dst.read_bytes()
+    done = run("upgrade", DATASETS / "v2-appended.bmds", dst)
+    assert done.returncode == 2 and "--overwrite" in done.stderr
+    assert dst.read_bytes() == before
+    done = run("upgrade", "--overwrite", DATASETS / "v2-appended.bmds", dst)
+    assert done.returncode == 0, done.stderr
+    assert list(blockmap.Dataset(dst)) == list(blockmap.Dataset(DATASETS / "v2-appended.bmds"))
     assert list(blockmap.Dataset(dst)) == list(blockmap.Dataset(DATASETS / "v1-appended.bmds"))
     done = run("upgrade", tmp_path / "nothing.bmds", dst)
     assert done.returncode == 2
