@@ -97,9 +97,7 @@ def _parser() -> argparse.ArgumentParser:
         )
         command.add_argument("src", metavar="SRC")
         command.add_argument("dst", metavar="DST")
-        command.add_argument(
-            "--overwrite", action="store_true", help="replace DST if it exists"
-        )
+        command.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     return parser
 
 
