@@ -1134,6 +1134,13 @@ def test_stored_neighbor_lists(tiny, tmp_path, monkeypatch):
             )
     _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
     assert len(calls) == 80 + 39
+    # an append (what blockmap.metatrain.Writer(..., append=True) does):
+    # the store no longer matches the entries, and is computed again
+    with blockmap.DatasetWriter(path, append=True) as writer:
+        entry = source[39]
+        writer.write(system=entry.system, energy=entry.energy, columns={"n_atoms": int(counts[39])})
+    _neighbors.ensure(MetatrainDataset(path, fields=TARGETS), OPTIONS)
+    assert len(calls) == 80 + 39 + 40
 
 
 def small_copy(tiny, path, count=6):
