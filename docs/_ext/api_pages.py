@@ -235,13 +235,20 @@ def members(cls: type) -> tuple[list[str], list[tuple[str, str]]]:
     """The public members of ``cls``: its own attributes not starting with
     ``_`` and the :data:`PROTOCOL` methods written in Python; then, as
     ``(name, directive)``, those it inherits from blockmap's private bases
-    (what a user sees on the class; not what ``object``, torch or typing
-    give)."""
+    and from a native class of its own name (what a user sees on the
+    class; not what ``object``, torch or typing give)."""
     own: list[str] = []
     inherited: list[tuple[str, str]] = []
     seen: set[str] = set()
     for owner in cls.__mro__:
-        if owner is not cls and not _private(owner):
+        # a private base, or the native class a Python class of the same
+        # name extends (blockmap.DatasetWriter, finalized in Python)
+        native = (
+            owner is not cls
+            and owner.__name__ == cls.__name__
+            and owner.__module__.split(".")[0] == PACKAGE
+        )
+        if owner is not cls and not (_private(owner) or native):
             continue
         for name, value in vars(owner).items():
             public = not name.startswith("_") or (name in PROTOCOL and inspect.isfunction(value))

@@ -417,6 +417,15 @@ class Dataset(_Dataset):
         path than ``src``; it is refused when it exists unless
         ``overwrite=True``, and replaced once complete.
 
+        Parameters
+        ----------
+        src : str or os.PathLike
+            The dataset to compact.
+        dst : str or os.PathLike
+            Where the compacted dataset is written.
+        overwrite : bool, optional
+            Replace what ``dst`` holds.
+
         Raises
         ------
         FormatError
@@ -511,9 +520,13 @@ class Dataset(_Dataset):
         paths : iterable of str or os.PathLike
             The ``.mts`` files, one map each.
         path : str or os.PathLike
-            Where the dataset is written (replaced once complete).
+            Where the dataset is written.
         progress : bool, optional
             Show a tqdm progress bar (needs tqdm).
+        overwrite : bool, optional
+            Replace the dataset at ``path`` once the new one is complete.
+        append : bool, optional
+            Add the maps to the dataset at ``path``.
 
         Returns
         -------
@@ -595,11 +608,13 @@ class Dataset(_Dataset):
         zip_path : str or os.PathLike
             metatrain's ``DiskDataset`` zip.
         path : str or os.PathLike
-            Where the dataset is written (replaced once complete).
+            Where the dataset is written.
         target : str or list of str, optional
             The field (or fields) to keep.
         progress : bool, optional
             Show a tqdm progress bar (needs tqdm).
+        overwrite : bool, optional
+            Replace the dataset at ``path`` once the new one is complete.
 
         Returns
         -------
