@@ -274,6 +274,10 @@ class Writer:
         self.writer.close()
         kill_at("closed")
 
+    def __getattr__(self, name):
+        # the rest (path, ...) as the writer has it
+        return getattr(self.writer, name)
+
 for module in (_diskdataset, _convert):
     module._progress = progress
     module.DatasetWriter = Writer
