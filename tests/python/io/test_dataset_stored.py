@@ -1,7 +1,8 @@
-"""Datasets of format version 4, stored in tests/data/datasets/ by the
-blockmap that defined that version (``make_v4.py``, never regenerated):
+"""Datasets of format versions 3 and 4, stored in tests/data/datasets/ by
+the blockmap that defined each version (``make_v3.py``, ``make_v4.py``,
+never regenerated):
 they open and read the same maps, fields and columns, their entries of
-every dtype keep their dtype, an append writes in version 4 after the
+every dtype keep their dtype, an append writes in the file's version after the
 bytes they hold, and ``blockmap.verify`` finds nothing wrong."""
 
 import pickle
@@ -15,28 +16,29 @@ from blockmap import Dataset, DatasetWriter
 from helpers import TESTS_DIR
 
 STORED = TESTS_DIR.parent / "data" / "datasets"
-V4 = [
-    "v4-committed.bmds",
-    "v4-appended.bmds",
-    "v4-recovered.bmds",
-    "v4-empty.bmds",
-    "v4-dtypes.bmds",
-]
+VERSIONS = (3, 4)
+KINDS = ("committed", "appended", "recovered", "empty", "dtypes")
+STORED_FILES = [(v, f"v{v}-{kind}.bmds") for v in VERSIONS for kind in KINDS]
 
 
 @pytest.fixture(scope="module")
 def expected():
-    with open(STORED / "expected-v4.pickle", "rb") as f:
-        return pickle.load(f)
+    """``{version: {file name: what it holds}}``, from each version's
+    ``expected-v<version>.pickle``."""
+    found = {}
+    for version in VERSIONS:
+        with open(STORED / f"expected-v{version}.pickle", "rb") as f:
+            found[version] = pickle.load(f)
+    return found
 
 
-@pytest.mark.parametrize("name", V4)
-def test_stored_version_4_files_read_the_same_entries(name, expected):
-    want = expected[name]
+@pytest.mark.parametrize(("version", "name"), STORED_FILES)
+def test_stored_files_read_the_same_entries(version, name, expected):
+    want = expected[version][name]
     ds = Dataset(STORED / name)
-    assert (ds.version, ds.fields) == (4, want["fields"])
+    assert (ds.version, ds.fields) == (version, want["fields"])
     assert len(ds) == len(want["entries"])
-    assert ds.committed == (name != "v4-recovered.bmds")
+    assert ds.committed == (not name.endswith("-recovered.bmds"))
     for i, entry in enumerate(want["entries"]):
         for f, field in enumerate(want["fields"]):
             assert ds.field(field)[i] == entry[f], (name, i, field)
@@ -46,10 +48,12 @@ def test_stored_version_4_files_read_the_same_entries(name, expected):
     blockmap.verify(STORED / name)
 
 
-def test_stored_entries_of_every_dtype_keep_it(expected):
-    ds = Dataset(STORED / "v4-dtypes.bmds")
+@pytest.mark.parametrize("version", VERSIONS)
+def test_stored_entries_of_every_dtype_keep_it(version, expected):
+    name = f"v{version}-dtypes.bmds"
+    ds = Dataset(STORED / name)
     dtypes = []
-    for i, want in enumerate(expected["v4-dtypes.bmds"]["entries"]):
+    for i, want in enumerate(expected[version][name]["entries"]):
         tensor = ds[i]
         assert tensor == want[0]
         dtype = tensor.block(0).values.dtype
@@ -63,12 +67,12 @@ def test_stored_entries_of_every_dtype_keep_it(expected):
     assert len(set(dtypes)) == len(dtypes) == 14
 
 
-@pytest.mark.parametrize("name", V4)
-def test_stored_version_4_files_append_after_their_bytes(tmp_path, name, expected):
-    want = expected[name]
+@pytest.mark.parametrize(("version", "name"), STORED_FILES)
+def test_stored_files_append_after_their_bytes(tmp_path, version, name, expected):
+    want = expected[version][name]
     copy = tmp_path / name
     shutil.copy(STORED / name, copy)
-    extra = expected["v4-committed.bmds"]["entries"][0][0]
+    extra = expected[version][f"v{version}-committed.bmds"]["entries"][0][0]
     with DatasetWriter(copy, append=True) as writer:
         if want["fields"] == ["tensor"]:
             writer.write(extra)
@@ -78,11 +82,15 @@ def test_stored_version_4_files_append_after_their_bytes(tmp_path, name, expecte
                 columns={"n_atoms": 99, "weight": 9.5},
             )
     grown = Dataset(copy)
-    assert (grown.version, len(grown), grown.committed) == (4, len(want["entries"]) + 1, True)
+    assert (grown.version, len(grown), grown.committed) == (
+        version,
+        len(want["entries"]) + 1,
+        True,
+    )
     assert grown.field(want["fields"][-1])[-1] == extra
     for i, entry in enumerate(want["entries"]):
         assert grown.field(want["fields"][0])[i] == entry[0]
-    if name != "v4-recovered.bmds":
+    if not name.endswith("-recovered.bmds"):
         before = (STORED / name).read_bytes()
         assert copy.read_bytes()[: len(before)] == before
     for column, values in want["columns"].items():
