@@ -99,6 +99,14 @@ impl Writer {
             )));
         }
         let target = io::replace::resolve(path)?;
+        // a file already there is refused before any lock is taken: no
+        // `.<name>.lock` is made beside it, and a writer creating or
+        // replacing it at that moment cannot turn the refusal into a wait
+        // or a "being written" error (the check after the lock still
+        // catches a file made in between)
+        if !overwrite && std::fs::metadata(&target).is_ok_and(|m| m.is_file()) {
+            return Err(lock::exists(path));
+        }
         let creating = lock::CreationLock::take(&target, timeout)?;
         let replaced = lock::open_locked(&target, false, timeout)?;
         if replaced.is_some() && !overwrite {

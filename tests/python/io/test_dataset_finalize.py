@@ -209,6 +209,18 @@ def test_an_existing_path_is_refused_naming_overwrite_and_append(tmp_path, maps)
         assert isinstance(raised.value, blockmap.BlockMapIOError)
         assert "overwrite=True" in str(raised.value) and "append=True" in str(raised.value)
         assert path.read_bytes() == before
+    # refused before any lock is taken: no lock file made beside it, and
+    # the refusal is the same while another writer is replacing the file
+    # (it holds the creation lock): not a wait, nor a "being written"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.bmds", "m.mts"]
+    with DatasetWriter(path, overwrite=True) as replacing:
+        replacing.write(maps[0])
+        with pytest.raises(blockmap.ExistingFileError, match="overwrite=True"):
+            DatasetWriter(path, timeout=0)
+        with pytest.raises(blockmap.ExistingFileError, match="overwrite=True"):
+            save_dataset(path, maps[:1])
+    assert len(Dataset(path)) == 1
+    save_dataset(path, maps[:2], overwrite=True)
     # overwrite: replaced (atomically, at the first commit); append: added
     save_dataset(path, maps[:1], overwrite=True)
     assert len(Dataset(path)) == 1

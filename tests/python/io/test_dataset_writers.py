@@ -75,11 +75,17 @@ def test_a_second_writer_fails_or_waits_and_readers_never_wait(tmp_path):
     blockmap.save_dataset(path, structure_maps(3))
     with blockmap.DatasetWriter(path, append=True) as holder:
         holder.write(_tagged(0, 0))
-        for append in (True, False):
-            with pytest.raises(blockmap.BlockMapIOError, match="another DatasetWriter") as info:
-                blockmap.DatasetWriter(path, append=append, timeout=0.05)
-            assert os.fspath(path) in str(info.value)
+        with pytest.raises(blockmap.BlockMapIOError, match="another DatasetWriter") as info:
+            blockmap.DatasetWriter(path, append=True, timeout=0.05)
+        assert os.fspath(path) in str(info.value)
         with pytest.raises(blockmap.BlockMapIOError, match="another DatasetWriter"):
+            blockmap.save_dataset(path, structure_maps(2), overwrite=True, timeout=0.05)
+        # neither appending nor replacing: refused for the file being
+        # there, whoever holds it (waiting would end in the same refusal)
+        with pytest.raises(blockmap.ExistingFileError, match="overwrite=True") as info:
+            blockmap.DatasetWriter(path, timeout=10)
+        assert os.fspath(path) in str(info.value)
+        with pytest.raises(blockmap.ExistingFileError):
             blockmap.save_dataset(path, structure_maps(2))
         # readers open it, and see what was committed or written so far
         assert len(blockmap.Dataset(path)) == 4
