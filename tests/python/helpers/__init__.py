@@ -15,6 +15,8 @@
   lie (entries over the same bytes, archives cut inside an entry);
 - ``error_cases``: every blockmap error (each exception class, and the
   native module's), raised by workers of every host.
+- ``stored_datasets``: the dataset files of every format version kept in
+  tests/data/datasets/, and the append their tests make to a copy.
 
 pytest finds this package through ``pythonpath`` in pyproject.toml; a child
 process puts :data:`TESTS_DIR` on its ``sys.path`` first.

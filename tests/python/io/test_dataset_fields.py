@@ -13,9 +13,7 @@ import pytest
 import blockmap
 from bench.batches import qm9_maps
 from blockmap import Dataset, DatasetWriter
-from helpers import TESTS_DIR
-
-STORED = TESTS_DIR.parent / "data" / "datasets"
+from helpers.stored_datasets import STORED
 
 
 @pytest.fixture(scope="module")

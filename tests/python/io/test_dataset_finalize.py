@@ -220,7 +220,6 @@ def test_an_existing_path_is_refused_naming_overwrite_and_append(tmp_path, maps)
         with pytest.raises(blockmap.ExistingFileError, match="overwrite=True"):
             save_dataset(path, maps[:1])
     assert len(Dataset(path)) == 1
-    save_dataset(path, maps[:2], overwrite=True)
     # overwrite: replaced (atomically, at the first commit); append: added
     save_dataset(path, maps[:1], overwrite=True)
     assert len(Dataset(path)) == 1

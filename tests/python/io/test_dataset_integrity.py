@@ -6,7 +6,6 @@ tests/data/datasets/) keep opening, reading and appending in version 2, and
 offsets no file can hold are no error of the system."""
 
 import pickle
-import shutil
 import struct
 import zlib
 
@@ -15,9 +14,8 @@ import pytest
 import blockmap
 from bench.batches import qm9_maps
 from blockmap import Dataset, DatasetWriter
-from helpers import TESTS_DIR
+from helpers.stored_datasets import STORED, append_to_copy
 
-STORED = TESTS_DIR.parent / "data" / "datasets"
 V2 = ["v2-committed.bmds", "v2-appended.bmds", "v2-recovered.bmds", "v2-empty.bmds"]
 
 
@@ -173,17 +171,8 @@ def test_stored_version_2_files_read_append_and_upgrade(tmp_path, name, stored_v
         assert ds.column(column).tolist() == values
     assert "version=2" in repr(ds)
     # appended: in version 2, the bytes before the append kept
-    copy = tmp_path / name
-    shutil.copy(STORED / name, copy)
     extra = qm9_maps(1, seed=5)[0]
-    with DatasetWriter(copy, append=True) as writer:
-        if expected["fields"] == ["tensor"]:
-            writer.write(extra)
-        else:
-            writer.write(
-                **{field: extra for field in expected["fields"]},
-                columns={"n_atoms": 99, "weight": 9.5},
-            )
+    copy = append_to_copy(name, tmp_path, expected["fields"], extra)
     grown = Dataset(copy)
     assert (grown.version, len(grown)) == (2, len(expected["entries"]) + 1)
     assert grown.field(expected["fields"][0])[-1] == extra

@@ -6,16 +6,14 @@ every dtype keep their dtype, an append writes in the file's version after the
 bytes they hold, and ``blockmap.verify`` finds nothing wrong."""
 
 import pickle
-import shutil
 
 import numpy as np
 import pytest
 
 import blockmap
-from blockmap import Dataset, DatasetWriter
-from helpers import TESTS_DIR
+from blockmap import Dataset
+from helpers.stored_datasets import STORED, append_to_copy
 
-STORED = TESTS_DIR.parent / "data" / "datasets"
 VERSIONS = (3, 4)
 KINDS = ("committed", "appended", "recovered", "empty", "dtypes")
 STORED_FILES = [(v, f"v{v}-{kind}.bmds") for v in VERSIONS for kind in KINDS]
@@ -70,17 +68,8 @@ def test_stored_entries_of_every_dtype_keep_it(version, expected):
 @pytest.mark.parametrize(("version", "name"), STORED_FILES)
 def test_stored_files_append_after_their_bytes(tmp_path, version, name, expected):
     want = expected[version][name]
-    copy = tmp_path / name
-    shutil.copy(STORED / name, copy)
     extra = expected[version][f"v{version}-committed.bmds"]["entries"][0][0]
-    with DatasetWriter(copy, append=True) as writer:
-        if want["fields"] == ["tensor"]:
-            writer.write(extra)
-        else:
-            writer.write(
-                **{field: extra for field in want["fields"]},
-                columns={"n_atoms": 99, "weight": 9.5},
-            )
+    copy = append_to_copy(name, tmp_path, want["fields"], extra)
     grown = Dataset(copy)
     assert (grown.version, len(grown), grown.committed) == (
         version,

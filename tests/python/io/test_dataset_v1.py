@@ -6,9 +6,7 @@ import pickle
 import pytest
 
 import blockmap
-from helpers import TESTS_DIR
-
-STORED = TESTS_DIR.parent / "data" / "datasets"
+from helpers.stored_datasets import STORED
 
 
 @pytest.fixture(scope="module")
